@@ -1,0 +1,222 @@
+//! Runs ONNX's backend conformance cases (`model.onnx` plus
+//! `test_data_set_*/input_N.pb` and `output_N.pb`) through the whole
+//! pipeline: import, lower, serialize, load, CPU executor, compare.
+
+use crate::build::BuildOptions;
+use crate::frontend::onnx::{self, proto::ExternalDataRoot};
+use anyhow::{anyhow, bail, Context, Result};
+use prost::Message;
+use std::path::{Path, PathBuf};
+use tract_onnx::pb;
+use trtc_runtime::{Engine, Tensor};
+
+/// Op types outside trtc's scope: training, recurrent nets, sequences,
+/// strings, randomness, optional types. Cases using them are skipped.
+pub const OUT_OF_SCOPE_OPS: &[&str] = &[
+    // Training.
+    "Adagrad", "Adam", "Momentum", "Gradient", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+    // Recurrent.
+    "RNN", "LSTM", "GRU",
+    // Sequences.
+    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength",
+    "SequenceMap", "ConcatFromSequence", "SplitToSequence",
+    // Strings.
+    "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer",
+    // Randomness.
+    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli",
+    // Optional types.
+    "Optional", "OptionalGetElement", "OptionalHasElement",
+];
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Passed,
+    Failed(String),
+    Skipped(String),
+}
+
+/// Tolerances of the comparison: |ours - expected| <= atol + rtol * |expected|.
+#[derive(Clone, Copy, Debug)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance { rtol: 1e-4, atol: 1e-5 }
+    }
+}
+
+fn read_pb(path: &Path) -> Result<pb::TensorProto> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    pb::TensorProto::decode(&bytes[..]).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// Why a model is out of scope, if it is.
+fn out_of_scope(model: &pb::ModelProto) -> Option<String> {
+    let g = model.graph.as_ref()?;
+    for n in &g.node {
+        if OUT_OF_SCOPE_OPS.contains(&n.op_type.as_str()) {
+            return Some(format!("op {}", n.op_type));
+        }
+    }
+    for vi in g.input.iter().chain(&g.output) {
+        match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            None => return Some("sequence/map/optional type".into()),
+            Some(pb::type_proto::Value::TensorType(t)) => {
+                if t.elem_type == pb::tensor_proto::DataType::String as i32 {
+                    return Some("string tensors".into());
+                }
+            }
+        }
+    }
+    None
+}
+
+fn compare(name: &str, ours: &Tensor, want: &Tensor, tol: Tolerance) -> Result<()> {
+    if ours.dtype() != want.dtype() {
+        bail!("output {name}: dtype {} but expected {}", ours.dtype(), want.dtype());
+    }
+    if ours.shape() != want.shape() {
+        bail!("output {name}: shape {:?} but expected {:?}", ours.shape(), want.shape());
+    }
+    let (a, b) = (ours.to_f64_vec(), want.to_f64_vec());
+    let exact = !ours.dtype().is_float();
+    for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+        let ok = if exact {
+            x == y
+        } else if y.is_nan() {
+            x.is_nan()
+        } else if y.is_infinite() {
+            x == y
+        } else {
+            (x - y).abs() <= tol.atol + tol.rtol * y.abs()
+        };
+        if !ok {
+            bail!("output {name}: element {i} is {x}, expected {y}");
+        }
+    }
+    Ok(())
+}
+
+/// Runs one case directory.
+pub fn run_case(dir: &Path, tol: Tolerance) -> Outcome {
+    match std::panic::catch_unwind(|| run_case_inner(dir, tol)) {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => Outcome::Failed(e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ")),
+        Err(p) => {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            Outcome::Failed(format!("PANIC: {}", msg.unwrap_or_default()))
+        }
+    }
+}
+
+fn data_sets(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("test_data_set")))
+        .collect();
+    sets.sort();
+    Ok(sets)
+}
+
+fn numbered(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for i in 0.. {
+        let p = dir.join(format!("{prefix}_{i}.pb"));
+        if !p.exists() {
+            break;
+        }
+        v.push(p);
+    }
+    v
+}
+
+fn run_case_inner(dir: &Path, tol: Tolerance) -> Result<Outcome> {
+    let model_path = dir.join("model.onnx");
+    let bytes = std::fs::read(&model_path).with_context(|| format!("cannot read {}", model_path.display()))?;
+    let model = onnx::decode(&bytes)?;
+    if let Some(why) = out_of_scope(&model) {
+        return Ok(Outcome::Skipped(why));
+    }
+    let g = model.graph.as_ref().expect("decoded");
+    let inits: std::collections::HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    let graph_inputs: Vec<&str> = g.input.iter().map(|v| v.name.as_str()).filter(|n| !inits.contains(n)).collect();
+    let sets = data_sets(dir)?;
+    if sets.is_empty() {
+        bail!("no test_data_set in {}", dir.display());
+    }
+    for set in sets {
+        let root = ExternalDataRoot { dir: Some(dir.to_path_buf()) };
+        let mut inputs = Vec::new();
+        for (i, p) in numbered(&set, "input").iter().enumerate() {
+            let tp = read_pb(p)?;
+            let name = if tp.name.is_empty() { graph_inputs.get(i).map(|s| s.to_string()).unwrap_or_default() } else { tp.name.clone() };
+            inputs.push((name, onnx::proto::tensor(&tp, &root)?));
+        }
+        let mut expected = Vec::new();
+        for p in numbered(&set, "output") {
+            expected.push(onnx::proto::tensor(&read_pb(&p)?, &root)?);
+        }
+        let mut opts = BuildOptions::default();
+        for (name, t) in &inputs {
+            opts.import.shapes.insert(name.clone(), t.shape().to_vec());
+        }
+        let graph = match onnx::import_model(&model, root.clone(), &opts.import) {
+            Ok(g) => g,
+            Err(e) if format!("{e:#}").contains("must be known when the engine is built") => {
+                // Like TensorRT's shape inputs: fix integer inputs at build time.
+                for (name, t) in &inputs {
+                    if !t.dtype().is_float() {
+                        opts.import.shapes.remove(name);
+                        opts.import.input_values.insert(name.clone(), t.clone());
+                    }
+                }
+                onnx::import_model(&model, root.clone(), &opts.import)?
+            }
+            Err(e) => return Err(e),
+        };
+        let built = crate::build::build_graph(graph, &opts)?;
+        let engine = Engine::from_bytes(&built.engine)?;
+        let mut ctx = engine.create_context()?;
+        let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let outputs = ctx.run(&refs)?;
+        if outputs.len() != expected.len() {
+            bail!("{} outputs, expected {}", outputs.len(), expected.len());
+        }
+        for ((name, ours), want) in outputs.iter().zip(&expected) {
+            compare(name, ours, want, tol)?;
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// Every case directory under `root/<subset>`, sorted, as `subset/name`.
+pub fn list_cases(root: &Path, subsets: &[&str]) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for s in subsets {
+        let d = root.join(s);
+        let mut cases: Vec<PathBuf> = std::fs::read_dir(&d)
+            .with_context(|| format!("conformance data missing at {} (run scripts/fetch-conformance.sh)", d.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("model.onnx").exists())
+            .collect();
+        cases.sort();
+        for c in cases {
+            let name = format!("{s}/{}", c.file_name().unwrap().to_string_lossy());
+            out.push((name, c));
+        }
+    }
+    Ok(out)
+}
+
+/// The default location of the suite, fetched by `scripts/fetch-conformance.sh`.
+pub fn default_root() -> PathBuf {
+    if let Ok(p) = std::env::var("TRTC_ONNX_BACKEND_DATA") {
+        return PathBuf::from(p);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/onnx-backend-1.16.2")
+}
+
+pub const SUBSETS: &[&str] = &["node", "pytorch-converted", "pytorch-operator", "simple"];

@@ -1,0 +1,3 @@
+//! Model frontends. Only ONNX for now.
+
+pub mod onnx;

@@ -1,0 +1,123 @@
+//! What an op converter sees: the ONNX node, its inputs as IR ports, and a
+//! way to add IR ops. Ops whose inputs are all constants are evaluated on
+//! the spot with the runtime's reference implementation, so shape-computing
+//! subgraphs (Shape -> Gather -> Concat -> Reshape) resolve to constants and
+//! every tensor gets a static shape.
+
+use super::proto::{Attributes, ExternalDataRoot};
+use crate::ir::{Graph, Port};
+use anyhow::{anyhow, bail, Result};
+use tract_onnx::pb;
+use trtc_runtime::{Op, Tensor, TensorType};
+
+pub struct Ctx<'a> {
+    pub node: &'a pb::NodeProto,
+    pub attrs: Attributes<'a>,
+    /// The model's opset for the default ONNX domain.
+    pub opset: i64,
+    pub(super) graph: &'a mut Graph,
+    pub(super) inputs: Vec<Option<Port>>,
+    pub(super) root: &'a ExternalDataRoot,
+    pub(super) added: usize,
+}
+
+impl<'a> Ctx<'a> {
+    /// The node's name (never empty: unnamed nodes get one at import).
+    pub fn name(&self) -> &str {
+        &self.node.name
+    }
+
+    /// Number of inputs the node lists (absent optional ones included).
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    pub fn opt_input(&self, i: usize) -> Option<Port> {
+        self.inputs.get(i).copied().flatten()
+    }
+
+    pub fn input(&self, i: usize) -> Result<Port> {
+        self.opt_input(i).ok_or_else(|| anyhow!("missing required input {i}"))
+    }
+
+    pub fn ty(&self, p: Port) -> &TensorType {
+        self.graph.ty(p)
+    }
+
+    pub fn input_ty(&self, i: usize) -> Result<&TensorType> {
+        Ok(self.graph.ty(self.input(i)?))
+    }
+
+    /// The value of a port when it is a constant.
+    pub fn konst(&self, p: Port) -> Option<&Tensor> {
+        self.graph.node(p.node).constant()
+    }
+
+    /// The value of input `i` when present and constant.
+    pub fn const_input(&self, i: usize) -> Option<&Tensor> {
+        self.opt_input(i).and_then(|p| self.konst(p))
+    }
+
+    /// The value of input `i`, which must be known at build time (it decides
+    /// shapes). `what` names it in the error.
+    pub fn require_const(&self, i: usize, what: &str) -> Result<&Tensor> {
+        let p = self.input(i)?;
+        self.konst(p).ok_or_else(|| {
+            anyhow!(
+                "input {i} ({what}, tensor '{}') must be known when the engine is built; \
+                 it is computed at run time, which trtc does not support for this input",
+                self.node.input.get(i).map(String::as_str).unwrap_or("?")
+            )
+        })
+    }
+
+    /// Optional integer list input (like Slice's axes), constant when present.
+    pub fn opt_const_ints(&self, i: usize, what: &str) -> Result<Option<Vec<i64>>> {
+        match self.opt_input(i) {
+            None => Ok(None),
+            Some(_) => Ok(Some(self.require_const(i, what)?.to_i64_vec()?)),
+        }
+    }
+
+    /// Adds an op node reading `inputs` (folded to constants when every input
+    /// is constant) and returns its outputs.
+    pub fn op(&mut self, op: impl Into<Op>, inputs: &[Option<Port>]) -> Result<Vec<Port>> {
+        let op = op.into();
+        let name = if self.added == 0 { self.node.name.clone() } else { format!("{}#{}", self.node.name, self.added) };
+        self.added += 1;
+        let all_const = inputs.iter().flatten().all(|p| self.graph.node(p.node).constant().is_some());
+        if all_const && inputs.iter().any(|p| p.is_some()) {
+            let values: Vec<Option<&Tensor>> =
+                inputs.iter().map(|p| p.map(|p| self.graph.node(p.node).constant().expect("constant"))).collect();
+            let outs = op.eval_owned(&values).map_err(|e| anyhow!("{}: {e}", op.name()))?;
+            let n = outs.len();
+            return Ok(outs
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| self.graph.add_constant(&if n == 1 { name.clone() } else { format!("{name}:{i}") }, t))
+                .collect());
+        }
+        self.graph.add_op(&name, op.clone(), inputs).map_err(|e| anyhow!("{}: {e}", op.name()))
+    }
+
+    /// [`Ctx::op`] for ops with one output.
+    pub fn op1(&mut self, op: impl Into<Op>, inputs: &[Option<Port>]) -> Result<Port> {
+        let outs = self.op(op, inputs)?;
+        match outs.as_slice() {
+            [p] => Ok(*p),
+            _ => bail!("expected one output, got {}", outs.len()),
+        }
+    }
+
+    /// Adds a constant tensor.
+    pub fn constant(&mut self, t: Tensor) -> Port {
+        let name = format!("{}#c{}", self.node.name, self.added);
+        self.added += 1;
+        self.graph.add_constant(&name, t)
+    }
+
+    /// Decodes a tensor-valued attribute.
+    pub fn tensor_attr(&self, name: &str) -> Result<Option<Tensor>> {
+        self.attrs.tensor(name, self.root)
+    }
+}

@@ -1,0 +1,261 @@
+//! The ONNX frontend: decodes a model with `tract-onnx`'s protobuf types and
+//! builds the IR, giving every tensor a static dtype and shape.
+
+pub mod ctx;
+pub mod ops;
+pub mod proto;
+
+use crate::ir::{Graph, GraphOutput, Port};
+use anyhow::{anyhow, bail, Context, Result};
+use ops::Registry;
+use prost::Message;
+use proto::{Attributes, ExternalDataRoot};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use tract_onnx::pb;
+use trtc_runtime::{Tensor, TensorType};
+
+/// The opsets of the default ONNX domain trtc reads.
+pub const MIN_OPSET: i64 = 1;
+pub const MAX_OPSET: i64 = 22;
+
+/// How to import a model.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Shapes for inputs, overriding (and resolving symbolic dims of) the
+    /// model's declared shapes: `--shape NAME:1x3x224x224`.
+    pub shapes: HashMap<String, Vec<usize>>,
+    /// Inputs whose value is fixed at build time (shape tensors, like
+    /// TensorRT's shape inputs). They stay bindings, checked at run time.
+    pub input_values: HashMap<String, Tensor>,
+}
+
+/// Imports an ONNX file. External data is read from the file's directory.
+pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Graph> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let dir = path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p }).map(Path::to_path_buf);
+    import_bytes(&bytes, ExternalDataRoot { dir }, opts).with_context(|| format!("{}", path.display()))
+}
+
+/// Decodes a ModelProto.
+pub fn decode(bytes: &[u8]) -> Result<pb::ModelProto> {
+    let model = pb::ModelProto::decode(bytes).map_err(|e| anyhow!("not a valid ONNX model (protobuf decode failed: {e})"))?;
+    if model.graph.is_none() {
+        bail!("not a valid ONNX model (no graph)");
+    }
+    Ok(model)
+}
+
+/// The opset of the default domain.
+pub fn default_opset(model: &pb::ModelProto) -> i64 {
+    model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map(|o| o.version)
+        .unwrap_or(1)
+}
+
+pub fn import_bytes(bytes: &[u8], root: ExternalDataRoot, opts: &ImportOptions) -> Result<Graph> {
+    let model = decode(bytes)?;
+    import_model(&model, root, opts)
+}
+
+/// Lists every op type the model uses that trtc cannot convert, with one
+/// node name each.
+pub fn unsupported_ops(model: &pb::ModelProto, registry: &Registry) -> Vec<(String, String)> {
+    let mut missing: BTreeMap<String, String> = BTreeMap::new();
+    let graph = model.graph.as_ref().expect("checked by decode");
+    for (i, node) in graph.node.iter().enumerate() {
+        let key = if node.domain.is_empty() || node.domain == "ai.onnx" {
+            node.op_type.clone()
+        } else {
+            format!("{}:{}", node.domain, node.op_type)
+        };
+        let supported = (node.domain.is_empty() || node.domain == "ai.onnx") && registry.get(&node.op_type).is_some();
+        if !supported {
+            missing.entry(key).or_insert_with(|| node_name(node, i));
+        }
+    }
+    missing.into_iter().collect()
+}
+
+fn node_name(node: &pb::NodeProto, i: usize) -> String {
+    if node.name.is_empty() {
+        format!("{}_{i}", node.op_type)
+    } else {
+        node.name.clone()
+    }
+}
+
+fn input_type(vi: &pb::ValueInfoProto, opts: &ImportOptions) -> Result<TensorType> {
+    let Some(pb::type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        bail!("input '{}' is not a tensor (sequences, maps and optionals are not supported)", vi.name);
+    };
+    let dtype = proto::dtype(t.elem_type).with_context(|| format!("input '{}'", vi.name))?;
+    if let Some(shape) = opts.shapes.get(&vi.name) {
+        if let Some(declared) = &t.shape {
+            if declared.dim.len() != shape.len() {
+                bail!("--shape {}: gives {} dimensions, the model declares {}", vi.name, shape.len(), declared.dim.len());
+            }
+        }
+        return Ok(TensorType::new(dtype, shape.clone()));
+    }
+    let Some(declared) = &t.shape else {
+        bail!("input '{}' has no declared shape; give it with --shape {}:DIMS", vi.name, vi.name);
+    };
+    let mut shape = Vec::with_capacity(declared.dim.len());
+    for (axis, d) in declared.dim.iter().enumerate() {
+        use pb::tensor_shape_proto::dimension::Value;
+        match &d.value {
+            Some(Value::DimValue(v)) if *v >= 0 => shape.push(*v as usize),
+            Some(Value::DimParam(p)) => bail!(
+                "input '{}' has a symbolic dimension '{p}' at axis {axis}; give its shape with --shape {}:DIMS (e.g. 1x3x224x224)",
+                vi.name,
+                vi.name
+            ),
+            _ => bail!(
+                "input '{}' has an unknown dimension at axis {axis}; give its shape with --shape {}:DIMS",
+                vi.name,
+                vi.name
+            ),
+        }
+    }
+    Ok(TensorType::new(dtype, shape))
+}
+
+/// Orders nodes so that each comes after the producers of its inputs (ONNX
+/// requires this, but not every exporter obeys). Keeps the file order where
+/// it is already valid.
+fn sorted_nodes<'a>(graph: &'a pb::GraphProto, known: &std::collections::HashSet<&'a str>) -> Result<Vec<(usize, &'a pb::NodeProto)>> {
+    let mut available: std::collections::HashSet<&str> = known.clone();
+    let mut pending: Vec<(usize, &pb::NodeProto)> = graph.node.iter().enumerate().collect();
+    let mut out = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut rest = Vec::new();
+        for (i, n) in pending {
+            if n.input.iter().all(|x| x.is_empty() || available.contains(x.as_str())) {
+                available.extend(n.output.iter().map(String::as_str));
+                out.push((i, n));
+            } else {
+                rest.push((i, n));
+            }
+        }
+        if rest.len() == before {
+            let (i, n) = rest[0];
+            let missing: Vec<&str> =
+                n.input.iter().filter(|x| !x.is_empty() && !available.contains(x.as_str())).map(String::as_str).collect();
+            bail!("node '{}' ({}) reads {:?}, which no node, input or initializer produces (or the graph has a cycle)", node_name(n, i), n.op_type, missing);
+        }
+        pending = rest;
+    }
+    Ok(out)
+}
+
+pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &ImportOptions) -> Result<Graph> {
+    let registry = Registry::onnx();
+    let opset = default_opset(model);
+    if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
+        bail!("opset {opset} is not supported (trtc reads opsets {MIN_OPSET} to {MAX_OPSET})");
+    }
+    let missing = unsupported_ops(model, &registry);
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|(op, node)| format!("{op} (node '{node}')")).collect();
+        bail!("unsupported ONNX ops: {}", list.join(", "));
+    }
+    let gp = model.graph.as_ref().expect("checked by decode");
+    let mut graph = Graph::new();
+    let mut values: HashMap<String, Port> = HashMap::new();
+
+    for init in &gp.initializer {
+        let t = proto::tensor(init, &root)?;
+        let p = graph.add_constant(&init.name, t);
+        values.insert(init.name.clone(), p);
+    }
+    if !gp.sparse_initializer.is_empty() {
+        bail!("sparse initializers are not supported");
+    }
+    for vi in &gp.input {
+        if values.contains_key(&vi.name) {
+            continue; // An initializer listed as an input (IR < 4): a constant.
+        }
+        if let Some(v) = opts.input_values.get(&vi.name) {
+            let p = graph.add_constant(&vi.name, v.clone());
+            graph.fixed_inputs.push((vi.name.clone(), v.clone()));
+            values.insert(vi.name.clone(), p);
+            continue;
+        }
+        let ty = input_type(vi, opts)?;
+        let p = graph.add_input(&vi.name, ty);
+        values.insert(vi.name.clone(), p);
+    }
+    for name in opts.shapes.keys() {
+        if !gp.input.iter().any(|vi| &vi.name == name) {
+            bail!("--shape names '{name}', which is not an input of the model");
+        }
+    }
+
+    let known_names: Vec<String> = values.keys().cloned().collect();
+    let known: std::collections::HashSet<&str> = known_names.iter().map(String::as_str).collect();
+    let order = sorted_nodes(gp, &known)?;
+    for (i, node) in order {
+        let name = node_name(node, i);
+        let convert = registry.get(&node.op_type).expect("checked above");
+        let attrs_node = node;
+        let mut named = node.clone();
+        named.name = name.clone();
+        if (Attributes { node: attrs_node }).has_graph() {
+            bail!("node '{name}' ({}): ops with subgraphs are not supported", node.op_type);
+        }
+        let mut inputs = Vec::with_capacity(node.input.len());
+        for x in &node.input {
+            if x.is_empty() {
+                inputs.push(None);
+            } else {
+                let p = values.get(x).copied().ok_or_else(|| anyhow!("node '{name}' reads unknown tensor '{x}'"))?;
+                inputs.push(Some(p));
+            }
+        }
+        let outs = {
+            let mut ctx = ctx::Ctx {
+                node: &named,
+                attrs: Attributes { node: &named },
+                opset,
+                graph: &mut graph,
+                inputs,
+                root: &root,
+                added: 0,
+            };
+            convert(&mut ctx).with_context(|| format!("node '{name}' ({})", node.op_type))?
+        };
+        for (k, out_name) in node.output.iter().enumerate() {
+            if out_name.is_empty() {
+                continue;
+            }
+            match outs.get(k) {
+                Some(&p) => {
+                    // Name the tensor after the ONNX output when it is fresh.
+                    let info = &mut graph.g[p.node].outputs[p.port];
+                    if info.name.starts_with(&name) {
+                        info.name = out_name.clone();
+                    }
+                    values.insert(out_name.clone(), p);
+                }
+                None => {
+                    // Unsupported optional output: only an error if used.
+                }
+            }
+        }
+    }
+    for vi in &gp.output {
+        let Some(&p) = values.get(&vi.name) else {
+            bail!("graph output '{}' is not produced by any node (or uses an unsupported optional output)", vi.name);
+        };
+        graph.outputs.push(GraphOutput { name: vi.name.clone(), port: p });
+    }
+    // Report reads of unsupported optional outputs clearly.
+    graph.remove_dead_nodes();
+    crate::ir::verify(&graph)?;
+    Ok(graph)
+}

@@ -1,0 +1,233 @@
+//! Decoding ONNX protobuf values: dtypes, tensors (raw, typed and external
+//! data) and attributes. ONNX files are untrusted: every length is checked
+//! against the bytes present before anything is allocated.
+
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::{Path, PathBuf};
+use tract_onnx::pb::{self, tensor_proto::DataType};
+use trtc_runtime::{DType, Tensor, TensorType};
+
+/// The trtc dtype of an ONNX element type.
+pub fn dtype(elem_type: i32) -> Result<DType> {
+    let dt = DataType::try_from(elem_type).map_err(|_| anyhow!("unknown ONNX data type {elem_type}"))?;
+    Ok(match dt {
+        DataType::Float => DType::F32,
+        DataType::Float16 => DType::F16,
+        DataType::Bfloat16 => DType::BF16,
+        DataType::Double => DType::F64,
+        DataType::Int8 => DType::I8,
+        DataType::Int16 => DType::I16,
+        DataType::Int32 => DType::I32,
+        DataType::Int64 => DType::I64,
+        DataType::Uint8 => DType::U8,
+        DataType::Uint16 => DType::U16,
+        DataType::Uint32 => DType::U32,
+        DataType::Uint64 => DType::U64,
+        DataType::Bool => DType::Bool,
+        other => bail!("ONNX data type {} is not supported", other.as_str_name()),
+    })
+}
+
+/// Where external data may be read from: the model's directory.
+#[derive(Clone, Debug, Default)]
+pub struct ExternalDataRoot {
+    pub dir: Option<PathBuf>,
+}
+
+fn checked_len(dims: &[usize]) -> Result<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| anyhow!("tensor dimensions {dims:?} overflow"))
+}
+
+/// Decodes a TensorProto into a tensor.
+pub fn tensor(t: &pb::TensorProto, root: &ExternalDataRoot) -> Result<Tensor> {
+    let name = if t.name.is_empty() { "<unnamed>" } else { t.name.as_str() };
+    tensor_inner(t, root).with_context(|| format!("tensor '{name}'"))
+}
+
+fn tensor_inner(t: &pb::TensorProto, root: &ExternalDataRoot) -> Result<Tensor> {
+    let dt = dtype(t.data_type)?;
+    let mut dims = Vec::with_capacity(t.dims.len());
+    for &d in &t.dims {
+        if d < 0 {
+            bail!("negative dimension {d}");
+        }
+        dims.push(d as usize);
+    }
+    let n = checked_len(&dims)?;
+    let ty = TensorType::new(dt, dims.clone());
+    let nbytes = n.checked_mul(dt.size()).ok_or_else(|| anyhow!("tensor size overflows"))?;
+    if t.data_location == Some(pb::tensor_proto::DataLocation::External as i32) {
+        let bytes = read_external(t, root, nbytes)?;
+        return Ok(Tensor::from_bytes(ty, &bytes)?);
+    }
+    if !t.raw_data.is_empty() || n == 0 {
+        if t.raw_data.len() != nbytes {
+            bail!("raw_data holds {} bytes, {} needs {}", t.raw_data.len(), ty, nbytes);
+        }
+        // Raw data is little-endian, as is every machine trtc runs on.
+        return Ok(Tensor::from_bytes(ty, &t.raw_data)?);
+    }
+    let count_ok = |len: usize, field: &str| -> Result<()> {
+        if len != n {
+            bail!("{field} holds {len} values, {ty} needs {n}");
+        }
+        Ok(())
+    };
+    let out = match dt {
+        DType::F32 => {
+            count_ok(t.float_data.len(), "float_data")?;
+            Tensor::from_slice(dims, &t.float_data)?
+        }
+        DType::F64 => {
+            count_ok(t.double_data.len(), "double_data")?;
+            Tensor::from_slice(dims, &t.double_data)?
+        }
+        DType::I64 => {
+            count_ok(t.int64_data.len(), "int64_data")?;
+            Tensor::from_slice(dims, &t.int64_data)?
+        }
+        DType::U64 => {
+            count_ok(t.uint64_data.len(), "uint64_data")?;
+            Tensor::from_slice(dims, &t.uint64_data)?
+        }
+        DType::U32 => {
+            count_ok(t.uint64_data.len(), "uint64_data")?;
+            let v: Vec<u32> = t.uint64_data.iter().map(|&v| v as u32).collect();
+            Tensor::from_slice(dims, &v)?
+        }
+        DType::I32 => {
+            count_ok(t.int32_data.len(), "int32_data")?;
+            Tensor::from_slice(dims, &t.int32_data)?
+        }
+        DType::I16 | DType::I8 | DType::U16 | DType::U8 | DType::Bool | DType::F16 | DType::BF16 => {
+            count_ok(t.int32_data.len(), "int32_data")?;
+            let mut out = Tensor::zeros(ty)?;
+            let bytes = out.bytes_mut();
+            let size = dt.size();
+            for (i, &v) in t.int32_data.iter().enumerate() {
+                let le = v.to_le_bytes();
+                let v = if dt == DType::Bool { [(v != 0) as u8, 0, 0, 0] } else { le };
+                bytes[i * size..(i + 1) * size].copy_from_slice(&v[..size]);
+            }
+            out
+        }
+    };
+    Ok(out)
+}
+
+/// Reads a tensor's external data, following onnx's security rules: the
+/// path stays under the model's directory, no symlinks or hard links, only
+/// known keys, and `offset + length` within the file.
+fn read_external(t: &pb::TensorProto, root: &ExternalDataRoot, nbytes: usize) -> Result<Vec<u8>> {
+    let dir = root
+        .dir
+        .as_ref()
+        .ok_or_else(|| anyhow!("uses external data, which needs the model to be loaded from a file"))?;
+    let (mut location, mut offset, mut length) = (None, 0u64, None);
+    for e in &t.external_data {
+        match e.key.as_str() {
+            "location" => location = Some(e.value.clone()),
+            "offset" => offset = e.value.parse().map_err(|_| anyhow!("bad external data offset '{}'", e.value))?,
+            "length" => length = Some(e.value.parse::<u64>().map_err(|_| anyhow!("bad external data length '{}'", e.value))?),
+            "checksum" => {}
+            k => bail!("unknown external data key '{k}'"),
+        }
+    }
+    let location = location.ok_or_else(|| anyhow!("external data without a location"))?;
+    let rel = Path::new(&location);
+    if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+        bail!("external data location '{location}' must be a relative path inside the model's directory");
+    }
+    let dir = dir.canonicalize().with_context(|| format!("model directory {}", dir.display()))?;
+    let path = dir.join(rel);
+    let meta = std::fs::symlink_metadata(&path).with_context(|| format!("external data file {}", path.display()))?;
+    if meta.file_type().is_symlink() || !meta.is_file() {
+        bail!("external data file {} is not a regular file", path.display());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.nlink() > 1 {
+            bail!("external data file {} has several hard links; refusing it", path.display());
+        }
+    }
+    let canon = path.canonicalize()?;
+    if !canon.starts_with(&dir) {
+        bail!("external data file {} lies outside the model's directory", path.display());
+    }
+    let length = length.unwrap_or(nbytes as u64);
+    if length != nbytes as u64 {
+        bail!("external data length {length} does not match the tensor's {nbytes} bytes");
+    }
+    let end = offset.checked_add(length).ok_or_else(|| anyhow!("external data offset overflows"))?;
+    if end > meta.len() {
+        bail!("external data range {offset}..{end} is past the end of {} ({} bytes)", path.display(), meta.len());
+    }
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(&canon)?;
+    f.seek(SeekFrom::Start(offset))?;
+    let mut buf = vec![0u8; nbytes];
+    f.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+/// Typed access to a node's attributes.
+pub struct Attributes<'a> {
+    pub node: &'a pb::NodeProto,
+}
+
+impl<'a> Attributes<'a> {
+    fn get(&self, name: &str) -> Option<&'a pb::AttributeProto> {
+        self.node.attribute.iter().find(|a| a.name == name)
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    pub fn int(&self, name: &str) -> Option<i64> {
+        self.get(name).map(|a| a.i)
+    }
+
+    pub fn int_or(&self, name: &str, default: i64) -> i64 {
+        self.int(name).unwrap_or(default)
+    }
+
+    pub fn float(&self, name: &str) -> Option<f32> {
+        self.get(name).map(|a| a.f)
+    }
+
+    pub fn float_or(&self, name: &str, default: f32) -> f32 {
+        self.float(name).unwrap_or(default)
+    }
+
+    pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.get(name).map(|a| a.ints.clone())
+    }
+
+    pub fn floats(&self, name: &str) -> Option<Vec<f32>> {
+        self.get(name).map(|a| a.floats.clone())
+    }
+
+    pub fn string(&self, name: &str) -> Option<String> {
+        self.get(name).map(|a| String::from_utf8_lossy(&a.s).into_owned())
+    }
+
+    pub fn strings(&self, name: &str) -> Option<Vec<String>> {
+        self.get(name).map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+    }
+
+    pub fn tensor(&self, name: &str, root: &ExternalDataRoot) -> Result<Option<Tensor>> {
+        match self.get(name).and_then(|a| a.t.as_ref()) {
+            Some(t) => Ok(Some(tensor(t, root)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the attribute holds a subgraph (If/Loop/Scan bodies).
+    pub fn has_graph(&self) -> bool {
+        self.node.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty())
+    }
+}

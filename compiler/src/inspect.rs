@@ -1,0 +1,119 @@
+//! `trtc inspect`: what an engine holds, without running it.
+
+use std::fmt::Write;
+use trtc_runtime::plan::Storage;
+use trtc_runtime::Engine;
+
+fn mib(b: u64) -> String {
+    format!("{:.2} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+/// The human-readable report.
+pub fn text(engine: &Engine) -> String {
+    let h = engine.header();
+    let plan = engine.plan();
+    let mut s = String::new();
+    let _ = writeln!(s, "engine format {}, built by trtc {}", engine.format_version(), h.trtc_version);
+    let _ = writeln!(s, "target: {}", h.target);
+    let _ = writeln!(s, "build flags: {}", h.build_flags.join(" "));
+    let _ = writeln!(s, "inputs:");
+    for b in engine.inputs() {
+        let _ = writeln!(s, "  {}: {}", b.name, b.ty);
+    }
+    for f in engine.fixed_inputs() {
+        let _ = writeln!(s, "  {f}: fixed at build time");
+    }
+    let _ = writeln!(s, "outputs:");
+    for b in engine.outputs() {
+        let _ = writeln!(s, "  {}: {}", b.name, b.ty);
+    }
+    let _ = writeln!(s, "memory:");
+    let _ = writeln!(s, "  weights: {}", mib(engine.weights().len() as u64));
+    let _ = writeln!(
+        s,
+        "  activations: {} peak with buffer reuse ({} without)",
+        mib(plan.arena_bytes),
+        mib(plan.arena_bytes_without_reuse)
+    );
+    let _ = writeln!(s, "layers ({}):", plan.layers.len());
+    for (i, l) in plan.layers.iter().enumerate() {
+        let ins: Vec<String> = l
+            .inputs
+            .iter()
+            .map(|t| match t {
+                Some(id) => {
+                    let d = &plan.tensors[*id];
+                    match d.storage {
+                        Storage::Weight { .. } => format!("w:{}", d.ty),
+                        Storage::Arena { .. } => d.ty.to_string(),
+                    }
+                }
+                None => "_".into(),
+            })
+            .collect();
+        let outs: Vec<String> = l.outputs.iter().map(|&o| plan.tensors[o].ty.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "  {i:4} {:<20} {}  ({}) -> {}  [cpu reference, fp32]",
+            l.op.name(),
+            l.name,
+            ins.join(", "),
+            outs.join(", ")
+        );
+    }
+    s
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// The machine-readable report (JSON).
+pub fn json(engine: &Engine) -> String {
+    let h = engine.header();
+    let plan = engine.plan();
+    let bind = |v: &[trtc_runtime::BindingInfo]| {
+        v.iter()
+            .map(|b| {
+                format!(
+                    "{{\"name\":{},\"dtype\":\"{}\",\"shape\":{:?}}}",
+                    esc(&b.name),
+                    b.ty.dtype,
+                    b.ty.shape
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let layers = plan
+        .layers
+        .iter()
+        .map(|l| format!("{{\"name\":{},\"op\":\"{}\",\"tactic\":\"cpu-reference\",\"precision\":\"fp32\"}}", esc(&l.name), l.op.name()))
+        .collect::<Vec<_>>()
+        .join(",");
+    format!(
+        "{{\"format_version\":{},\"trtc_version\":{},\"target\":{},\"inputs\":[{}],\"outputs\":[{}],\"weights_bytes\":{},\"activation_bytes\":{},\"activation_bytes_without_reuse\":{},\"layers\":[{}]}}",
+        engine.format_version(),
+        esc(&h.trtc_version),
+        esc(&h.target.to_string()),
+        bind(engine.inputs()),
+        bind(engine.outputs()),
+        engine.weights().len(),
+        plan.arena_bytes,
+        plan.arena_bytes_without_reuse,
+        layers
+    )
+}

@@ -1,0 +1,243 @@
+//! The IR: a `petgraph` graph of nodes (graph inputs, constants, ops) whose
+//! edges carry tensors. Every tensor has a static dtype and shape.
+//!
+//! An edge `a -> b` with weight `Edge { src_port, dst_slot }` says that output
+//! `src_port` of `a` feeds input slot `dst_slot` of `b`. A node has
+//! `num_inputs` slots; a slot with no edge is an absent optional input.
+
+mod dump;
+mod verify;
+
+use petgraph::stable_graph::{NodeIndex, StableDiGraph};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use trtc_runtime::{Op, Tensor, TensorType};
+
+pub use verify::verify;
+
+/// One output of one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Port {
+    pub node: NodeIndex,
+    pub port: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edge {
+    pub src_port: usize,
+    pub dst_slot: usize,
+}
+
+#[derive(Clone, Debug)]
+pub enum NodeKind {
+    /// A graph input binding.
+    Input,
+    /// A weight or folded constant.
+    Constant(Tensor),
+    Op(Op),
+}
+
+/// A named tensor produced by a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub ty: TensorType,
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Traceable to the ONNX node(s) it came from.
+    pub name: String,
+    pub kind: NodeKind,
+    pub num_inputs: usize,
+    pub outputs: Vec<TensorInfo>,
+}
+
+impl Node {
+    pub fn op(&self) -> Option<&Op> {
+        match &self.kind {
+            NodeKind::Op(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    pub fn constant(&self) -> Option<&Tensor> {
+        match &self.kind {
+            NodeKind::Constant(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// A graph output binding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GraphOutput {
+    pub name: String,
+    pub port: Port,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub g: StableDiGraph<Node, Edge>,
+    /// Input nodes, in the ONNX model's order.
+    pub inputs: Vec<NodeIndex>,
+    pub outputs: Vec<GraphOutput>,
+    /// Inputs whose value was fixed at build time (shape tensors): name and value.
+    pub fixed_inputs: Vec<(String, Tensor)>,
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    pub fn node(&self, n: NodeIndex) -> &Node {
+        &self.g[n]
+    }
+
+    pub fn ty(&self, p: Port) -> &TensorType {
+        &self.g[p.node].outputs[p.port].ty
+    }
+
+    pub fn add_input(&mut self, name: &str, ty: TensorType) -> Port {
+        let node = self.g.add_node(Node {
+            name: name.to_string(),
+            kind: NodeKind::Input,
+            num_inputs: 0,
+            outputs: vec![TensorInfo { name: name.to_string(), ty }],
+        });
+        self.inputs.push(node);
+        Port { node, port: 0 }
+    }
+
+    pub fn add_constant(&mut self, name: &str, value: Tensor) -> Port {
+        let ty = value.ty().clone();
+        let node = self.g.add_node(Node {
+            name: name.to_string(),
+            kind: NodeKind::Constant(value),
+            num_inputs: 0,
+            outputs: vec![TensorInfo { name: name.to_string(), ty }],
+        });
+        Port { node, port: 0 }
+    }
+
+    /// Adds an op node, inferring its output types. Output tensors are named
+    /// `name`, `name:1`, `name:2`...
+    pub fn add_op(&mut self, name: &str, op: Op, inputs: &[Option<Port>]) -> trtc_runtime::Result<Vec<Port>> {
+        let types: Vec<Option<&TensorType>> = inputs.iter().map(|p| p.map(|p| self.ty(p))).collect();
+        let out_types = op.infer(&types)?;
+        let outputs = out_types
+            .into_iter()
+            .enumerate()
+            .map(|(i, ty)| TensorInfo { name: if i == 0 { name.to_string() } else { format!("{name}:{i}") }, ty })
+            .collect::<Vec<_>>();
+        let n_out = outputs.len();
+        let node = self.g.add_node(Node { name: name.to_string(), kind: NodeKind::Op(op), num_inputs: inputs.len(), outputs });
+        for (slot, p) in inputs.iter().enumerate() {
+            if let Some(p) = p {
+                self.g.add_edge(p.node, node, Edge { src_port: p.port, dst_slot: slot });
+            }
+        }
+        Ok((0..n_out).map(|port| Port { node, port }).collect())
+    }
+
+    /// The inputs of a node by slot.
+    pub fn inputs_of(&self, n: NodeIndex) -> Vec<Option<Port>> {
+        let mut slots = vec![None; self.g[n].num_inputs];
+        for e in self.g.edges_directed(n, Direction::Incoming) {
+            let w = e.weight();
+            if w.dst_slot < slots.len() {
+                slots[w.dst_slot] = Some(Port { node: e.source(), port: w.src_port });
+            }
+        }
+        slots
+    }
+
+    /// Every (consumer node, slot) reading a port.
+    pub fn consumers(&self, p: Port) -> Vec<(NodeIndex, usize)> {
+        let mut v: Vec<(NodeIndex, usize)> = self
+            .g
+            .edges_directed(p.node, Direction::Outgoing)
+            .filter(|e| e.weight().src_port == p.port)
+            .map(|e| (e.target(), e.weight().dst_slot))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Whether a port is a graph output.
+    pub fn is_output(&self, p: Port) -> bool {
+        self.outputs.iter().any(|o| o.port == p)
+    }
+
+    /// Redirects every use of `from` (edges and graph outputs) to `to`.
+    pub fn replace_uses(&mut self, from: Port, to: Port) {
+        let edges: Vec<_> = self
+            .g
+            .edges_directed(from.node, Direction::Outgoing)
+            .filter(|e| e.weight().src_port == from.port)
+            .map(|e| (e.id(), e.target(), e.weight().dst_slot))
+            .collect();
+        for (id, target, slot) in edges {
+            self.g.remove_edge(id);
+            self.g.add_edge(to.node, target, Edge { src_port: to.port, dst_slot: slot });
+        }
+        for o in &mut self.outputs {
+            if o.port == from {
+                o.port = to;
+            }
+        }
+    }
+
+    /// Nodes in a deterministic topological order (Kahn's algorithm, ready
+    /// nodes taken by lowest index).
+    pub fn topo_order(&self) -> Vec<NodeIndex> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let mut indeg: std::collections::HashMap<NodeIndex, usize> = self
+            .g
+            .node_indices()
+            .map(|n| {
+                let preds: std::collections::BTreeSet<NodeIndex> = self.g.neighbors_directed(n, Direction::Incoming).collect();
+                (n, preds.len())
+            })
+            .collect();
+        let mut ready: BinaryHeap<Reverse<NodeIndex>> =
+            indeg.iter().filter(|(_, &d)| d == 0).map(|(&n, _)| Reverse(n)).collect();
+        let mut order = Vec::with_capacity(indeg.len());
+        while let Some(Reverse(n)) = ready.pop() {
+            order.push(n);
+            let succs: std::collections::BTreeSet<NodeIndex> = self.g.neighbors_directed(n, Direction::Outgoing).collect();
+            for s in succs {
+                let d = indeg.get_mut(&s).expect("node");
+                *d -= 1;
+                if *d == 0 {
+                    ready.push(Reverse(s));
+                }
+            }
+        }
+        order
+    }
+
+    /// Number of op nodes (what "node count" means in reports).
+    pub fn op_count(&self) -> usize {
+        self.g.node_weights().filter(|n| matches!(n.kind, NodeKind::Op(_))).count()
+    }
+
+    /// Removes nodes that no graph output depends on (inputs are kept).
+    pub fn remove_dead_nodes(&mut self) -> usize {
+        let mut live = std::collections::HashSet::new();
+        let mut stack: Vec<NodeIndex> = self.outputs.iter().map(|o| o.port.node).collect();
+        stack.extend(self.inputs.iter().copied());
+        while let Some(n) = stack.pop() {
+            if live.insert(n) {
+                stack.extend(self.g.neighbors_directed(n, Direction::Incoming));
+            }
+        }
+        let dead: Vec<NodeIndex> = self.g.node_indices().filter(|n| !live.contains(n)).collect();
+        for &n in &dead {
+            self.g.remove_node(n);
+        }
+        dead.len()
+    }
+}

@@ -1,0 +1,14 @@
+//! trtc: compiles ONNX models into engine files.
+//!
+//! The pipeline (see `doc/pipeline.md`): [`frontend`] (ONNX → IR) →
+//! [`passes`] (optimizations) → [`lower`] (IR → plan, memory plan, weights) →
+//! `trtc_runtime::Engine::serialize` (engine file).
+
+pub mod build;
+pub mod conformance;
+pub mod frontend;
+pub mod ir;
+pub mod lower;
+pub mod inspect;
+pub mod npz;
+pub mod random;

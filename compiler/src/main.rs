@@ -1,0 +1,180 @@
+//! The `trtc` command line. See `trtc --help` and design.md §2.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use trtc::build::{self, BuildOptions};
+use trtc::inspect;
+
+#[derive(Parser)]
+#[command(name = "trtc", version, about = "Compiles ONNX models into engines and runs them")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compiles an ONNX model into an engine file.
+    Build(BuildArgs),
+    /// Runs an engine on inputs from an .npz file (or random inputs).
+    Run(RunArgs),
+    /// Prints an engine's header, bindings, layers and memory without running it.
+    Inspect(InspectArgs),
+}
+
+#[derive(clap::Args)]
+struct BuildArgs {
+    /// The ONNX model.
+    model: PathBuf,
+    /// Where to write the engine.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Input shape, resolving symbolic dimensions: NAME:1x3x224x224 (repeatable).
+    #[arg(long = "shape", value_name = "NAME:DIMS")]
+    shapes: Vec<String>,
+    /// Fix an input's value at build time (a shape tensor): NAME:FILE.npy (repeatable).
+    #[arg(long = "input-value", value_name = "NAME:FILE")]
+    input_values: Vec<String>,
+    /// Target: cpu (default).
+    #[arg(long, default_value = "cpu")]
+    target: String,
+    /// Do not reuse activation buffers (for comparison).
+    #[arg(long)]
+    no_buffer_reuse: bool,
+    /// Print the IR after import.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    engine: PathBuf,
+    /// Inputs, keyed by ONNX input name. Random inputs when absent.
+    #[arg(long)]
+    inputs: Option<PathBuf>,
+    /// Write the outputs, keyed by ONNX output name.
+    #[arg(long)]
+    save_outputs: Option<PathBuf>,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(clap::Args)]
+struct InspectArgs {
+    engine: PathBuf,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// Print only the engine's format and trtc versions, without loading it.
+    #[arg(long)]
+    version_only: bool,
+}
+
+fn parse_shape(s: &str) -> Result<(String, Vec<usize>)> {
+    let (name, dims) = s.rsplit_once(':').ok_or_else(|| anyhow!("--shape {s}: expected NAME:DIMS, e.g. input:1x3x224x224"))?;
+    let dims = if dims.is_empty() {
+        Vec::new()
+    } else {
+        dims.split(['x', ','])
+            .map(|d| d.trim().parse::<usize>().map_err(|_| anyhow!("--shape {s}: '{d}' is not a dimension")))
+            .collect::<Result<Vec<_>>>()?
+    };
+    Ok((name.to_string(), dims))
+}
+
+fn cmd_build(a: BuildArgs) -> Result<()> {
+    let mut opts = BuildOptions::default();
+    for s in &a.shapes {
+        let (name, dims) = parse_shape(s)?;
+        opts.import.shapes.insert(name, dims);
+    }
+    for s in &a.input_values {
+        let (name, file) = s.split_once(':').ok_or_else(|| anyhow!("--input-value {s}: expected NAME:FILE.npy"))?;
+        let t = trtc::npz::read_npy_file(std::path::Path::new(file))?;
+        opts.import.input_values.insert(name.to_string(), t);
+    }
+    match a.target.as_str() {
+        "cpu" => {}
+        t => bail!("--target {t}: only 'cpu' is available in this build"),
+    }
+    opts.lower.reuse_buffers = !a.no_buffer_reuse;
+    opts.flags = std::env::args().skip(1).collect();
+    let start = std::time::Instant::now();
+    let built = build::build_file(&a.model, &opts)?;
+    if a.verbose {
+        eprint!("{}", built.graph.dump());
+    }
+    std::fs::write(&a.output, &built.engine).with_context(|| format!("cannot write {}", a.output.display()))?;
+    eprintln!(
+        "built {} ({} layers, {} bytes) in {:.2} s",
+        a.output.display(),
+        built.graph.op_count(),
+        built.engine.len(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn cmd_run(a: RunArgs) -> Result<()> {
+    let engine = trtc_runtime::Engine::load(&a.engine)?;
+    match a.device.as_str() {
+        "auto" | "cpu" => {}
+        "cuda" => bail!("--device cuda: this build of trtc has no CUDA executor yet; use --device cpu"),
+        d => bail!("--device {d}: expected auto, cpu or cuda"),
+    }
+    let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
+        Some(p) => trtc::npz::read_npz(p)?,
+        None => engine.inputs().iter().map(|b| (b.name.clone(), trtc::random::tensor(&b.ty, a.seed))).collect(),
+    };
+    let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut ctx = engine.create_context()?;
+    let start = std::time::Instant::now();
+    let outputs = ctx.run(&refs)?;
+    let elapsed = start.elapsed();
+    for (name, t) in &outputs {
+        let v = t.to_f64_vec();
+        let preview: Vec<String> = v.iter().take(6).map(|x| format!("{x:.5}")).collect();
+        println!("{name}: {} [{}{}]", t.ty(), preview.join(", "), if v.len() > 6 { ", ..." } else { "" });
+    }
+    eprintln!("ran on cpu in {:.2} ms", elapsed.as_secs_f64() * 1e3);
+    if let Some(p) = &a.save_outputs {
+        trtc::npz::write_npz(p, &outputs)?;
+    }
+    Ok(())
+}
+
+fn cmd_inspect(a: InspectArgs) -> Result<()> {
+    if a.version_only {
+        let bytes = std::fs::read(&a.engine).with_context(|| format!("cannot read {}", a.engine.display()))?;
+        let (format, trtc_version) = trtc_runtime::engine::peek_version(&bytes)?;
+        println!("engine format {format}, built by trtc {trtc_version}");
+        return Ok(());
+    }
+    let engine = trtc_runtime::Engine::load(&a.engine)?;
+    if a.json {
+        println!("{}", inspect::json(&engine));
+    } else {
+        print!("{}", inspect::text(&engine));
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Build(a) => cmd_build(a),
+        Command::Run(a) => cmd_run(a),
+        Command::Inspect(a) => cmd_inspect(a),
+    };
+    if let Err(e) = result {
+        // One line: every cause, outermost first.
+        let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+        eprintln!("error: {}", msg.join(": "));
+        std::process::exit(1);
+    }
+}

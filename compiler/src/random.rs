@@ -1,0 +1,68 @@
+//! Deterministic random tensors (for `trtc run` without inputs and tests).
+
+use trtc_runtime::{DType, Tensor, TensorType};
+
+/// A small, fast generator (SplitMix64); good enough for test inputs.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_add(0x9E37_79B9_7F4A_7C15))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
+/// A random tensor: floats uniform in [-1, 1), integers in [0, 10), booleans
+/// half true.
+pub fn tensor(ty: &TensorType, seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = ty.len();
+    let vals: Vec<f64> = (0..n)
+        .map(|_| if ty.dtype.is_float() { rng.uniform() } else { (rng.next_u64() % 10) as f64 })
+        .collect();
+    from_f64(ty, &vals)
+}
+
+/// A tensor of `ty` holding `vals` converted with `as` semantics.
+pub fn from_f64(ty: &TensorType, vals: &[f64]) -> Tensor {
+    let mut t = Tensor::zeros(ty.clone()).expect("tensor");
+    macro_rules! fill {
+        ($t:ty) => {{
+            for (o, &v) in t.as_mut_slice::<$t>().unwrap().iter_mut().zip(vals) {
+                *o = <$t as trtc_runtime::tensor::Element>::from_f64(v);
+            }
+        }};
+    }
+    match ty.dtype {
+        DType::F32 => fill!(f32),
+        DType::F16 => fill!(half::f16),
+        DType::BF16 => fill!(half::bf16),
+        DType::F64 => fill!(f64),
+        DType::I8 => fill!(i8),
+        DType::I16 => fill!(i16),
+        DType::I32 => fill!(i32),
+        DType::I64 => fill!(i64),
+        DType::U8 => fill!(u8),
+        DType::U16 => fill!(u16),
+        DType::U32 => fill!(u32),
+        DType::U64 => fill!(u64),
+        DType::Bool => {
+            for (o, &v) in t.as_mut_slice::<u8>().unwrap().iter_mut().zip(vals) {
+                *o = (v as u64 % 2) as u8;
+            }
+        }
+    }
+    t
+}

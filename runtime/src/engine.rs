@@ -1,0 +1,249 @@
+//! The engine file: reading, validating and writing it.
+//!
+//! Layout (all integers little-endian):
+//!
+//! ```text
+//! 0   magic         b"TRTCENG\0"
+//! 8   u32           format version (FORMAT_VERSION)
+//! 12  u32           header length H
+//! 16  H bytes       header (postcard-encoded `Header`)
+//! 16+H u32          CRC-32 of the header bytes
+//! ... sections at 256-byte aligned offsets, each with its CRC-32 in the header:
+//!     PLAN (postcard-encoded `Plan`), WEIGHTS (raw tensors, 256-byte aligned)
+//! ```
+//!
+//! Nothing read from the file is trusted before it is checked: lengths are
+//! bounded by the file size before any allocation, checksums are verified
+//! before decoding, and the decoded plan is validated (`Plan::validate`).
+
+use crate::error::{Error, Result};
+use crate::plan::{Plan, TensorId};
+use crate::tensor::{AlignedBytes, TensorType};
+use serde::{Deserialize, Serialize};
+
+pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
+/// The newest format this runtime reads and the one it writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Alignment of sections in the file and of weights inside their section.
+pub const SECTION_ALIGN: u64 = 256;
+/// The version of trtc that writes engines.
+pub const TRTC_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What an engine was built for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Target {
+    /// Any machine; only the CPU executor.
+    Cpu,
+    /// NVIDIA GPUs of one compute capability (e.g. 90 for sm_90).
+    Cuda { sm: u32, gpu_name: Option<String> },
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Cpu => f.write_str("cpu"),
+            Target::Cuda { sm, gpu_name: Some(g) } => write!(f, "sm_{sm} ({g})"),
+            Target::Cuda { sm, gpu_name: None } => write!(f, "sm_{sm}"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SectionKind {
+    Plan,
+    Weights,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Section {
+    pub kind: SectionKind,
+    pub offset: u64,
+    pub len: u64,
+    pub crc32: u32,
+}
+
+/// Everything about an engine that is known without decoding its plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub trtc_version: String,
+    pub target: Target,
+    /// The build flags, as the user gave them (for `inspect`).
+    pub build_flags: Vec<String>,
+    pub sections: Vec<Section>,
+}
+
+/// A binding as an application sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingInfo {
+    pub name: String,
+    pub ty: TensorType,
+}
+
+/// A loaded, validated engine. Shareable across threads; each thread runs it
+/// through its own [`crate::ExecutionContext`].
+#[derive(Debug)]
+pub struct Engine {
+    header: Header,
+    format_version: u32,
+    plan: Plan,
+    weights: AlignedBytes,
+    inputs: Vec<BindingInfo>,
+    outputs: Vec<BindingInfo>,
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// The format version and trtc version of an engine file, read without
+/// loading the rest (like trtexec's `--getPlanVersionOnly`).
+pub fn peek_version(bytes: &[u8]) -> Result<(u32, String)> {
+    let (version, header) = read_header(bytes)?;
+    Ok((version, header.trtc_version))
+}
+
+fn read_header(bytes: &[u8]) -> Result<(u32, Header)> {
+    if bytes.len() < 16 {
+        return Err(Error::invalid(format!("file is {} bytes, too short to be an engine", bytes.len())));
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(Error::invalid("not a trtc engine file (wrong magic bytes)"));
+    }
+    let version = read_u32(bytes, 8).unwrap_or(0);
+    if version != FORMAT_VERSION {
+        return Err(Error::invalid(format!(
+            "engine format version {version} is not supported: this runtime (trtc {TRTC_VERSION}) reads version {FORMAT_VERSION}; rebuild the engine with this trtc"
+        )));
+    }
+    let header_len = read_u32(bytes, 12).unwrap_or(0) as usize;
+    let header_end = 16usize.checked_add(header_len).filter(|&e| e + 4 <= bytes.len());
+    let Some(header_end) = header_end else {
+        return Err(Error::invalid("file is truncated (header runs past the end)"));
+    };
+    let header_bytes = &bytes[16..header_end];
+    let crc = read_u32(bytes, header_end).unwrap_or(0);
+    if crc32fast::hash(header_bytes) != crc {
+        return Err(Error::invalid("header checksum mismatch (the file is corrupted)"));
+    }
+    let header: Header =
+        postcard::from_bytes(header_bytes).map_err(|e| Error::invalid(format!("header does not decode: {e}")))?;
+    Ok((version, header))
+}
+
+fn section<'a>(bytes: &'a [u8], header: &Header, kind: SectionKind) -> Result<&'a [u8]> {
+    let mut found = header.sections.iter().filter(|s| s.kind == kind);
+    let s = found.next().ok_or_else(|| Error::invalid(format!("missing {kind:?} section")))?;
+    if found.next().is_some() {
+        return Err(Error::invalid(format!("duplicate {kind:?} section")));
+    }
+    let end = s.offset.checked_add(s.len).filter(|&e| e <= bytes.len() as u64);
+    let Some(end) = end else {
+        return Err(Error::invalid(format!("file is truncated ({kind:?} section runs past the end)")));
+    };
+    let data = &bytes[s.offset as usize..end as usize];
+    if crc32fast::hash(data) != s.crc32 {
+        return Err(Error::invalid(format!("{kind:?} section checksum mismatch (the file is corrupted)")));
+    }
+    Ok(data)
+}
+
+impl Engine {
+    /// Reads and validates an engine file.
+    pub fn load(path: impl AsRef<std::path::Path>) -> Result<Engine> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
+        Engine::from_bytes(&bytes)
+    }
+
+    /// Validates and loads an engine from its bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Engine> {
+        let (format_version, header) = read_header(bytes)?;
+        let plan_bytes = section(bytes, &header, SectionKind::Plan)?;
+        let weight_bytes = section(bytes, &header, SectionKind::Weights)?;
+        let plan: Plan =
+            postcard::from_bytes(plan_bytes).map_err(|e| Error::invalid(format!("plan does not decode: {e}")))?;
+        plan.validate(weight_bytes.len() as u64)?;
+        let weights = AlignedBytes::from_bytes(weight_bytes);
+        let binding = |id: TensorId, name: &str| BindingInfo { name: name.to_string(), ty: plan.tensors[id].ty.clone() };
+        let inputs = plan.inputs.iter().map(|&i| binding(i, &plan.tensors[i].name)).collect();
+        let outputs = plan.outputs.iter().map(|(n, i)| binding(*i, n)).collect();
+        Ok(Engine { header, format_version, plan, weights, inputs, outputs })
+    }
+
+    /// Serializes a plan and its weights into engine file bytes. Deterministic:
+    /// the same arguments give the same bytes.
+    pub fn serialize(target: Target, build_flags: Vec<String>, plan: &Plan, weights: &[u8]) -> Result<Vec<u8>> {
+        let plan_bytes = postcard::to_stdvec(plan).map_err(|e| Error::invalid(format!("plan does not encode: {e}")))?;
+        // The header's size depends on the section offsets; fix it with a
+        // first pass using placeholder values of the same encoded width.
+        let sections_for = |base: u64| {
+            let plan_off = base;
+            let w_off = (plan_off + plan_bytes.len() as u64).div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
+            vec![
+                Section { kind: SectionKind::Plan, offset: plan_off, len: plan_bytes.len() as u64, crc32: crc32fast::hash(&plan_bytes) },
+                Section { kind: SectionKind::Weights, offset: w_off, len: weights.len() as u64, crc32: crc32fast::hash(weights) },
+            ]
+        };
+        let mut header = Header { trtc_version: TRTC_VERSION.to_string(), target, build_flags, sections: sections_for(0) };
+        // Iterate until the header length is stable (varints may grow).
+        let mut base = 0u64;
+        let mut header_bytes;
+        loop {
+            header.sections = sections_for(base);
+            header_bytes = postcard::to_stdvec(&header).map_err(|e| Error::invalid(e.to_string()))?;
+            let needed = (16 + header_bytes.len() as u64 + 4).div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
+            if needed == base {
+                break;
+            }
+            base = needed;
+        }
+        let total = header.sections[1].offset + weights.len() as u64;
+        let mut out = Vec::with_capacity(total as usize);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(header_bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&header_bytes);
+        out.extend_from_slice(&crc32fast::hash(&header_bytes).to_le_bytes());
+        out.resize(header.sections[0].offset as usize, 0);
+        out.extend_from_slice(&plan_bytes);
+        out.resize(header.sections[1].offset as usize, 0);
+        out.extend_from_slice(weights);
+        Ok(out)
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn format_version(&self) -> u32 {
+        self.format_version
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn weights(&self) -> &[u8] {
+        self.weights.as_slice()
+    }
+
+    /// Input bindings, in the ONNX model's order. Inputs fixed at build time
+    /// are listed by [`Engine::fixed_inputs`] instead.
+    pub fn inputs(&self) -> &[BindingInfo] {
+        &self.inputs
+    }
+
+    pub fn outputs(&self) -> &[BindingInfo] {
+        &self.outputs
+    }
+
+    /// Names of inputs whose value was fixed at build time.
+    pub fn fixed_inputs(&self) -> impl Iterator<Item = &str> {
+        self.plan.fixed_inputs.iter().map(|f| f.name.as_str())
+    }
+
+    /// An execution context on the CPU executor.
+    pub fn create_context(&self) -> Result<crate::ExecutionContext<'_>> {
+        Ok(crate::ExecutionContext::new(self))
+    }
+}

@@ -1,0 +1,127 @@
+//! The CPU reference executor: runs every layer of any engine, whatever its
+//! target, with the ops' reference implementations, in one activation arena
+//! laid out by the engine's memory plan.
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::plan::{Layer, Storage, TensorId};
+use crate::tensor::{AlignedBytes, Tensor, TensorView, TensorViewMut};
+
+/// Per-thread execution state of an engine: its activation arena. Create one
+/// per thread (`Send`, not `Sync`); the engine itself is shared.
+pub struct ExecutionContext<'e> {
+    engine: &'e Engine,
+    arena: AlignedBytes,
+}
+
+impl<'e> ExecutionContext<'e> {
+    pub(crate) fn new(engine: &'e Engine) -> ExecutionContext<'e> {
+        ExecutionContext { engine, arena: AlignedBytes::zeroed(engine.plan().arena_bytes as usize) }
+    }
+
+    pub fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
+    /// Runs the engine on host tensors given by binding name and returns the
+    /// outputs by name, in binding order.
+    pub fn run(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
+        self.run_observed(inputs, |_, _| {})
+    }
+
+    /// Like [`ExecutionContext::run`], and calls `observe` after each layer
+    /// with the layer and views of its outputs (for calibration and
+    /// per-layer accuracy reports).
+    pub fn run_observed(
+        &mut self,
+        inputs: &[(&str, &Tensor)],
+        mut observe: impl FnMut(&Layer, &[TensorView<'_>]),
+    ) -> Result<Vec<(String, Tensor)>> {
+        let plan = self.engine.plan();
+        self.bind_inputs(inputs)?;
+        let base = self.arena.as_mut_ptr();
+        let arena_len = self.arena.len();
+        let weights = self.engine.weights();
+        let read = |id: TensorId| -> TensorView<'_> {
+            let t = &plan.tensors[id];
+            let n = t.ty.bytes();
+            let bytes = match t.storage {
+                // SAFETY: `Plan::validate` checked the range lies in the arena;
+                // no `&mut` to it exists while this layer runs (see below).
+                Storage::Arena { offset } => unsafe {
+                    debug_assert!(offset as usize + n <= arena_len);
+                    std::slice::from_raw_parts(base.add(offset as usize), n)
+                },
+                Storage::Weight { offset } => &weights[offset as usize..offset as usize + n],
+            };
+            TensorView { dtype: t.ty.dtype, shape: &t.ty.shape, bytes }
+        };
+        for layer in &plan.layers {
+            let ins: Vec<Option<TensorView>> = layer.inputs.iter().map(|i| i.map(read)).collect();
+            let mut outs: Vec<TensorViewMut> = layer
+                .outputs
+                .iter()
+                .map(|&id| {
+                    let t = &plan.tensors[id];
+                    let Storage::Arena { offset } = t.storage else { unreachable!("validated: outputs live in the arena") };
+                    // SAFETY: `Plan::validate` checked that tensors live at the
+                    // same step never overlap, and a layer's inputs and outputs
+                    // are all live at its step, so this slice aliases nothing
+                    // else handed out for this layer.
+                    let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), t.ty.bytes()) };
+                    TensorViewMut { dtype: t.ty.dtype, shape: &t.ty.shape, bytes }
+                })
+                .collect();
+            layer
+                .op
+                .as_impl()
+                .eval(&ins, &mut outs)
+                .map_err(|e| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name())))?;
+            let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
+            observe(layer, &views);
+        }
+        Ok(plan.outputs.iter().map(|(name, id)| (name.clone(), read(*id).to_owned())).collect())
+    }
+
+    fn bind_inputs(&mut self, inputs: &[(&str, &Tensor)]) -> Result<()> {
+        let plan = self.engine.plan();
+        for (name, _) in inputs {
+            let known = plan.inputs.iter().any(|&i| plan.tensors[i].name == *name)
+                || plan.fixed_inputs.iter().any(|f| f.name == *name);
+            if !known {
+                let names: Vec<&str> = self.engine.inputs().iter().map(|b| b.name.as_str()).collect();
+                return Err(Error::Binding(format!("unknown input '{name}'; the engine's inputs are {names:?}")));
+            }
+        }
+        for f in &plan.fixed_inputs {
+            if let Some((_, t)) = inputs.iter().find(|(n, _)| *n == f.name) {
+                let desc = &plan.tensors[f.value];
+                let Storage::Weight { offset } = desc.storage else { unreachable!("validated") };
+                let want = &self.engine.weights()[offset as usize..offset as usize + desc.ty.bytes()];
+                if t.ty() != &desc.ty || t.bytes() != want {
+                    return Err(Error::Binding(format!(
+                        "input '{}' is a shape input fixed when the engine was built; rebuild to change it",
+                        f.name
+                    )));
+                }
+            }
+        }
+        for &id in &plan.inputs {
+            let desc = &plan.tensors[id];
+            let mut found = inputs.iter().filter(|(n, _)| *n == desc.name);
+            let Some((_, t)) = found.next() else {
+                return Err(Error::Binding(format!("missing input '{}' ({})", desc.name, desc.ty)));
+            };
+            if found.next().is_some() {
+                return Err(Error::Binding(format!("input '{}' given twice", desc.name)));
+            }
+            if t.ty() != &desc.ty {
+                return Err(Error::Binding(format!("input '{}' must be {}, got {}", desc.name, desc.ty, t.ty())));
+            }
+            let Storage::Arena { offset } = desc.storage else { unreachable!("validated") };
+            let n = desc.ty.bytes();
+            self.arena.as_mut_slice()[offset as usize..offset as usize + n].copy_from_slice(t.bytes());
+        }
+        Ok(())
+    }
+}

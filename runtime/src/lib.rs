@@ -1,0 +1,34 @@
+//! trtc's runtime: loads engine files and executes them.
+//!
+//! ```no_run
+//! use trtc_runtime::{Engine, Tensor};
+//!
+//! # fn main() -> Result<(), trtc_runtime::Error> {
+//! let engine = Engine::load("model.engine")?;
+//! for b in engine.inputs() {
+//!     println!("input {}: {}", b.name, b.ty);
+//! }
+//! let input = Tensor::zeros(engine.inputs()[0].ty.clone())?;
+//! let mut context = engine.create_context()?;
+//! let outputs = context.run(&[(engine.inputs()[0].name.as_str(), &input)])?;
+//! println!("{:?}", outputs[0].1);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod dtype;
+pub mod error;
+pub mod ops;
+pub mod tensor;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use ops::Op;
+pub use tensor::{Tensor, TensorType, TensorView, TensorViewMut};
+pub mod engine;
+pub mod executor;
+pub mod memory;
+pub mod plan;
+
+pub use engine::{BindingInfo, Engine, Target};
+pub use executor::ExecutionContext;

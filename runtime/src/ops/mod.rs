@@ -1,0 +1,127 @@
+//! Op semantics, written once.
+//!
+//! Every op the IR and the engine can hold is defined here: its shape and
+//! dtype inference ([`OpImpl::infer`]) and its CPU reference implementation
+//! ([`OpImpl::eval`]). Constant folding, calibration, the CPU executor and the
+//! GPU tests all use these definitions. Ops are grouped in families, one
+//! folder each, one op (or a few closely related ones) per file.
+//!
+//! Ops hold only static attributes: anything ONNX passes as a tensor input but
+//! that decides shapes (Reshape's shape, Slice's starts, ...) is resolved by
+//! the compiler at build time and stored as an attribute.
+
+use crate::error::Result;
+use crate::tensor::{Tensor, TensorType, TensorView, TensorViewMut};
+use serde::{Deserialize, Serialize};
+
+pub mod elementwise;
+pub mod linalg;
+pub mod movement;
+pub mod quant;
+pub mod reduce;
+pub mod util;
+
+/// What every op implements.
+pub trait OpImpl: std::fmt::Debug {
+    /// The op's name as shown in dumps and `inspect`, e.g. `"Conv"`.
+    fn name(&self) -> &'static str;
+
+    /// Output dtypes and shapes for the given inputs; `None` is an absent
+    /// optional input. Must reject every input combination `eval` cannot run,
+    /// so that an engine whose plan passes inference never fails in `eval`
+    /// on shapes.
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>>;
+
+    /// Computes the outputs. `outputs` have the types `infer` returned and
+    /// never alias the inputs.
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()>;
+}
+
+/// Any op of any family.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    Elementwise(elementwise::ElementwiseOp),
+    Reduce(reduce::ReduceOp),
+    Linalg(linalg::LinalgOp),
+    Movement(movement::MovementOp),
+    Quant(quant::QuantOp),
+}
+
+impl Op {
+    pub fn as_impl(&self) -> &dyn OpImpl {
+        match self {
+            Op::Elementwise(op) => op.as_impl(),
+            Op::Reduce(op) => op.as_impl(),
+            Op::Linalg(op) => op.as_impl(),
+            Op::Movement(op) => op.as_impl(),
+            Op::Quant(op) => op.as_impl(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.as_impl().name()
+    }
+
+    pub fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        self.as_impl().infer(inputs)
+    }
+
+    /// Runs the op on owned tensors and returns owned outputs. Used by constant
+    /// folding and tests; the executor uses [`OpImpl::eval`] on its arena.
+    pub fn eval_owned(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let types: Vec<Option<&TensorType>> = inputs.iter().map(|t| t.map(|t| t.ty())).collect();
+        let out_types = self.infer(&types)?;
+        let mut outputs = out_types.into_iter().map(Tensor::zeros).collect::<Result<Vec<_>>>()?;
+        let views: Vec<Option<TensorView>> = inputs.iter().map(|t| t.map(|t| t.view())).collect();
+        let mut out_views: Vec<TensorViewMut> = outputs.iter_mut().map(|t| t.view_mut()).collect();
+        self.as_impl().eval(&views, &mut out_views)?;
+        Ok(outputs)
+    }
+}
+
+/// Implements `as_impl` and `From<Variant>` for a family enum whose variants
+/// each wrap one op struct.
+#[macro_export]
+macro_rules! op_family {
+    ($family:ident => $outer:ident { $($variant:ident($ty:ty)),* $(,)? }) => {
+        #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        pub enum $family {
+            $($variant($ty)),*
+        }
+
+        impl $family {
+            pub fn as_impl(&self) -> &dyn $crate::ops::OpImpl {
+                match self {
+                    $($family::$variant(op) => op),*
+                }
+            }
+        }
+
+        impl From<$family> for $crate::ops::Op {
+            fn from(op: $family) -> $crate::ops::Op {
+                $crate::ops::Op::$outer(op)
+            }
+        }
+
+        $(
+            impl From<$ty> for $crate::ops::Op {
+                fn from(op: $ty) -> $crate::ops::Op {
+                    $crate::ops::Op::$outer($family::$variant(op))
+                }
+            }
+        )*
+    };
+}
+
+/// Fetches input `i`, failing when it is absent or out of range.
+pub fn input<'a, T: Copy>(inputs: &[Option<T>], i: usize, op: &str) -> Result<T> {
+    match inputs.get(i) {
+        Some(Some(t)) => Ok(*t),
+        _ => Err(crate::error::Error::op(format!("{op}: missing input {i}"))),
+    }
+}
+
+/// Fetches optional input `i` (absent when out of range).
+pub fn opt_input<T: Copy>(inputs: &[Option<T>], i: usize) -> Option<T> {
+    inputs.get(i).copied().flatten()
+}

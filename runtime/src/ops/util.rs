@@ -1,0 +1,89 @@
+//! Shape helpers shared by ops: broadcasting, strides, axis normalization.
+
+use crate::error::{Error, Result};
+
+/// Row-major strides (in elements) of a shape.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// The numpy-style broadcast of several shapes.
+pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; rank];
+    for s in shapes {
+        let off = rank - s.len();
+        for (i, &d) in s.iter().enumerate() {
+            let o = &mut out[off + i];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(Error::op(format!("shapes {:?} do not broadcast", shapes)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Strides to read a tensor of `shape` broadcast to `out_shape`: broadcast
+/// dimensions get stride 0. `shape` must broadcast to `out_shape`.
+pub fn broadcast_strides(shape: &[usize], out_shape: &[usize]) -> Vec<usize> {
+    let own = strides(shape);
+    let off = out_shape.len() - shape.len();
+    (0..out_shape.len())
+        .map(|i| if i < off || shape[i - off] == 1 { 0 } else { own[i - off] })
+        .collect()
+}
+
+/// For each flat output index of `out_shape`, the flat index into an input
+/// with the given (broadcast) strides. Allocates one vector.
+pub fn broadcast_index_map(in_strides: &[usize], out_shape: &[usize]) -> Vec<usize> {
+    let n: usize = out_shape.iter().product();
+    let mut map = Vec::with_capacity(n);
+    let rank = out_shape.len();
+    if n == 0 {
+        return map;
+    }
+    let mut idx = vec![0usize; rank];
+    let mut off = 0usize;
+    for _ in 0..n {
+        map.push(off);
+        for d in (0..rank).rev() {
+            idx[d] += 1;
+            off += in_strides[d];
+            if idx[d] < out_shape[d] {
+                break;
+            }
+            off -= in_strides[d] * out_shape[d];
+            idx[d] = 0;
+        }
+    }
+    map
+}
+
+/// Resolves a possibly negative axis against `rank`.
+pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r {
+        return Err(Error::op(format!("axis {axis} out of range for rank {rank}")));
+    }
+    Ok(a as usize)
+}
+
+/// Resolves a list of possibly negative axes, rejecting duplicates.
+pub fn normalize_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let n = normalize_axis(a, rank)?;
+        if out.contains(&n) {
+            return Err(Error::op(format!("axis {a} repeated")));
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
