@@ -5,10 +5,12 @@
 //! `trtc_runtime::Engine::serialize` (engine file).
 
 pub mod build;
+pub mod compare;
 pub mod conformance;
 pub mod frontend;
 pub mod ir;
 pub mod lower;
 pub mod inspect;
 pub mod npz;
+pub mod passes;
 pub mod random;

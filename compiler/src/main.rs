@@ -21,6 +21,17 @@ enum Command {
     Run(RunArgs),
     /// Prints an engine's header, bindings, layers and memory without running it.
     Inspect(InspectArgs),
+    /// Compares two .npz files of outputs (ours, then the reference).
+    Compare(CompareArgs),
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    ours: PathBuf,
+    reference: PathBuf,
+    /// Fail when max |ours - ref| / max |ref| exceeds this on any output.
+    #[arg(long, default_value_t = 1e-4)]
+    tolerance: f64,
 }
 
 #[derive(clap::Args)]
@@ -42,7 +53,14 @@ struct BuildArgs {
     /// Do not reuse activation buffers (for comparison).
     #[arg(long)]
     no_buffer_reuse: bool,
-    /// Print the IR after import.
+    /// Skip an optimization pass by name (repeatable).
+    #[arg(long = "disable-pass", value_name = "NAME")]
+    disable_passes: Vec<String>,
+    /// Write Graphviz files of the graph before and after optimization
+    /// (DIR/imported.dot, DIR/optimized.dot).
+    #[arg(long, value_name = "DIR")]
+    dump_graph: Option<PathBuf>,
+    /// Print per-pass node counts and times, and the optimized IR.
     #[arg(short, long)]
     verbose: bool,
 }
@@ -104,9 +122,22 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     }
     opts.lower.reuse_buffers = !a.no_buffer_reuse;
     opts.flags = std::env::args().skip(1).collect();
+    opts.passes.disabled = a.disable_passes.clone();
     let start = std::time::Instant::now();
-    let built = build::build_file(&a.model, &opts)?;
+    let graph = trtc::frontend::onnx::import_file(&a.model, &opts.import)?;
+    if let Some(dir) = &a.dump_graph {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::write(dir.join("imported.dot"), graph.to_dot())?;
+    }
+    let built = build::build_graph(graph, &opts)?;
+    if let Some(dir) = &a.dump_graph {
+        std::fs::write(dir.join("optimized.dot"), built.graph.to_dot())?;
+    }
     if a.verbose {
+        eprintln!("imported: {} nodes", built.imported_nodes);
+        for s in &built.pass_stats {
+            eprintln!("  pass {:<18} {:5} rewrites  {:8.2} ms  -> {} nodes", s.name, s.rewrites, s.time.as_secs_f64() * 1e3, s.nodes_after);
+        }
         eprint!("{}", built.graph.dump());
     }
     std::fs::write(&a.output, &built.engine).with_context(|| format!("cannot write {}", a.output.display()))?;
@@ -164,12 +195,36 @@ fn cmd_inspect(a: InspectArgs) -> Result<()> {
     Ok(())
 }
 
+fn cmd_compare(a: CompareArgs) -> Result<()> {
+    let ours = trtc::npz::read_npz(&a.ours)?;
+    let reference = trtc::npz::read_npz(&a.reference)?;
+    let diffs = trtc::compare::diff_all(&ours, &reference)?;
+    let mut worst = 0f64;
+    for d in &diffs {
+        println!(
+            "{}: max abs err {:.3e}, max err / max |ref| {:.3e}, cosine {:.6}{}",
+            d.name,
+            d.max_abs,
+            d.max_rel_to_scale,
+            d.cosine,
+            if d.shape_ok { "" } else { " (SHAPE MISMATCH)" }
+        );
+        worst = if d.shape_ok { worst.max(d.max_rel_to_scale) } else { f64::INFINITY };
+    }
+    if worst > a.tolerance {
+        bail!("outputs differ by {worst:.3e} relative to their scale, above the tolerance {:.1e}", a.tolerance);
+    }
+    println!("outputs match (tolerance {:.1e})", a.tolerance);
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Build(a) => cmd_build(a),
         Command::Run(a) => cmd_run(a),
         Command::Inspect(a) => cmd_inspect(a),
+        Command::Compare(a) => cmd_compare(a),
     };
     if let Err(e) = result {
         // One line: every cause, outermost first.

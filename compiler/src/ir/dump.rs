@@ -75,3 +75,48 @@ impl Graph {
         s
     }
 }
+
+impl Graph {
+    /// Graphviz of the graph: ops as boxes labelled with op type and node
+    /// name (traceable to the ONNX nodes), edges labelled with tensor types.
+    /// Constants are folded into their consumers' labels to keep it legible.
+    pub fn to_dot(&self) -> String {
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut s = String::from("digraph trtc {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+        for n in self.topo_order() {
+            let node = &self.g[n];
+            match &node.kind {
+                NodeKind::Constant(_) => continue,
+                NodeKind::Input => {
+                    let _ = writeln!(s, "  n{} [label=\"input {}\\n{}\", shape=ellipse];", n.index(), esc(&node.name), node.outputs[0].ty);
+                }
+                NodeKind::Op(op) => {
+                    let consts: Vec<String> = self
+                        .inputs_of(n)
+                        .into_iter()
+                        .flatten()
+                        .filter(|p| self.g[p.node].constant().is_some())
+                        .map(|p| format!("w: {}", self.ty(p)))
+                        .collect();
+                    let extra = if consts.is_empty() { String::new() } else { format!("\\n{}", consts.join("\\n")) };
+                    let _ = writeln!(s, "  n{} [label=\"{}\\n{}{}\"];", n.index(), op.name(), esc(&node.name), extra);
+                }
+            }
+            for (slot, p) in self.inputs_of(n).into_iter().enumerate() {
+                let Some(p) = p else { continue };
+                if self.g[p.node].constant().is_some() {
+                    continue;
+                }
+                let _ = writeln!(s, "  n{} -> n{} [label=\"{}\", fontsize=8]; // slot {slot}", p.node.index(), n.index(), self.ty(p));
+            }
+        }
+        for (i, o) in self.outputs.iter().enumerate() {
+            let _ = writeln!(s, "  out{i} [label=\"output {}\", shape=ellipse];", esc(&o.name));
+            if self.g[o.port.node].constant().is_none() {
+                let _ = writeln!(s, "  n{} -> out{i};", o.port.node.index());
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+}

@@ -61,6 +61,10 @@ impl Node {
         }
     }
 
+    pub fn kind_is_input(&self) -> bool {
+        matches!(self.kind, NodeKind::Input)
+    }
+
     pub fn constant(&self) -> Option<&Tensor> {
         match &self.kind {
             NodeKind::Constant(t) => Some(t),

@@ -1,10 +1,39 @@
 //! Elementwise ops: unary math, binary arithmetic with numpy broadcasting,
-//! comparisons, logic, Where, Clip, Cast.
+//! comparisons, logic, Pow, Where, Clip, Cast.
 
 mod binary;
+mod broadcast;
+mod cast;
+mod classify;
+mod clip;
+mod compare;
+mod erf;
+mod float;
+mod not;
+mod pow;
+mod select;
+mod unary;
 
 pub use binary::{Binary, BinaryKind};
+pub use cast::Cast;
+pub use classify::{IsInf, IsNaN};
+pub use clip::Clip;
+pub use compare::{Compare, CompareKind};
+pub use not::{BitwiseNot, Not};
+pub use pow::Pow;
+pub use select::Where;
+pub use unary::{Unary, UnaryKind};
 
 crate::op_family!(ElementwiseOp => Elementwise {
+    Unary(Unary),
     Binary(Binary),
+    Compare(Compare),
+    Pow(Pow),
+    Where(Where),
+    Clip(Clip),
+    Cast(Cast),
+    Not(Not),
+    BitwiseNot(BitwiseNot),
+    IsNaN(IsNaN),
+    IsInf(IsInf),
 });

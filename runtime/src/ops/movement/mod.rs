@@ -1,9 +1,48 @@
 //! Data movement: reshape, transpose, slice, concat, gather, pad, resize...
 
+mod concat;
+pub(crate) mod copy;
+mod expand;
+mod gather;
+mod onehot;
+mod pad;
 mod reshape;
+mod resize;
+mod reverse_sequence;
+mod scatter;
+mod slice;
+mod transpose;
+mod trilu;
 
+pub use concat::{Concat, Split};
+pub use expand::{Expand, Tile};
+pub use gather::{Gather, GatherElements, GatherND};
+pub use onehot::OneHot;
+pub use pad::{Pad, PadMode};
 pub use reshape::Reshape;
+pub use resize::{CoordinateMode, NearestMode, Resize, ResizeMode};
+pub use reverse_sequence::ReverseSequence;
+pub use scatter::{ScatterElements, ScatterND, ScatterReduction};
+pub use slice::Slice;
+pub use transpose::Transpose;
+pub use trilu::Trilu;
 
 crate::op_family!(MovementOp => Movement {
     Reshape(Reshape),
+    Transpose(Transpose),
+    Slice(Slice),
+    Concat(Concat),
+    Split(Split),
+    Gather(Gather),
+    GatherElements(GatherElements),
+    GatherND(GatherND),
+    ScatterElements(ScatterElements),
+    ScatterND(ScatterND),
+    Expand(Expand),
+    Tile(Tile),
+    Pad(Pad),
+    Resize(Resize),
+    Trilu(Trilu),
+    OneHot(OneHot),
+    ReverseSequence(ReverseSequence),
 });

@@ -1,13 +1,278 @@
-//! Converters for the runtime's `linalg` op family.
+//! Converters for the runtime's `linalg` op family: MatMul, Gemm, Conv,
+//! ConvTranspose, Einsum, the integer matrix products and pooling.
+//!
+//! Every ONNX padding convention (`auto_pad`, `output_shape`, default
+//! strides and dilations, kernel shapes taken from the weight) is resolved
+//! here, so the runtime ops hold explicit, normalized windows.
 
 use super::Registry;
-#[allow(unused_imports)]
 use crate::frontend::onnx::ctx::Ctx;
-#[allow(unused_imports)]
 use crate::ir::Port;
-#[allow(unused_imports)]
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, ensure, Result};
+use trtc_runtime::ops::linalg::{Conv, ConvTranspose, Einsum, Gemm, MatMul, Pool, PoolKind, Window};
 
 pub fn register(r: &mut Registry) {
-    let _ = r;
+    r.add("MatMul", matmul);
+    r.add("Gemm", gemm);
+    r.add("Conv", conv);
+    r.add("ConvTranspose", conv_transpose);
+    r.add("Einsum", einsum);
+    r.add("MaxPool", max_pool);
+    r.add("AveragePool", average_pool);
+    r.add("LpPool", lp_pool);
+    r.add("GlobalMaxPool", global_max_pool);
+    r.add("GlobalAveragePool", global_average_pool);
+    r.add("GlobalLpPool", global_lp_pool);
+}
+
+fn matmul(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    Ok(vec![ctx.op1(MatMul {}, &[Some(a), Some(b)])?])
+}
+
+fn gemm(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let op = Gemm {
+        alpha: ctx.attrs.float_or("alpha", 1.0),
+        beta: ctx.attrs.float_or("beta", 1.0),
+        trans_a: ctx.attrs.int_or("transA", 0) != 0,
+        trans_b: ctx.attrs.int_or("transB", 0) != 0,
+    };
+    let (a, b, c) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    Ok(vec![ctx.op1(op, &[Some(a), Some(b), c])?])
+}
+
+/// The spatial sizes of input `i` (`[N, C, spatial...]`).
+fn spatial(ctx: &Ctx, i: usize) -> Result<Vec<usize>> {
+    let shape = &ctx.input_ty(i)?.shape;
+    ensure!(shape.len() >= 3, "input {i} has shape {shape:?}; expected [N, C, spatial...]");
+    Ok(shape[2..].to_vec())
+}
+
+/// A per-axis attribute list (strides, dilations) with its default of ones.
+fn per_axis(ctx: &Ctx, name: &str, n: usize) -> Result<Vec<usize>> {
+    match ctx.attrs.ints(name) {
+        None => Ok(vec![1; n]),
+        Some(v) => {
+            ensure!(v.len() == n, "{name} {v:?} must have {n} entries");
+            ensure!(v.iter().all(|&x| x >= 1), "{name} {v:?} must be positive");
+            Ok(v.into_iter().map(|x| x as usize).collect())
+        }
+    }
+}
+
+fn auto_pad(ctx: &Ctx) -> String {
+    ctx.attrs.string("auto_pad").map(|s| s.trim_end_matches('\0').to_string()).unwrap_or_default()
+}
+
+/// Resolves a sliding window's strides, dilations and padding for `input`
+/// spatial sizes, applying `auto_pad`.
+fn window(ctx: &Ctx, kernel_shape: Vec<usize>, input: &[usize]) -> Result<Window> {
+    let n = kernel_shape.len();
+    ensure!(input.len() == n, "kernel_shape {kernel_shape:?} does not match {} spatial axes", input.len());
+    ensure!(kernel_shape.iter().all(|&k| k >= 1), "kernel_shape {kernel_shape:?} must be positive");
+    let strides = per_axis(ctx, "strides", n)?;
+    let dilations = per_axis(ctx, "dilations", n)?;
+    let mut w = Window { kernel_shape, strides, pads: vec![0; 2 * n], dilations };
+    match auto_pad(ctx).as_str() {
+        "" | "NOTSET" => {
+            if let Some(p) = ctx.attrs.ints("pads") {
+                ensure!(p.len() == 2 * n, "pads {p:?} must have {} entries", 2 * n);
+                ensure!(p.iter().all(|&x| x >= 0), "negative pads {p:?} are not supported");
+                w.pads = p.into_iter().map(|x| x as usize).collect();
+            }
+        }
+        "VALID" => {}
+        mode @ ("SAME_UPPER" | "SAME_LOWER") => {
+            for d in 0..n {
+                let out = input[d].div_ceil(w.strides[d]);
+                let total = ((out.max(1) - 1) * w.strides[d] + w.span(d)).saturating_sub(input[d]);
+                let small = total / 2;
+                let (begin, end) = if mode == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
+                w.pads[d] = begin;
+                w.pads[n + d] = end;
+            }
+        }
+        other => bail!("unknown auto_pad '{other}'"),
+    }
+    Ok(w)
+}
+
+/// `kernel_shape` from the attribute, or else from the weight's shape.
+fn kernel_shape(ctx: &Ctx, weight: usize) -> Result<Vec<usize>> {
+    match ctx.attrs.ints("kernel_shape") {
+        Some(k) => {
+            ensure!(k.iter().all(|&x| x >= 1), "kernel_shape {k:?} must be positive");
+            Ok(k.into_iter().map(|x| x as usize).collect())
+        }
+        None => {
+            let w = &ctx.input_ty(weight)?.shape;
+            ensure!(w.len() >= 3, "weight shape {w:?} has no spatial axes");
+            Ok(w[2..].to_vec())
+        }
+    }
+}
+
+fn group(ctx: &Ctx) -> Result<usize> {
+    let g = ctx.attrs.int_or("group", 1);
+    ensure!(g >= 1, "group {g} must be positive");
+    Ok(g as usize)
+}
+
+/// Conv's normalized attributes; also used by ConvInteger and QLinearConv
+/// (whose weight is input `weight`).
+pub(super) fn conv_op(ctx: &Ctx, input: usize, weight: usize) -> Result<Conv> {
+    let w = window(ctx, kernel_shape(ctx, weight)?, &spatial(ctx, input)?)?;
+    Ok(Conv { kernel_shape: w.kernel_shape, strides: w.strides, pads: w.pads, dilations: w.dilations, group: group(ctx)? })
+}
+
+fn conv(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let op = conv_op(ctx, 0, 1)?;
+    let (x, w, b) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    Ok(vec![ctx.op1(op, &[Some(x), Some(w), b])?])
+}
+
+fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let input = spatial(ctx, 0)?;
+    let kernel = kernel_shape(ctx, 1)?;
+    let n = kernel.len();
+    ensure!(input.len() == n, "kernel_shape {kernel:?} does not match {} spatial axes", input.len());
+    let strides = per_axis(ctx, "strides", n)?;
+    let dilations = per_axis(ctx, "dilations", n)?;
+    let mut output_padding = match ctx.attrs.ints("output_padding") {
+        None => vec![0; n],
+        Some(v) => {
+            ensure!(v.len() == n && v.iter().all(|&x| x >= 0), "bad output_padding {v:?}");
+            v.into_iter().map(|x| x as usize).collect()
+        }
+    };
+    let mode = auto_pad(ctx);
+    // The output size before padding is removed, per axis.
+    let full: Vec<i64> = (0..n)
+        .map(|d| {
+            (strides[d] * input[d].saturating_sub(1) + output_padding[d] + (kernel[d] - 1) * dilations[d] + 1) as i64
+        })
+        .collect();
+    let wanted: Option<Vec<i64>> = match ctx.attrs.ints("output_shape") {
+        Some(s) if s.len() == n + 2 => Some(s[2..].to_vec()),
+        Some(s) => {
+            ensure!(s.len() == n, "output_shape {s:?} must have {n} entries");
+            Some(s)
+        }
+        None if mode == "SAME_UPPER" || mode == "SAME_LOWER" => {
+            Some((0..n).map(|d| (input[d] * strides[d]) as i64).collect())
+        }
+        None => None,
+    };
+    let mut pads = vec![0usize; 2 * n];
+    match wanted {
+        Some(shape) => {
+            for d in 0..n {
+                let total = full[d] - shape[d];
+                // The extra pad goes at the end for SAME_UPPER, at the
+                // beginning otherwise (ONNX's reference implementation).
+                let (begin, end) = if mode == "SAME_UPPER" {
+                    (total.div_euclid(2), total - total.div_euclid(2))
+                } else {
+                    (total - total.div_euclid(2), total.div_euclid(2))
+                };
+                ensure!(begin >= 0, "output_shape {shape:?} cannot be produced");
+                pads[d] = begin as usize;
+                if end >= 0 {
+                    pads[n + d] = end as usize;
+                } else {
+                    // A larger output than the full convolution: zeros at the end.
+                    output_padding[d] += (-end) as usize;
+                }
+            }
+        }
+        None if mode == "VALID" || mode.is_empty() || mode == "NOTSET" => {
+            if let Some(p) = ctx.attrs.ints("pads") {
+                ensure!(p.len() == 2 * n && p.iter().all(|&x| x >= 0), "bad pads {p:?}");
+                pads = p.into_iter().map(|x| x as usize).collect();
+            }
+        }
+        None => bail!("unknown auto_pad '{mode}'"),
+    }
+    let op = ConvTranspose { kernel_shape: kernel, strides, pads, dilations, group: group(ctx)?, output_padding };
+    let (x, w, b) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    Ok(vec![ctx.op1(op, &[Some(x), Some(w), b])?])
+}
+
+fn einsum(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let equation = ctx.attrs.string("equation").ok_or_else(|| anyhow!("Einsum without an equation"))?;
+    let inputs: Vec<Option<Port>> = (0..ctx.num_inputs()).map(|i| ctx.input(i).map(Some)).collect::<Result<_>>()?;
+    Ok(vec![ctx.op1(Einsum { equation }, &inputs)?])
+}
+
+/// A pooling op from the node's window attributes.
+fn pool(ctx: &mut Ctx, kind: PoolKind, indices: bool) -> Result<Vec<Port>> {
+    let kernel: Vec<usize> = ctx
+        .attrs
+        .ints("kernel_shape")
+        .ok_or_else(|| anyhow!("kernel_shape is required"))?
+        .into_iter()
+        .map(|k| usize::try_from(k).map_err(|_| anyhow!("negative kernel_shape")))
+        .collect::<Result<_>>()?;
+    let w = window(ctx, kernel, &spatial(ctx, 0)?)?;
+    let same = matches!(auto_pad(ctx).as_str(), "SAME_UPPER" | "SAME_LOWER");
+    let op = Pool {
+        kind,
+        kernel_shape: w.kernel_shape,
+        strides: w.strides,
+        pads: w.pads,
+        dilations: w.dilations,
+        ceil_mode: !same && ctx.attrs.int_or("ceil_mode", 0) != 0,
+        indices,
+        column_major_indices: ctx.attrs.int_or("storage_order", 0) != 0,
+    };
+    ctx.op(op, &[Some(ctx.input(0)?)])
+}
+
+fn wants_output(ctx: &Ctx, i: usize) -> bool {
+    ctx.node.output.get(i).is_some_and(|s| !s.is_empty())
+}
+
+fn max_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let indices = wants_output(ctx, 1);
+    pool(ctx, PoolKind::Max, indices)
+}
+
+fn average_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let count_include_pad = ctx.attrs.int_or("count_include_pad", 0) != 0;
+    pool(ctx, PoolKind::Average { count_include_pad }, false)
+}
+
+/// LpPool's `p`: a float attribute in opset 1, an integer since opset 2.
+fn lp_norm(ctx: &Ctx) -> f32 {
+    if ctx.opset < 2 {
+        ctx.attrs.float_or("p", 2.0)
+    } else {
+        ctx.attrs.int_or("p", 2) as f32
+    }
+}
+
+fn lp_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let p = lp_norm(ctx);
+    pool(ctx, PoolKind::Lp { p }, false)
+}
+
+/// A pool whose kernel covers every spatial axis.
+fn global_pool(ctx: &mut Ctx, kind: PoolKind) -> Result<Vec<Port>> {
+    let kernel = spatial(ctx, 0)?;
+    ensure!(kernel.iter().all(|&k| k > 0), "global pooling over an empty spatial axis");
+    let op = Pool::new(kind, kernel);
+    ctx.op(op, &[Some(ctx.input(0)?)])
+}
+
+fn global_max_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    global_pool(ctx, PoolKind::Max)
+}
+
+fn global_average_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    global_pool(ctx, PoolKind::Average { count_include_pad: false })
+}
+
+fn global_lp_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let p = lp_norm(ctx);
+    global_pool(ctx, PoolKind::Lp { p })
 }

@@ -1,0 +1,279 @@
+//! Pad, CenterCropPad (a Pad with negative pads where it crops), Resize and
+//! Upsample (a Resize with asymmetric coordinates and floor rounding).
+
+use super::{axes, dims, tensor_from_f64};
+use crate::frontend::onnx::ctx::Ctx;
+use crate::frontend::onnx::ops::Registry;
+use crate::ir::Port;
+use anyhow::{anyhow, bail, Result};
+use trtc_runtime::ops::movement::{CoordinateMode, NearestMode, Pad, PadMode, Resize, ResizeMode};
+
+pub fn register(r: &mut Registry) {
+    r.add("Pad", pad);
+    r.add("CenterCropPad", center_crop_pad);
+    r.add("Resize", resize);
+    r.add("Upsample", upsample);
+}
+
+fn pad_mode(ctx: &Ctx) -> Result<PadMode> {
+    Ok(match ctx.attrs.string("mode").as_deref().unwrap_or("constant") {
+        "constant" => PadMode::Constant,
+        "reflect" => PadMode::Reflect,
+        "edge" => PadMode::Edge,
+        "wrap" => PadMode::Wrap,
+        m => bail!("unknown Pad mode '{m}'"),
+    })
+}
+
+fn pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let x = ctx.input(0)?;
+    let ty = ctx.ty(x).clone();
+    let rank = ty.shape.len();
+    let mode = pad_mode(ctx)?;
+    let (given, value, ax) = if ctx.opset < 11 {
+        let name = if ctx.opset < 2 { "paddings" } else { "pads" };
+        let pads = ctx.attrs.ints(name).ok_or_else(|| anyhow!("missing attribute '{name}'"))?;
+        let v = ctx.attrs.float_or("value", 0.0) as f64;
+        let value = if v != 0.0 { Some(ctx.constant(tensor_from_f64(ty.dtype, vec![], &[v])?)) } else { None };
+        (pads, value, None)
+    } else {
+        let pads = ctx.require_const(1, "pads")?.to_i64_vec()?;
+        let ax = if ctx.opset >= 18 { ctx.opt_const_ints(3, "axes")? } else { None };
+        (pads, ctx.opt_input(2), ax)
+    };
+    let ax = match ax {
+        Some(a) => axes(&a, rank)?,
+        None => (0..rank).collect(),
+    };
+    let n = ax.len();
+    if given.len() != 2 * n {
+        bail!("{} pads for {n} axes", given.len());
+    }
+    let mut pads = vec![0i64; 2 * rank];
+    for (i, &a) in ax.iter().enumerate() {
+        pads[a] = given[i];
+        pads[rank + a] = given[n + i];
+    }
+    if pads.iter().all(|&p| p == 0) {
+        return Ok(vec![x]);
+    }
+    // The constant value only matters in constant mode.
+    let value = if mode == PadMode::Constant { value } else { None };
+    if let Some(v) = value {
+        let vt = ctx.ty(v);
+        if vt.dtype != ty.dtype {
+            bail!("constant_value is {}, data is {}", vt.dtype, ty.dtype);
+        }
+    }
+    Ok(vec![ctx.op1(Pad { pads, mode }, &[Some(x), value])?])
+}
+
+fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let x = ctx.input(0)?;
+    let shape = ctx.ty(x).shape.clone();
+    let rank = shape.len();
+    let target = dims(&ctx.require_const(1, "shape")?.to_i64_vec()?, "shape")?;
+    let ax = match ctx.attrs.ints("axes") {
+        Some(a) => axes(&a, rank)?,
+        None => (0..rank).collect(),
+    };
+    if target.len() != ax.len() {
+        bail!("shape has {} values for {} axes", target.len(), ax.len());
+    }
+    let mut pads = vec![0i64; 2 * rank];
+    for (&a, &t) in ax.iter().zip(&target) {
+        let (d, t) = (shape[a] as i64, t as i64);
+        // Crop (negative pads) or pad, centered, the extra element at the end.
+        let diff = (t - d).abs();
+        let (begin, end) = (diff / 2, diff - diff / 2);
+        let sign = if t < d { -1 } else { 1 };
+        pads[a] = sign * begin;
+        pads[rank + a] = sign * end;
+    }
+    if pads.iter().all(|&p| p == 0) {
+        return Ok(vec![x]);
+    }
+    Ok(vec![ctx.op1(Pad { pads, mode: PadMode::Constant }, &[Some(x), None])?])
+}
+
+fn coordinate_mode(s: &str) -> Result<CoordinateMode> {
+    Ok(match s {
+        "half_pixel" => CoordinateMode::HalfPixel,
+        "half_pixel_symmetric" => CoordinateMode::HalfPixelSymmetric,
+        "pytorch_half_pixel" => CoordinateMode::PytorchHalfPixel,
+        "align_corners" => CoordinateMode::AlignCorners,
+        "asymmetric" => CoordinateMode::Asymmetric,
+        "tf_crop_and_resize" => CoordinateMode::TfCropAndResize,
+        m => bail!("unknown coordinate_transformation_mode '{m}'"),
+    })
+}
+
+fn nearest_mode(s: &str) -> Result<NearestMode> {
+    Ok(match s {
+        "round_prefer_floor" => NearestMode::RoundPreferFloor,
+        "round_prefer_ceil" => NearestMode::RoundPreferCeil,
+        "floor" => NearestMode::Floor,
+        "ceil" => NearestMode::Ceil,
+        m => bail!("unknown nearest_mode '{m}'"),
+    })
+}
+
+fn resize_mode(s: &str) -> Result<ResizeMode> {
+    Ok(match s {
+        "nearest" => ResizeMode::Nearest,
+        "linear" | "bilinear" | "trilinear" => ResizeMode::Linear,
+        "cubic" | "bicubic" => ResizeMode::Cubic,
+        m => bail!("unknown resize mode '{m}'"),
+    })
+}
+
+/// A constant float input, or `None` when absent or empty (ONNX's way of
+/// leaving an optional input out).
+fn opt_floats(ctx: &Ctx, i: usize, what: &str) -> Result<Option<Vec<f64>>> {
+    if ctx.opt_input(i).is_none() {
+        return Ok(None);
+    }
+    let v = ctx.require_const(i, what)?.to_f64_vec();
+    Ok(if v.is_empty() { None } else { Some(v) })
+}
+
+/// Full-rank scales and output sizes from ONNX's scales or sizes over `ax`,
+/// as the ONNX reference computes them.
+fn scales_and_sizes(
+    shape: &[usize],
+    ax: &[usize],
+    scales: Option<Vec<f64>>,
+    sizes: Option<Vec<i64>>,
+    policy: &str,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    let rank = shape.len();
+    let mut full_scales = vec![1.0f64; rank];
+    let mut full_sizes = shape.to_vec();
+    match (scales, sizes) {
+        (Some(s), None) => {
+            if s.len() != ax.len() {
+                bail!("{} scales for {} axes", s.len(), ax.len());
+            }
+            for (&a, &v) in ax.iter().zip(&s) {
+                if !(v > 0.0) || !v.is_finite() {
+                    bail!("scale {v} must be positive");
+                }
+                full_scales[a] = v;
+                full_sizes[a] = (v * shape[a] as f64).floor() as usize;
+            }
+        }
+        (None, Some(z)) => {
+            let z = dims(&z, "sizes")?;
+            if z.len() != ax.len() {
+                bail!("{} sizes for {} axes", z.len(), ax.len());
+            }
+            for (&a, &v) in ax.iter().zip(&z) {
+                if shape[a] == 0 {
+                    bail!("cannot resize an empty axis {a}");
+                }
+                full_scales[a] = v as f64 / shape[a] as f64;
+                full_sizes[a] = v;
+            }
+            if policy != "stretch" {
+                let it = ax.iter().map(|&a| full_scales[a]);
+                let scale = match policy {
+                    "not_larger" => it.fold(f64::INFINITY, f64::min),
+                    "not_smaller" => it.fold(0.0, f64::max),
+                    p => bail!("unknown keep_aspect_ratio_policy '{p}'"),
+                };
+                for &a in ax {
+                    full_scales[a] = scale;
+                    full_sizes[a] = (scale * shape[a] as f64 + 0.5).floor() as usize;
+                }
+            }
+        }
+        (Some(_), Some(_)) => bail!("only one of scales and sizes may be given"),
+        (None, None) => bail!("one of scales and sizes must be given"),
+    }
+    Ok((full_scales, full_sizes))
+}
+
+fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let x = ctx.input(0)?;
+    let shape = ctx.ty(x).shape.clone();
+    let rank = shape.len();
+    let a = &ctx.attrs;
+    let mode = resize_mode(&a.string("mode").unwrap_or_else(|| "nearest".into()))?;
+    let (coordinate_mode, nearest, scales, sizes, roi) = if ctx.opset < 11 {
+        // Resize-10 behaves like Upsample.
+        (CoordinateMode::Asymmetric, NearestMode::Floor, opt_floats(ctx, 1, "scales")?, None, None)
+    } else {
+        let cm = coordinate_mode(&a.string("coordinate_transformation_mode").unwrap_or_else(|| "half_pixel".into()))?;
+        let nm = nearest_mode(&a.string("nearest_mode").unwrap_or_else(|| "round_prefer_floor".into()))?;
+        let roi = if cm == CoordinateMode::TfCropAndResize { opt_floats(ctx, 1, "roi")? } else { None };
+        let sizes = match ctx.opt_input(3) {
+            Some(_) => Some(ctx.require_const(3, "sizes")?.to_i64_vec()?).filter(|s| !s.is_empty()),
+            None => None,
+        };
+        (cm, nm, opt_floats(ctx, 2, "scales")?, sizes, roi)
+    };
+    let a = &ctx.attrs;
+    let ax = match a.ints("axes") {
+        Some(v) => axes(&v, rank)?,
+        None => (0..rank).collect(),
+    };
+    let policy = a.string("keep_aspect_ratio_policy").unwrap_or_else(|| "stretch".into());
+    let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, sizes, &policy)?;
+    let roi = match (coordinate_mode, roi) {
+        (CoordinateMode::TfCropAndResize, Some(r)) => {
+            if r.len() != 2 * ax.len() {
+                bail!("roi has {} values for {} axes", r.len(), ax.len());
+            }
+            let mut full: Vec<f64> = vec![0.0; rank].into_iter().chain(vec![1.0; rank]).collect();
+            for (i, &axis) in ax.iter().enumerate() {
+                full[axis] = r[i];
+                full[rank + axis] = r[ax.len() + i];
+            }
+            full
+        }
+        (CoordinateMode::TfCropAndResize, None) => bail!("tf_crop_and_resize needs a roi input"),
+        _ => vec![],
+    };
+    let op = Resize {
+        mode,
+        coordinate_mode,
+        nearest_mode: nearest,
+        cubic_coeff_a: a.float_or("cubic_coeff_a", -0.75) as f64,
+        exclude_outside: a.int_or("exclude_outside", 0) != 0,
+        extrapolation_value: a.float_or("extrapolation_value", 0.0) as f64,
+        antialias: a.int_or("antialias", 0) != 0,
+        scales,
+        sizes,
+        roi,
+    };
+    if op.antialias && op.mode == ResizeMode::Nearest {
+        bail!("antialias is not defined for nearest mode");
+    }
+    Ok(vec![ctx.op1(op, &[Some(x)])?])
+}
+
+fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let x = ctx.input(0)?;
+    let shape = ctx.ty(x).shape.clone();
+    let mode = resize_mode(&ctx.attrs.string("mode").unwrap_or_else(|| "nearest".into()))?;
+    let scales = if ctx.opset < 9 {
+        ctx.attrs.floats("scales").map(|v| v.into_iter().map(|s| s as f64).collect())
+    } else {
+        opt_floats(ctx, 1, "scales")?
+    };
+    let ax: Vec<usize> = (0..shape.len()).collect();
+    let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, None, "stretch")?;
+    let op = Resize {
+        mode,
+        coordinate_mode: CoordinateMode::Asymmetric,
+        nearest_mode: NearestMode::Floor,
+        cubic_coeff_a: -0.75,
+        exclude_outside: false,
+        extrapolation_value: 0.0,
+        antialias: false,
+        scales,
+        sizes,
+        roi: vec![],
+    };
+    Ok(vec![ctx.op1(op, &[Some(x)])?])
+}

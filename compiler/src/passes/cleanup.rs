@@ -1,0 +1,76 @@
+//! Cleanup passes: dead nodes, and ops that do nothing.
+
+use super::Pass;
+use crate::ir::{Graph, NodeKind, Port};
+use anyhow::Result;
+
+/// Removes nodes no graph output depends on.
+pub struct DeadNodes;
+
+impl Pass for DeadNodes {
+    fn name(&self) -> &'static str {
+        "dead-nodes"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        Ok(graph.remove_dead_nodes())
+    }
+}
+
+/// Removes single-input ops whose output is bit-identical to their input:
+/// a Reshape to the same shape, a Cast to the same dtype, an Identity-like
+/// copy; and collapses Reshape chains into one Reshape.
+pub struct NoOpRemoval;
+
+/// Ops that only reinterpret or copy their data when input and output types
+/// are equal.
+const COPY_WHEN_SAME_TYPE: &[&str] = &["Reshape", "Cast", "Identity"];
+
+impl Pass for NoOpRemoval {
+    fn name(&self) -> &'static str {
+        "no-op-removal"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let NodeKind::Op(op) = &graph.node(n).kind else { continue };
+            let name = op.name();
+            let inputs = graph.inputs_of(n);
+            if inputs.len() != 1 || graph.node(n).outputs.len() != 1 {
+                continue;
+            }
+            let Some(src) = inputs[0] else { continue };
+            let out = Port { node: n, port: 0 };
+            if COPY_WHEN_SAME_TYPE.contains(&name) && graph.ty(src) == graph.ty(out) {
+                // A graph output that is directly a graph input must stay a copy
+                // only if the names differ; outputs are bound by name, so keep it.
+                if graph.is_output(out) && graph.node(src.node).kind_is_input() {
+                    continue;
+                }
+                graph.replace_uses(out, src);
+                graph.g.remove_node(n);
+                rewrites += 1;
+                continue;
+            }
+            // Reshape(Reshape(x)) -> Reshape(x).
+            if name == "Reshape" {
+                let producer = graph.node(src.node);
+                if producer.op().is_some_and(|p| p.name() == "Reshape") && graph.consumers(src).len() == 1 && !graph.is_output(src) {
+                    let inner = graph.inputs_of(src.node)[0];
+                    if let Some(inner) = inner {
+                        let edge = graph.g.find_edge(src.node, n).expect("edge");
+                        graph.g.remove_edge(edge);
+                        graph.g.add_edge(inner.node, n, crate::ir::Edge { src_port: inner.port, dst_slot: 0 });
+                        graph.g.remove_node(src.node);
+                        rewrites += 1;
+                    }
+                }
+            }
+        }
+        Ok(rewrites)
+    }
+}

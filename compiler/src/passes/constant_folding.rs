@@ -1,0 +1,58 @@
+//! Constant folding: an op whose inputs are all constants is replaced by its
+//! result, computed with the runtime's reference implementation.
+
+use super::Pass;
+use crate::ir::{Graph, NodeKind, Port};
+use anyhow::Result;
+
+pub struct ConstantFolding {
+    /// Results larger than this (bytes) are folded only when they are no
+    /// larger than the constants they replace, so folding never inflates the
+    /// engine (an Expand of a scalar to a huge shape stays an op).
+    pub max_growth_bytes: usize,
+}
+
+impl Default for ConstantFolding {
+    fn default() -> Self {
+        ConstantFolding { max_growth_bytes: 1 << 20 }
+    }
+}
+
+impl Pass for ConstantFolding {
+    fn name(&self) -> &'static str {
+        "constant-folding"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            let NodeKind::Op(op) = &graph.node(n).kind else { continue };
+            let inputs = graph.inputs_of(n);
+            if inputs.iter().flatten().next().is_none() {
+                continue;
+            }
+            let values: Option<Vec<Option<&trtc_runtime::Tensor>>> = inputs
+                .iter()
+                .map(|p| match p {
+                    None => Some(None),
+                    Some(p) => graph.node(p.node).constant().map(Some),
+                })
+                .collect();
+            let Some(values) = values else { continue };
+            let in_bytes: usize = values.iter().flatten().map(|t| t.bytes().len()).sum();
+            let out_bytes: usize = graph.node(n).outputs.iter().map(|o| o.ty.bytes()).sum();
+            if out_bytes > self.max_growth_bytes && out_bytes > in_bytes {
+                continue;
+            }
+            let results = op.eval_owned(&values).map_err(|e| anyhow::anyhow!("folding {}: {e}", graph.node(n).name))?;
+            let names: Vec<String> = graph.node(n).outputs.iter().map(|o| o.name.clone()).collect();
+            for (port, (t, name)) in results.into_iter().zip(names).enumerate() {
+                let c = graph.add_constant(&name, t);
+                graph.replace_uses(Port { node: n, port }, c);
+            }
+            graph.g.remove_node(n);
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}

@@ -1,0 +1,90 @@
+//! Graph passes and the pass manager.
+//!
+//! A pass is a small, named rewrite that never changes what the graph
+//! computes and never makes it worse (fewer or equal nodes, no extra work).
+//! The manager runs the list to a fixed point, checks the IR's invariants
+//! after every pass in debug builds and tests, and can disable any pass by
+//! name (`trtc build --disable-pass NAME`).
+
+mod cleanup;
+mod constant_folding;
+mod cse;
+
+use crate::ir::Graph;
+use anyhow::{Context, Result};
+use std::time::{Duration, Instant};
+
+pub use cleanup::{DeadNodes, NoOpRemoval};
+pub use constant_folding::ConstantFolding;
+pub use cse::CommonSubexpressions;
+
+pub trait Pass {
+    /// The name users disable it by, e.g. `constant-folding`.
+    fn name(&self) -> &'static str;
+    /// Rewrites the graph; returns how many rewrites it made (0 = no change).
+    fn run(&self, graph: &mut Graph) -> Result<usize>;
+}
+
+/// What one pass did over a whole run.
+#[derive(Clone, Debug, Default)]
+pub struct PassStats {
+    pub name: &'static str,
+    pub rewrites: usize,
+    pub time: Duration,
+    /// Op nodes after the pass last ran.
+    pub nodes_after: usize,
+}
+
+/// Options of the optimizer.
+#[derive(Clone, Debug, Default)]
+pub struct PassOptions {
+    /// Pass names not to run.
+    pub disabled: Vec<String>,
+    /// Run no pass at all (for differential tests).
+    pub disable_all: bool,
+}
+
+/// Every pass, in the order they run.
+pub fn all() -> Vec<Box<dyn Pass>> {
+    vec![
+        Box::new(ConstantFolding::default()),
+        Box::new(NoOpRemoval),
+        Box::new(CommonSubexpressions),
+        Box::new(DeadNodes),
+    ]
+}
+
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|p| p.name()).collect()
+}
+
+/// Runs the enabled passes to a fixed point (at most 16 rounds).
+pub fn optimize(graph: &mut Graph, opts: &PassOptions) -> Result<Vec<PassStats>> {
+    let known = names();
+    for d in &opts.disabled {
+        if !known.contains(&d.as_str()) {
+            anyhow::bail!("--disable-pass {d}: no such pass (passes: {})", known.join(", "));
+        }
+    }
+    let passes: Vec<Box<dyn Pass>> =
+        all().into_iter().filter(|p| !opts.disable_all && !opts.disabled.iter().any(|d| d == p.name())).collect();
+    let mut stats: Vec<PassStats> = passes.iter().map(|p| PassStats { name: p.name(), ..Default::default() }).collect();
+    for _round in 0..16 {
+        let mut changed = 0;
+        for (p, s) in passes.iter().zip(&mut stats) {
+            let start = Instant::now();
+            let n = p.run(graph).with_context(|| format!("pass {}", p.name()))?;
+            s.time += start.elapsed();
+            s.rewrites += n;
+            s.nodes_after = graph.op_count();
+            changed += n;
+            if cfg!(debug_assertions) {
+                crate::ir::verify(graph).with_context(|| format!("IR invalid after pass {}", p.name()))?;
+            }
+        }
+        if changed == 0 {
+            break;
+        }
+    }
+    Ok(stats)
+}

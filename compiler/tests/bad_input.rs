@@ -1,0 +1,200 @@
+//! Bad input gets one clear error line and a non-zero exit, never a panic:
+//! malformed ONNX, unsupported ops, unresolved shapes, unsafe external data,
+//! corrupted, truncated, foreign or future-version engines.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn trtc(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_trtc")).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// Runs `trtc` and expects a failure whose stderr is one line containing `needle`.
+fn expect_error(args: &[&str], needle: &str) {
+    let (code, _, err) = trtc(args);
+    assert_eq!(code, 1, "expected exit 1 for {args:?}, stderr: {err}");
+    assert!(!err.contains("panicked"), "panic for {args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "expected one line for {args:?}, got: {err}");
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+}
+
+fn build_mlp(dir: &TempDir) -> std::path::PathBuf {
+    let model = dir.path("mlp.onnx");
+    std::fs::write(&model, encode(&mlp())).unwrap();
+    let engine = dir.path("mlp.engine");
+    let (code, _, err) = trtc(&["build", model.to_str().unwrap(), "-o", engine.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    engine
+}
+
+#[test]
+fn truncated_onnx_is_refused() {
+    let dir = TempDir::new("trunc-onnx");
+    let bytes = encode(&mlp());
+    let path = dir.path("t.onnx");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    expect_error(&["build", path.to_str().unwrap(), "-o", dir.path("t.engine").to_str().unwrap()], "not a valid ONNX model");
+}
+
+#[test]
+fn garbage_file_is_refused() {
+    let dir = TempDir::new("garbage-onnx");
+    let path = dir.path("g.onnx");
+    std::fs::write(&path, b"this is not a protobuf at all \xff\xff\xff\xff").unwrap();
+    expect_error(&["build", path.to_str().unwrap(), "-o", dir.path("g.engine").to_str().unwrap()], "not a valid ONNX model");
+}
+
+#[test]
+fn unsupported_ops_are_listed_with_a_node_each() {
+    let dir = TempDir::new("unsupported");
+    let m = model(
+        vec![node("FrobnicateA", "first_a", &["x"], &["a"]), node("FrobnicateA", "second_a", &["a"], &["b"]), node("FrobnicateB", "the_b", &["b"], &["y"])],
+        vec![value_info("x", F32, &[2])],
+        vec![value_info("y", F32, &[2])],
+        vec![],
+    );
+    let path = dir.path("u.onnx");
+    std::fs::write(&path, encode(&m)).unwrap();
+    expect_error(
+        &["build", path.to_str().unwrap(), "-o", dir.path("u.engine").to_str().unwrap()],
+        "unsupported ONNX ops: FrobnicateA (node 'first_a'), FrobnicateB (node 'the_b')",
+    );
+}
+
+#[test]
+fn unresolved_symbolic_dimension_names_the_input() {
+    use tract_onnx::pb::tensor_shape_proto::dimension::Value;
+    let dir = TempDir::new("symbolic");
+    let mut m = mlp();
+    m.graph.as_mut().unwrap().input[0] = value_info_dims("x", F32, vec![Value::DimParam("batch".into()), Value::DimValue(3)]);
+    let path = dir.path("s.onnx");
+    std::fs::write(&path, encode(&m)).unwrap();
+    let engine = dir.path("s.engine");
+    expect_error(&["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap()], "input 'x' has a symbolic dimension 'batch'");
+    let (code, _, err) = trtc(&["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap(), "--shape", "x:2x3"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn external_data_outside_the_model_directory_is_refused() {
+    let dir = TempDir::new("external");
+    let mut m = mlp();
+    let w = &mut m.graph.as_mut().unwrap().initializer[0];
+    w.raw_data.clear();
+    w.data_location = Some(1);
+    w.external_data = vec![tract_onnx::pb::StringStringEntryProto { key: "location".into(), value: "../../etc/passwd".into() }];
+    let path = dir.path("e.onnx");
+    std::fs::write(&path, encode(&m)).unwrap();
+    expect_error(&["build", path.to_str().unwrap(), "-o", dir.path("e.engine").to_str().unwrap()], "inside the model's directory");
+}
+
+#[test]
+fn external_data_is_read_when_safe_and_bounds_checked() {
+    let dir = TempDir::new("external-ok");
+    let mut m = mlp();
+    let w = &mut m.graph.as_mut().unwrap().initializer[0];
+    let bytes = std::mem::take(&mut w.raw_data);
+    std::fs::write(dir.path("weights.bin"), [vec![0u8; 16], bytes.clone()].concat()).unwrap();
+    w.data_location = Some(1);
+    let entry = |k: &str, v: &str| tract_onnx::pb::StringStringEntryProto { key: k.into(), value: v.into() };
+    w.external_data = vec![entry("location", "weights.bin"), entry("offset", "16"), entry("length", &bytes.len().to_string())];
+    let path = dir.path("e.onnx");
+    std::fs::write(&path, encode(&m)).unwrap();
+    let (code, _, err) = trtc(&["build", path.to_str().unwrap(), "-o", dir.path("e.engine").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // Past the end of the file.
+    let w = &mut m.graph.as_mut().unwrap().initializer[0];
+    w.external_data[1] = entry("offset", "32");
+    std::fs::write(&path, encode(&m)).unwrap();
+    expect_error(&["build", path.to_str().unwrap(), "-o", dir.path("e.engine").to_str().unwrap()], "past the end");
+}
+
+#[test]
+fn corrupted_engine_is_refused() {
+    let dir = TempDir::new("bitflip");
+    let engine = build_mlp(&dir);
+    let mut bytes = std::fs::read(&engine).unwrap();
+    let at = bytes.len() - 10;
+    bytes[at] ^= 0x10;
+    std::fs::write(&engine, &bytes).unwrap();
+    expect_error(&["run", engine.to_str().unwrap()], "checksum mismatch");
+    expect_error(&["inspect", engine.to_str().unwrap()], "checksum mismatch");
+}
+
+#[test]
+fn truncated_engine_is_refused() {
+    let dir = TempDir::new("trunc-engine");
+    let engine = build_mlp(&dir);
+    let bytes = std::fs::read(&engine).unwrap();
+    std::fs::write(&engine, &bytes[..bytes.len() - 7]).unwrap();
+    expect_error(&["run", engine.to_str().unwrap()], "truncated");
+    std::fs::write(&engine, &bytes[..10]).unwrap();
+    expect_error(&["inspect", engine.to_str().unwrap()], "too short");
+}
+
+#[test]
+fn future_format_version_is_refused() {
+    let dir = TempDir::new("future");
+    let engine = build_mlp(&dir);
+    let mut bytes = std::fs::read(&engine).unwrap();
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    std::fs::write(&engine, &bytes).unwrap();
+    expect_error(&["run", engine.to_str().unwrap()], "engine format version 7 is not supported");
+    expect_error(&["inspect", "--version-only", engine.to_str().unwrap()], "engine format version 7 is not supported");
+}
+
+#[test]
+fn foreign_file_is_refused_as_engine() {
+    let dir = TempDir::new("foreign");
+    let path = dir.path("model.onnx");
+    std::fs::write(&path, encode(&mlp())).unwrap();
+    expect_error(&["run", path.to_str().unwrap()], "not a trtc engine file");
+}
+
+#[test]
+fn every_single_byte_corruption_is_an_error_or_harmless() {
+    let dir = TempDir::new("every-byte");
+    let engine = build_mlp(&dir);
+    let bytes = std::fs::read(&engine).unwrap();
+    let good = trtc_runtime::Engine::from_bytes(&bytes).unwrap();
+    let x = trtc_runtime::Tensor::from_vec(vec![2, 3], vec![0.5f32, -1.0, 2.0, 0.0, 1.5, -0.5]).unwrap();
+    let want = good.create_context().unwrap().run(&[("x", &x)]).unwrap();
+    let mut refused = 0;
+    for i in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[i] ^= 0xA5;
+        match trtc_runtime::Engine::from_bytes(&b) {
+            Err(_) => refused += 1,
+            // Only padding bytes may change without detection, and then
+            // the engine must compute exactly the same thing.
+            Ok(e) => assert_eq!(e.create_context().unwrap().run(&[("x", &x)]).unwrap()[0].1, want[0].1, "byte {i}"),
+        }
+    }
+    assert!(refused > bytes.len() / 4, "only {refused} of {} corruptions detected", bytes.len());
+}
+
+#[test]
+fn version_only_reads_the_header() {
+    let dir = TempDir::new("version");
+    let engine = build_mlp(&dir);
+    let (code, out, err) = trtc(&["inspect", "--version-only", engine.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("engine format 1, built by trtc "), "{out}");
+}
+
+#[test]
+fn wrong_inputs_are_binding_errors() {
+    let dir = TempDir::new("bindings");
+    let engine = trtc_runtime::Engine::load(build_mlp(&dir)).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    let wrong_shape = trtc_runtime::Tensor::from_vec(vec![3, 2], vec![0f32; 6]).unwrap();
+    let e = ctx.run(&[("x", &wrong_shape)]).unwrap_err().to_string();
+    assert!(e.contains("input 'x' must be f32[2,3], got f32[3,2]"), "{e}");
+    let e = ctx.run(&[]).unwrap_err().to_string();
+    assert!(e.contains("missing input 'x'"), "{e}");
+    let e = ctx.run(&[("x", &wrong_shape), ("nope", &wrong_shape)]).unwrap_err().to_string();
+    assert!(e.contains("unknown input 'nope'"), "{e}");
+}

@@ -1,0 +1,125 @@
+//! Small ONNX models written in Rust, for tests that need a precise graph.
+#![allow(dead_code)]
+
+use prost::Message;
+use tract_onnx::pb;
+
+pub fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> pb::ValueInfoProto {
+    value_info_dims(name, elem_type, dims.iter().map(|&d| pb::tensor_shape_proto::dimension::Value::DimValue(d)).collect())
+}
+
+pub fn value_info_dims(name: &str, elem_type: i32, dims: Vec<pb::tensor_shape_proto::dimension::Value>) -> pb::ValueInfoProto {
+    pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            denotation: String::new(),
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type,
+                shape: Some(pb::TensorShapeProto {
+                    dim: dims
+                        .into_iter()
+                        .map(|v| pb::tensor_shape_proto::Dimension { denotation: String::new(), value: Some(v) })
+                        .collect(),
+                }),
+            })),
+        }),
+        doc_string: String::new(),
+    }
+}
+
+pub const F32: i32 = 1;
+pub const I64: i32 = 7;
+
+pub fn f32_tensor(name: &str, dims: &[i64], values: &[f32]) -> pb::TensorProto {
+    pb::TensorProto {
+        name: name.into(),
+        dims: dims.to_vec(),
+        data_type: F32,
+        raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn i64_tensor(name: &str, dims: &[i64], values: &[i64]) -> pb::TensorProto {
+    pb::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: I64, int64_data: values.to_vec(), ..Default::default() }
+}
+
+pub fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> pb::NodeProto {
+    pb::NodeProto {
+        op_type: op.into(),
+        name: name.into(),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn int_attr(name: &str, v: i64) -> pb::AttributeProto {
+    pb::AttributeProto { name: name.into(), r#type: 2, i: v, ..Default::default() }
+}
+
+pub fn model(
+    nodes: Vec<pb::NodeProto>,
+    inputs: Vec<pb::ValueInfoProto>,
+    outputs: Vec<pb::ValueInfoProto>,
+    initializers: Vec<pb::TensorProto>,
+) -> pb::ModelProto {
+    pb::ModelProto {
+        ir_version: 8,
+        opset_import: vec![pb::OperatorSetIdProto { domain: String::new(), version: 17 }],
+        producer_name: "trtc-tests".into(),
+        graph: Some(pb::GraphProto {
+            node: nodes,
+            name: "test".into(),
+            initializer: initializers,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn encode(m: &pb::ModelProto) -> Vec<u8> {
+    m.encode_to_vec()
+}
+
+/// x[2,3] -> MatMul(w[3,4]) -> Add(b[4]) -> Reshape([4,2]) -> Softmax(axis -1) -> y
+pub fn mlp() -> pb::ModelProto {
+    let w: Vec<f32> = (0..12).map(|i| (i as f32 - 6.0) / 10.0).collect();
+    let mut sm = node("Softmax", "softmax", &["r"], &["y"]);
+    sm.attribute.push(int_attr("axis", -1));
+    model(
+        vec![
+            node("MatMul", "fc/matmul", &["x", "w"], &["h"]),
+            node("Add", "fc/add", &["h", "b"], &["hb"]),
+            node("Reshape", "reshape", &["hb", "shape"], &["r"]),
+            sm,
+        ],
+        vec![value_info("x", F32, &[2, 3])],
+        vec![value_info("y", F32, &[4, 2])],
+        vec![f32_tensor("w", &[3, 4], &w), f32_tensor("b", &[4], &[0.1, -0.2, 0.3, 0.0]), i64_tensor("shape", &[2], &[4, -1])],
+    )
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("trtc-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,86 @@
+//! Differential test against tract: the testdata models run through
+//! tract-onnx's own optimized runner agree with trtc's CPU executor.
+
+use std::path::{Path, PathBuf};
+use tract_onnx::prelude::*;
+use trtc::build::{build_file, BuildOptions};
+use trtc_runtime::{DType, Engine, Tensor};
+
+fn to_tract(t: &Tensor) -> anyhow::Result<tract_onnx::prelude::Tensor> {
+    let shape = t.shape().to_vec();
+    Ok(match t.dtype() {
+        DType::F32 => tract_ndarray::ArrayD::from_shape_vec(shape, t.as_slice::<f32>()?.to_vec())?.into_tensor(),
+        DType::I64 => tract_ndarray::ArrayD::from_shape_vec(shape, t.as_slice::<i64>()?.to_vec())?.into_tensor(),
+        DType::I32 => tract_ndarray::ArrayD::from_shape_vec(shape, t.as_slice::<i32>()?.to_vec())?.into_tensor(),
+        d => anyhow::bail!("input dtype {d} not handled by this test"),
+    })
+}
+
+fn tract_outputs(model: &Path, inputs: &[(String, Tensor)]) -> anyhow::Result<Vec<Vec<f64>>> {
+    let plan = tract_onnx::onnx().model_for_path(model)?.into_optimized()?.into_runnable()?;
+    let ins: TVec<TValue> = inputs.iter().map(|(_, t)| to_tract(t).map(|t| t.into_tvalue())).collect::<anyhow::Result<_>>()?;
+    let outs = plan.run(ins)?;
+    outs.iter()
+        .map(|o| {
+            let o = o.cast_to::<f64>()?;
+            Ok(o.as_slice::<f64>()?.to_vec())
+        })
+        .collect()
+}
+
+fn models() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn trtc_agrees_with_tract_on_testdata_models() {
+    let (mut agreed, mut tract_failed, mut disagreed) = (0, Vec::new(), Vec::new());
+    for model in models() {
+        let stem = model.file_stem().unwrap().to_string_lossy().to_string();
+        let inputs = trtc::npz::read_npz(&model.with_file_name(format!("{stem}.inputs.npz"))).unwrap();
+        let theirs = match tract_outputs(&model, &inputs) {
+            Ok(o) => o,
+            Err(e) => {
+                tract_failed.push(format!("{stem}: {e}"));
+                continue;
+            }
+        };
+        let result: anyhow::Result<f64> = (|| {
+            let built = build_file(&model, &BuildOptions::default())?;
+            let engine = Engine::from_bytes(&built.engine)?;
+            let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let ours = engine.create_context()?.run(&refs)?;
+            anyhow::ensure!(ours.len() == theirs.len(), "{} outputs vs tract's {}", ours.len(), theirs.len());
+            let mut worst = 0f64;
+            for ((_, o), t) in ours.iter().zip(&theirs) {
+                let o = o.to_f64_vec();
+                anyhow::ensure!(o.len() == t.len(), "output sizes differ");
+                let scale = t.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+                let err = o.iter().zip(t).fold(0f64, |m, (a, b)| m.max((a - b).abs()));
+                worst = worst.max(err / scale);
+            }
+            Ok(worst)
+        })();
+        match result {
+            Ok(err) if err <= 1e-4 => {
+                agreed += 1;
+                println!("ok   {stem}: max err / max |tract| = {err:.2e}");
+            }
+            Ok(err) => disagreed.push(format!("{stem}: max err / max |tract| = {err:.2e}")),
+            Err(e) => disagreed.push(format!("{stem}: trtc failed: {e:#}")),
+        }
+    }
+    for f in &tract_failed {
+        println!("skipped (tract could not run it): {f}");
+    }
+    println!("tract differential: {agreed} passed, {} failed, {} skipped", disagreed.len(), tract_failed.len());
+    assert!(disagreed.is_empty(), "{}", disagreed.join("\n"));
+    assert!(agreed >= 20, "only {agreed} models compared with tract");
+}

@@ -1,0 +1,226 @@
+//! `Cast`: converts every element to another dtype, as numpy's `astype`
+//! does. Floats to integers truncate toward zero and saturate at the
+//! target's range (NaN becomes 0); integers to narrower integers wrap;
+//! anything to bool is `x != 0` (NaN is true); bool is 0 or 1. Conversions
+//! to `f16`/`bf16` round to nearest even.
+
+use super::broadcast::map1;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::ops::{input, OpImpl};
+use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
+use crate::ensure_op;
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cast {
+    pub to: DType,
+}
+
+impl Cast {
+    pub fn new(to: DType) -> Cast {
+        Cast { to }
+    }
+}
+
+/// One element conversion.
+trait CastTo<U> {
+    fn cast(self) -> U;
+}
+
+/// Rust `as` between primitive numbers.
+macro_rules! prim_casts {
+    ($($src:ty),*) => {$(
+        prim_casts!(@one $src => f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
+        impl CastTo<f16> for $src {
+            #[inline(always)]
+            fn cast(self) -> f16 { f16::from_f64(self as f64) }
+        }
+        impl CastTo<bf16> for $src {
+            #[inline(always)]
+            fn cast(self) -> bf16 { bf16::from_f64(self as f64) }
+        }
+        impl Truthy for $src {
+            #[inline(always)]
+            #[allow(clippy::float_cmp)]
+            fn truthy(self) -> bool { self != (0 as $src) }
+        }
+    )*};
+    (@one $src:ty => $($dst:ty),*) => {$(
+        impl CastTo<$dst> for $src {
+            #[inline(always)]
+            fn cast(self) -> $dst { self as $dst }
+        }
+    )*};
+}
+
+/// Half types convert through f32, which holds them exactly.
+macro_rules! half_casts {
+    ($($src:ty),*) => {$(
+        half_casts!(@one $src => f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
+        impl CastTo<f16> for $src {
+            #[inline(always)]
+            fn cast(self) -> f16 { f16::from_f32(self.to_f32()) }
+        }
+        impl CastTo<bf16> for $src {
+            #[inline(always)]
+            fn cast(self) -> bf16 { bf16::from_f32(self.to_f32()) }
+        }
+        impl Truthy for $src {
+            #[inline(always)]
+            fn truthy(self) -> bool { self.to_f32() != 0.0 }
+        }
+    )*};
+    (@one $src:ty => $($dst:ty),*) => {$(
+        impl CastTo<$dst> for $src {
+            #[inline(always)]
+            fn cast(self) -> $dst { self.to_f32() as $dst }
+        }
+    )*};
+}
+
+/// Conversion to bool.
+trait Truthy {
+    fn truthy(self) -> bool;
+}
+
+prim_casts!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
+half_casts!(f16, bf16);
+
+/// A source type that converts to every dtype.
+trait CastAll:
+    Element
+    + Copy
+    + Truthy
+    + CastTo<f32>
+    + CastTo<f64>
+    + CastTo<f16>
+    + CastTo<bf16>
+    + CastTo<i8>
+    + CastTo<i16>
+    + CastTo<i32>
+    + CastTo<i64>
+    + CastTo<u8>
+    + CastTo<u16>
+    + CastTo<u32>
+    + CastTo<u64>
+{
+}
+
+impl<T> CastAll for T where
+    T: Element
+        + Copy
+        + Truthy
+        + CastTo<f32>
+        + CastTo<f64>
+        + CastTo<f16>
+        + CastTo<bf16>
+        + CastTo<i8>
+        + CastTo<i16>
+        + CastTo<i32>
+        + CastTo<i64>
+        + CastTo<u8>
+        + CastTo<u16>
+        + CastTo<u32>
+        + CastTo<u64>
+{
+}
+
+fn convert<S: CastTo<D> + Copy, D: Element>(xs: &[S], out: &mut TensorViewMut) -> Result<()> {
+    map1(xs, out.as_mut_slice::<D>()?, |v| v.cast())
+}
+
+/// Converts from source type `S` (for bool sources, `u8` holding 0 or 1).
+fn cast_from<S: CastAll>(x: TensorView, out: &mut TensorViewMut) -> Result<()> {
+    let xs = x.as_slice::<S>()?;
+    match out.dtype {
+        DType::F32 => convert::<S, f32>(xs, out),
+        DType::F64 => convert::<S, f64>(xs, out),
+        DType::F16 => convert::<S, f16>(xs, out),
+        DType::BF16 => convert::<S, bf16>(xs, out),
+        DType::I8 => convert::<S, i8>(xs, out),
+        DType::I16 => convert::<S, i16>(xs, out),
+        DType::I32 => convert::<S, i32>(xs, out),
+        DType::I64 => convert::<S, i64>(xs, out),
+        DType::U8 => convert::<S, u8>(xs, out),
+        DType::U16 => convert::<S, u16>(xs, out),
+        DType::U32 => convert::<S, u32>(xs, out),
+        DType::U64 => convert::<S, u64>(xs, out),
+        DType::Bool => map1(xs, out.as_mut_slice::<u8>()?, |v| u8::from(v.truthy())),
+    }
+}
+
+impl OpImpl for Cast {
+    fn name(&self) -> &'static str {
+        "Cast"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let x = input(inputs, 0, self.name())?;
+        Ok(vec![TensorType::new(self.to, x.shape.clone())])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let x = input(inputs, 0, self.name())?;
+        let out = outputs.first_mut().ok_or_else(|| Error::op("Cast: missing output"))?;
+        ensure_op!(out.dtype == self.to, "Cast: output dtype {} is not {}", out.dtype, self.to);
+        if x.dtype == self.to || (x.dtype == DType::Bool && self.to == DType::U8) {
+            ensure_op!(x.bytes.len() == out.bytes.len(), "Cast: input and output sizes differ");
+            out.bytes.copy_from_slice(x.bytes);
+            return Ok(());
+        }
+        match x.dtype {
+            DType::F32 => cast_from::<f32>(x, out),
+            DType::F64 => cast_from::<f64>(x, out),
+            DType::F16 => cast_from::<f16>(x, out),
+            DType::BF16 => cast_from::<bf16>(x, out),
+            DType::I8 => cast_from::<i8>(x, out),
+            DType::I16 => cast_from::<i16>(x, out),
+            DType::I32 => cast_from::<i32>(x, out),
+            DType::I64 => cast_from::<i64>(x, out),
+            DType::U8 | DType::Bool => cast_from::<u8>(x, out),
+            DType::U16 => cast_from::<u16>(x, out),
+            DType::U32 => cast_from::<u32>(x, out),
+            DType::U64 => cast_from::<u64>(x, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+    use crate::tensor::Tensor;
+
+    fn cast(x: &Tensor, to: DType) -> Tensor {
+        let op: Op = Cast::new(to).into();
+        op.eval_owned(&[Some(x)]).unwrap().remove(0)
+    }
+
+    #[test]
+    fn float_to_int_truncates_and_saturates() {
+        let x = Tensor::from_vec(vec![4], vec![-1.7f32, 2.9, 300.0, f32::NAN]).unwrap();
+        assert_eq!(cast(&x, DType::I32).as_slice::<i32>().unwrap(), &[-1, 2, 300, 0]);
+        assert_eq!(cast(&x, DType::U8).as_slice::<u8>().unwrap(), &[0, 2, 255, 0]);
+    }
+
+    #[test]
+    fn bools_both_ways() {
+        let x = Tensor::from_vec(vec![3], vec![0f64, -0.5, f64::NAN]).unwrap();
+        let b = cast(&x, DType::Bool);
+        assert_eq!(b.dtype(), DType::Bool);
+        assert_eq!(b.as_slice::<u8>().unwrap(), &[0, 1, 1]);
+        assert_eq!(cast(&b, DType::F32).as_slice::<f32>().unwrap(), &[0., 1., 1.]);
+    }
+
+    #[test]
+    fn integers_wrap_and_halves_round() {
+        let x = Tensor::from_vec(vec![2], vec![257i64, -1]).unwrap();
+        assert_eq!(cast(&x, DType::U8).as_slice::<u8>().unwrap(), &[1, 255]);
+        let y = Tensor::from_vec(vec![1], vec![1.0f32 + 1.0 / 1024.0 + 1.0 / 4096.0]).unwrap();
+        let h = cast(&y, DType::F16);
+        assert_eq!(h.to_f64_vec(), vec![1.0 + 1.0 / 1024.0]);
+        assert_eq!(cast(&h, DType::BF16).to_f64_vec(), vec![1.0]);
+    }
+}

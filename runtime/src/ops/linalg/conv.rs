@@ -1,0 +1,414 @@
+//! Conv: N-dimensional grouped convolution (1-D, 2-D, 3-D, ...), with
+//! strides, dilations, explicit padding and an optional bias.
+//!
+//! Inputs: X `[N, C, D1, ..., Dn]`, W `[M, C/group, k1, ..., kn]`, optional
+//! B `[M]`. Output: `[N, M, O1, ..., On]`. ONNX's `auto_pad` is resolved into
+//! explicit `pads` by the compiler.
+//!
+//! Strategy: each group is one matrix multiply `W_g [M/g, C/g·K] ×
+//! cols [C/g·K, O]` through `matrixmultiply`. `cols` is the im2col matrix,
+//! except for 1×1 stride-1 unpadded kernels where the input already is that
+//! matrix. Depthwise convolutions (one input channel per group) run as a
+//! direct loop instead.
+
+use super::num::{narrow_into, widen, with_scratch, GemmFn, Scalar};
+use super::window::{unflatten, valid_range, Window};
+use super::GemmArgs;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::{input, opt_input, OpImpl};
+use crate::tensor::{TensorType, TensorView, TensorViewMut};
+use crate::{bail_op, ensure_op};
+use serde::{Deserialize, Serialize};
+
+/// A convolution. All fields are normalized: one entry per spatial axis in
+/// `kernel_shape`, `strides` and `dilations`; `pads` holds the begin pads of
+/// every spatial axis, then the end pads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Conv {
+    pub kernel_shape: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub group: usize,
+}
+
+impl Conv {
+    /// A 2-D convolution; `pads` is `[top, left, bottom, right]`.
+    pub fn new_2d(kernel: [usize; 2], strides: [usize; 2], pads: [usize; 4], dilations: [usize; 2], group: usize) -> Conv {
+        Conv {
+            kernel_shape: kernel.to_vec(),
+            strides: strides.to_vec(),
+            pads: pads.to_vec(),
+            dilations: dilations.to_vec(),
+            group,
+        }
+    }
+
+    /// The sliding window of this convolution.
+    pub fn window(&self) -> Window {
+        Window {
+            kernel_shape: self.kernel_shape.clone(),
+            strides: self.strides.clone(),
+            pads: self.pads.clone(),
+            dilations: self.dilations.clone(),
+        }
+    }
+
+    /// Checks the input shapes and computes the geometry of one call.
+    pub(crate) fn geometry(&self, x: &[usize], w: &[usize], b: Option<&[usize]>, op: &str) -> Result<ConvGeometry> {
+        let win = self.window();
+        win.validate(op)?;
+        let r = win.rank();
+        ensure_op!(r >= 1, "{op}: at least one spatial axis is required");
+        ensure_op!(x.len() == r + 2, "{op}: input rank {} does not match kernel rank {r}", x.len());
+        ensure_op!(w.len() == r + 2, "{op}: weight rank {} does not match kernel rank {r}", w.len());
+        ensure_op!(
+            w[2..] == self.kernel_shape[..],
+            "{op}: weight shape {w:?} does not match kernel_shape {:?}",
+            self.kernel_shape
+        );
+        let g = self.group;
+        ensure_op!(g >= 1, "{op}: group must be positive");
+        let (n, c, m) = (x[0], x[1], w[0]);
+        ensure_op!(
+            c == w[1] * g,
+            "{op}: input has {c} channels, weight expects {} x group {g}",
+            w[1]
+        );
+        ensure_op!(m % g == 0, "{op}: {m} output channels are not divisible by group {g}");
+        if let Some(b) = b {
+            ensure_op!(b == [m], "{op}: bias shape {b:?} must be [{m}]");
+        }
+        let out_spatial = win.output_shape(&x[2..], false, op)?;
+        Ok(ConvGeometry::new(n, c, m, g, x[2..].to_vec(), out_spatial, win))
+    }
+}
+
+/// The sizes of one convolution call.
+#[derive(Clone, Debug)]
+pub(crate) struct ConvGeometry {
+    pub n: usize,
+    pub c: usize,
+    pub m: usize,
+    pub group: usize,
+    pub in_spatial: Vec<usize>,
+    pub out_spatial: Vec<usize>,
+    pub win: Window,
+    /// Elements of one input channel plane.
+    pub in_size: usize,
+    /// Elements of one output channel plane.
+    pub out_size: usize,
+    /// Taps of the kernel.
+    pub k_size: usize,
+}
+
+impl ConvGeometry {
+    pub fn new(
+        n: usize,
+        c: usize,
+        m: usize,
+        group: usize,
+        in_spatial: Vec<usize>,
+        out_spatial: Vec<usize>,
+        win: Window,
+    ) -> ConvGeometry {
+        let in_size = in_spatial.iter().product();
+        let out_size = out_spatial.iter().product();
+        let k_size = win.kernel_shape.iter().product();
+        ConvGeometry { n, c, m, group, in_spatial, out_spatial, win, in_size, out_size, k_size }
+    }
+
+    pub fn output_shape(&self) -> Vec<usize> {
+        let mut s = vec![self.n, self.m];
+        s.extend(&self.out_spatial);
+        s
+    }
+
+    /// Whether the input plane already is the im2col matrix: a 1×1 kernel,
+    /// unit strides and no padding.
+    pub fn is_pointwise(&self) -> bool {
+        self.win.kernel_shape.iter().all(|&k| k == 1)
+            && self.win.strides.iter().all(|&s| s == 1)
+            && self.win.pads.iter().all(|&p| p == 0)
+    }
+
+    /// Whether every group sees exactly one input channel.
+    pub fn is_depthwise(&self) -> bool {
+        self.group > 1 && self.c == self.group
+    }
+}
+
+impl OpImpl for Conv {
+    fn name(&self) -> &'static str {
+        "Conv"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let x = input(inputs, 0, "Conv")?;
+        let w = input(inputs, 1, "Conv")?;
+        let b = opt_input(inputs, 2);
+        ensure_op!(
+            matches!(x.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16),
+            "Conv: unsupported dtype {}",
+            x.dtype
+        );
+        ensure_op!(w.dtype == x.dtype, "Conv: weight dtype {} differs from input {}", w.dtype, x.dtype);
+        if let Some(b) = b {
+            ensure_op!(b.dtype == x.dtype, "Conv: bias dtype {} differs from input {}", b.dtype, x.dtype);
+        }
+        let g = self.geometry(&x.shape, &w.shape, b.map(|b| b.shape.as_slice()), "Conv")?;
+        Ok(vec![TensorType::new(x.dtype, g.output_shape())])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let x = input(inputs, 0, "Conv")?;
+        let w = input(inputs, 1, "Conv")?;
+        let b = opt_input(inputs, 2);
+        let g = self.geometry(x.shape, w.shape, b.map(|b| b.shape), "Conv")?;
+        let out = &mut outputs[0];
+        match x.dtype {
+            DType::F32 => conv::<f32>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?),
+            DType::F64 => conv::<f64>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?),
+            DType::F16 | DType::BF16 => {
+                let (xf, wf) = (widen(&x)?, widen(&w)?);
+                let bf = b.map(|b| widen(&b)).transpose()?;
+                let mut yf = vec![0f32; out.len()];
+                conv(&g, &xf, &wf, bf.as_deref(), &mut yf);
+                narrow_into(out, &yf)?;
+            }
+            d => bail_op!("Conv: unsupported dtype {d}"),
+        }
+        Ok(())
+    }
+}
+
+/// Runs a convolution whose shapes `g` describes on contiguous NC... data.
+pub(crate) fn conv<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) {
+    if g.n == 0 || g.m == 0 || g.out_size == 0 {
+        return;
+    }
+    if g.is_depthwise() {
+        depthwise(g, x, w, bias, y);
+    } else {
+        conv_gemm(g, x, w, bias, y, T::GEMM);
+    }
+}
+
+/// Fills each output channel plane with its bias (or zero).
+fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
+    for (ch, yp) in y.chunks_exact_mut(plane.max(1)).enumerate() {
+        yp.fill(bias.map_or(T::default(), |b| b[ch]));
+    }
+}
+
+/// The im2col + matrix multiply path, one multiply per sample and group.
+fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], gemm: GemmFn<T>) {
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let kdim = cg * g.k_size;
+    let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
+    args.beta = if bias.is_some() { 1.0 } else { 0.0 };
+    let pointwise = g.is_pointwise();
+    let scratch_len = if pointwise { 0 } else { kdim * g.out_size };
+    with_scratch::<T, _>(scratch_len, |cols| {
+        for n in 0..g.n {
+            for grp in 0..g.group {
+                let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
+                let w_g = &w[grp * mg * kdim..][..mg * kdim];
+                let y_g = &mut y[(n * g.m + grp * mg) * g.out_size..][..mg * g.out_size];
+                if let Some(b) = bias {
+                    init_with_bias(y_g, Some(&b[grp * mg..][..mg]), g.out_size);
+                }
+                if pointwise {
+                    gemm(&args, w_g, x_g, y_g);
+                } else {
+                    im2col(g, x_g, cg, cols);
+                    gemm(&args, w_g, cols, y_g);
+                }
+            }
+        }
+    });
+}
+
+/// Per-call geometry of the taps along the innermost spatial axis, and the
+/// odometer over the outer output positions.
+pub(crate) struct Taps<'a> {
+    g: &'a ConvGeometry,
+    pub last: usize,
+    /// Input strides (in elements) of the spatial axes within one plane.
+    in_strides: Vec<usize>,
+    /// Output rows: the product of all output axes but the last.
+    pub rows: usize,
+    kidx: Vec<usize>,
+    oidx: Vec<usize>,
+}
+
+impl<'a> Taps<'a> {
+    pub fn new(g: &'a ConvGeometry) -> Taps<'a> {
+        let r = g.in_spatial.len();
+        let in_strides = crate::ops::util::strides(&g.in_spatial);
+        let rows = g.out_spatial[..r - 1].iter().product();
+        Taps { g, last: r - 1, in_strides, rows, kidx: vec![0; r], oidx: vec![0; r] }
+    }
+
+    /// Selects kernel tap `kf`; returns the innermost-axis input offset of
+    /// output position 0 and the range of valid innermost output positions.
+    pub fn select_tap(&mut self, kf: usize) -> (isize, usize, usize) {
+        let win = &self.g.win;
+        unflatten(kf, &win.kernel_shape, &mut self.kidx);
+        let l = self.last;
+        let off = (self.kidx[l] * win.dilations[l]) as isize - win.pad_begin(l) as isize;
+        let (lo, hi) = valid_range(self.g.out_spatial[l], self.g.in_spatial[l], win.strides[l], off);
+        (off, lo, hi)
+    }
+
+    /// For output row `row` (all axes but the last) under the selected tap,
+    /// the plane offset of the input row, or `None` when it lies in padding.
+    pub fn input_row(&mut self, row: usize) -> Option<usize> {
+        let g = self.g;
+        let l = self.last;
+        unflatten(row, &g.out_spatial[..l], &mut self.oidx[..l]);
+        let mut base = 0usize;
+        for d in 0..l {
+            let i = (self.oidx[d] * g.win.strides[d] + self.kidx[d] * g.win.dilations[d]) as isize
+                - g.win.pad_begin(d) as isize;
+            if i < 0 || i as usize >= g.in_spatial[d] {
+                return None;
+            }
+            base += i as usize * self.in_strides[d];
+        }
+        Some(base)
+    }
+}
+
+/// Writes the im2col matrix `[cg·K, O]` of `cg` input channel planes.
+pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, x: &[T], cg: usize, cols: &mut [T]) {
+    let ow = g.out_spatial[g.out_spatial.len() - 1];
+    let mut taps = Taps::new(g);
+    let s = g.win.strides[taps.last];
+    let zero = T::default();
+    for kf in 0..g.k_size {
+        let (off, lo, hi) = taps.select_tap(kf);
+        for row in 0..taps.rows {
+            let base = taps.input_row(row);
+            for ci in 0..cg {
+                let seg = &mut cols[((ci * g.k_size + kf) * g.out_size + row * ow)..][..ow];
+                let Some(base) = base else {
+                    seg.fill(zero);
+                    continue;
+                };
+                seg[..lo].fill(zero);
+                seg[hi..].fill(zero);
+                if lo == hi {
+                    continue;
+                }
+                let start = (ci * g.in_size + base) as isize + lo as isize * s as isize + off;
+                let start = start as usize;
+                let dst = &mut seg[lo..hi];
+                if s == 1 {
+                    dst.copy_from_slice(&x[start..start + dst.len()]);
+                } else {
+                    for (j, v) in dst.iter_mut().enumerate() {
+                        *v = x[start + j * s];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Depthwise convolution as a direct loop: every output channel reads one
+/// input channel, so each kernel tap is a scaled, shifted add of the input
+/// plane into the output plane.
+fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) {
+    let mg = g.m / g.group;
+    let ow = g.out_spatial[g.out_spatial.len() - 1];
+    let mut taps = Taps::new(g);
+    let s = g.win.strides[taps.last];
+    for n in 0..g.n {
+        for m in 0..g.m {
+            let xp = &x[(n * g.c + m / mg) * g.in_size..][..g.in_size];
+            let yp = &mut y[(n * g.m + m) * g.out_size..][..g.out_size];
+            yp.fill(bias.map_or(T::default(), |b| b[m]));
+            for kf in 0..g.k_size {
+                let wv = w[m * g.k_size + kf];
+                let (off, lo, hi) = taps.select_tap(kf);
+                if lo == hi {
+                    continue;
+                }
+                for row in 0..taps.rows {
+                    let Some(base) = taps.input_row(row) else { continue };
+                    let start = (base as isize + lo as isize * s as isize + off) as usize;
+                    let dst = &mut yp[row * ow + lo..row * ow + hi];
+                    if s == 1 {
+                        for (o, &v) in dst.iter_mut().zip(&xp[start..start + (hi - lo)]) {
+                            *o += wv * v;
+                        }
+                    } else {
+                        for (j, o) in dst.iter_mut().enumerate() {
+                            *o += wv * xp[start + j * s];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+    use crate::tensor::Tensor;
+
+    fn run(op: Conv, x: Tensor, w: Tensor, b: Option<Tensor>) -> Tensor {
+        let op: Op = op.into();
+        op.eval_owned(&[Some(&x), Some(&w), b.as_ref()]).unwrap().remove(0)
+    }
+
+    #[test]
+    fn padded_3x3_matches_hand_computation() {
+        // ONNX's basic_conv_with_padding: 5x5 ramp, 3x3 ones, pad 1.
+        let x = Tensor::from_vec(vec![1, 1, 5, 5], (0..25).map(|v| v as f32).collect()).unwrap();
+        let w = Tensor::from_vec(vec![1, 1, 3, 3], vec![1f32; 9]).unwrap();
+        let y = run(Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1), x, w, None);
+        let v = y.as_slice::<f32>().unwrap();
+        assert_eq!(&v[..5], &[12., 21., 27., 33., 24.]);
+        assert_eq!(v[12], 108.);
+    }
+
+    #[test]
+    fn strided_asymmetric_padding_and_bias() {
+        let x = Tensor::from_vec(vec![1, 1, 7, 5], (0..35).map(|v| v as f32).collect()).unwrap();
+        let w = Tensor::from_vec(vec![1, 1, 3, 3], vec![1f32; 9]).unwrap();
+        let b = Tensor::from_vec(vec![1], vec![0.5f32]).unwrap();
+        let y = run(Conv::new_2d([3, 3], [2, 2], [1, 0, 1, 0], [1, 1], 1), x, w, Some(b));
+        assert_eq!(y.shape(), &[1, 1, 4, 2]);
+        assert_eq!(&y.as_slice::<f32>().unwrap()[..2], &[21.5, 33.5]);
+    }
+
+    #[test]
+    fn depthwise_and_pointwise_agree_with_direct_sums() {
+        // Two channels, depthwise 1-D kernel [1, -1] with dilation 2.
+        let x = Tensor::from_vec(vec![1, 2, 4], vec![1f32, 2., 4., 8., 1., 3., 9., 27.]).unwrap();
+        let w = Tensor::from_vec(vec![2, 1, 2], vec![1f32, -1., 2., 0.]).unwrap();
+        let op = Conv { kernel_shape: vec![2], strides: vec![1], pads: vec![0, 0], dilations: vec![2], group: 2 };
+        let y = run(op, x.clone(), w, None);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[-3., -6., 2., 6.]);
+        // A 1x1 convolution mixing the two channels.
+        let w = Tensor::from_vec(vec![1, 2, 1], vec![1f32, 10.]).unwrap();
+        let op = Conv { kernel_shape: vec![1], strides: vec![1], pads: vec![0, 0], dilations: vec![1], group: 1 };
+        let y = run(op, x, w, None);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[11., 32., 94., 278.]);
+    }
+
+    #[test]
+    fn grouped_f64_conv() {
+        let x = Tensor::from_vec(vec![1, 4, 2], (1..=8).map(|v| v as f64).collect()).unwrap();
+        let w = Tensor::from_vec(vec![2, 2, 1], vec![1f64, 1., 1., -1.]).unwrap();
+        let op = Conv { kernel_shape: vec![1], strides: vec![1], pads: vec![0, 0], dilations: vec![1], group: 2 };
+        let y = run(op, x, w, None);
+        // Group 0: ch0 + ch1; group 1: ch2 - ch3.
+        assert_eq!(y.as_slice::<f64>().unwrap(), &[4., 6., -2., -2.]);
+    }
+}

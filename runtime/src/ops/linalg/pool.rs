@@ -1,0 +1,331 @@
+//! Pooling over the spatial axes of `[N, C, D1, ..., Dn]`: MaxPool (with
+//! optional Indices output), AveragePool and LpPool. The global variants
+//! are these with the kernel covering the whole input.
+//!
+//! Every kernel tap is one pass of a strided loop over the output plane,
+//! like the depthwise convolution, so no per-element index math is needed.
+
+use super::conv::{ConvGeometry, Taps};
+use super::window::{valid_range, Window};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::{input, OpImpl};
+use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
+use crate::{bail_op, ensure_op};
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PoolKind {
+    Max,
+    /// With `count_include_pad`, the divisor counts padded taps too (but not
+    /// the taps past the end padding that `ceil_mode` adds).
+    Average { count_include_pad: bool },
+    /// `(Σ |x|^p)^(1/p)` over the window.
+    Lp { p: f32 },
+}
+
+/// A pooling op. `pads` holds every begin pad, then every end pad.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    pub kind: PoolKind,
+    pub kernel_shape: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub ceil_mode: bool,
+    /// MaxPool only: also output the flat input index of each maximum (i64).
+    pub indices: bool,
+    /// Layout of those indices: false = row-major (ONNX storage_order 0),
+    /// true = column-major within each spatial plane.
+    pub column_major_indices: bool,
+}
+
+impl Pool {
+    /// A pool with unit strides and dilations, no padding, floor mode.
+    pub fn new(kind: PoolKind, kernel_shape: Vec<usize>) -> Pool {
+        let w = Window::dense(kernel_shape);
+        Pool {
+            kind,
+            kernel_shape: w.kernel_shape,
+            strides: w.strides,
+            pads: w.pads,
+            dilations: w.dilations,
+            ceil_mode: false,
+            indices: false,
+            column_major_indices: false,
+        }
+    }
+
+    pub fn window(&self) -> Window {
+        Window {
+            kernel_shape: self.kernel_shape.clone(),
+            strides: self.strides.clone(),
+            pads: self.pads.clone(),
+            dilations: self.dilations.clone(),
+        }
+    }
+
+    fn geometry(&self, x: &[usize]) -> Result<ConvGeometry> {
+        let name = self.name();
+        let win = self.window();
+        win.validate(name)?;
+        ensure_op!(
+            x.len() == win.rank() + 2 && win.rank() >= 1,
+            "{name}: input {x:?} does not match kernel rank {}",
+            win.rank()
+        );
+        let out = win.output_shape(&x[2..], self.ceil_mode, name)?;
+        Ok(ConvGeometry::new(x[0], x[1], x[1], x[1], x[2..].to_vec(), out, win))
+    }
+}
+
+impl OpImpl for Pool {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            PoolKind::Max => "MaxPool",
+            PoolKind::Average { .. } => "AveragePool",
+            PoolKind::Lp { .. } => "LpPool",
+        }
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let x = input(inputs, 0, self.name())?;
+        let float = matches!(x.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
+        match self.kind {
+            PoolKind::Max => ensure_op!(
+                float || matches!(x.dtype, DType::I8 | DType::U8),
+                "MaxPool: unsupported dtype {}",
+                x.dtype
+            ),
+            _ => ensure_op!(float, "{}: unsupported dtype {}", self.name(), x.dtype),
+        }
+        ensure_op!(!self.indices || self.kind == PoolKind::Max, "{}: only MaxPool has indices", self.name());
+        let g = self.geometry(&x.shape)?;
+        let shape = g.output_shape();
+        let mut out = vec![TensorType::new(x.dtype, shape.clone())];
+        if self.indices {
+            out.push(TensorType::new(DType::I64, shape));
+        }
+        Ok(out)
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let x = input(inputs, 0, self.name())?;
+        let g = self.geometry(x.shape)?;
+        let (y, rest) = outputs
+            .split_first_mut()
+            .ok_or_else(|| crate::error::Error::op(format!("{}: missing output", self.name())))?;
+        let indices = match rest.first_mut() {
+            Some(i) if self.indices => Some(i.as_mut_slice::<i64>()?),
+            _ => None,
+        };
+        match x.dtype {
+            DType::F32 => self.run::<f32>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
+            DType::F64 => self.run::<f64>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
+            DType::F16 => self.run::<f16>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
+            DType::BF16 => self.run::<bf16>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
+            DType::I8 => self.run::<i8>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
+            DType::U8 => self.run::<u8>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
+            d => bail_op!("{}: unsupported dtype {d}", self.name()),
+        }
+        Ok(())
+    }
+}
+
+impl Pool {
+    fn run<T: Element>(&self, g: &ConvGeometry, x: &[T], y: &mut [T], indices: Option<&mut [i64]>) {
+        if g.out_size == 0 || g.n * g.c == 0 {
+            return;
+        }
+        match self.kind {
+            PoolKind::Max => max_pool(g, x, y, indices, self.column_major_indices),
+            PoolKind::Average { count_include_pad } => {
+                let divisors = average_divisors(g, count_include_pad);
+                sum_pool(g, x, y, |v| v, |acc, i| acc / divisors[i]);
+            }
+            PoolKind::Lp { p } => {
+                let p = p as f64;
+                if p == 2.0 {
+                    sum_pool(g, x, y, |v| v * v, |acc, _| acc.sqrt());
+                } else if p == 1.0 {
+                    sum_pool(g, x, y, f64::abs, |acc, _| acc);
+                } else {
+                    sum_pool(g, x, y, |v| v.abs().powf(p), |acc, _| acc.powf(1.0 / p));
+                }
+            }
+        }
+    }
+}
+
+/// Max over each window; optionally records the flat input index of the
+/// first maximum.
+fn max_pool<T: Element>(g: &ConvGeometry, x: &[T], y: &mut [T], mut indices: Option<&mut [i64]>, column_major: bool) {
+    let ow = g.out_spatial[g.out_spatial.len() - 1];
+    let mut taps = Taps::new(g);
+    let s = g.win.strides[taps.last];
+    let lowest = T::from_f64(f64::NEG_INFINITY);
+    let mut arg = vec![0usize; if indices.is_some() { g.out_size } else { 0 }];
+    for plane in 0..g.n * g.c {
+        let xp = &x[plane * g.in_size..][..g.in_size];
+        let yp = &mut y[plane * g.out_size..][..g.out_size];
+        yp.fill(lowest);
+        let track = indices.is_some();
+        for kf in 0..g.k_size {
+            let (off, lo, hi) = taps.select_tap(kf);
+            if lo == hi {
+                continue;
+            }
+            for row in 0..taps.rows {
+                let Some(base) = taps.input_row(row) else { continue };
+                let start = (base as isize + lo as isize * s as isize + off) as usize;
+                for j in 0..hi - lo {
+                    let (o, i) = (row * ow + lo + j, start + j * s);
+                    // The first tap always wins, so that a window of -inf or
+                    // NaN still reports an index inside it.
+                    if kf == 0 || xp[i] > yp[o] {
+                        yp[o] = xp[i];
+                        if track {
+                            arg[o] = i;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(ind) = indices.as_deref_mut() {
+            for (o, &a) in ind[plane * g.out_size..][..g.out_size].iter_mut().zip(&arg) {
+                let within = if column_major { column_major_index(a, &g.in_spatial) } else { a };
+                *o = (plane * g.in_size + within) as i64;
+            }
+        }
+    }
+}
+
+/// Re-expresses a row-major flat index within a plane as column-major.
+fn column_major_index(mut flat: usize, shape: &[usize]) -> usize {
+    let mut idx = vec![0usize; shape.len()];
+    for d in (0..shape.len()).rev() {
+        idx[d] = flat % shape[d];
+        flat /= shape[d];
+    }
+    let mut out = 0;
+    for d in (0..shape.len()).rev() {
+        out = out * shape[d] + idx[d];
+    }
+    out
+}
+
+/// Accumulates `map(x)` over each window in f64, then writes
+/// `finish(sum, output index within the plane)`.
+fn sum_pool<T: Element>(
+    g: &ConvGeometry,
+    x: &[T],
+    y: &mut [T],
+    map: impl Fn(f64) -> f64,
+    finish: impl Fn(f64, usize) -> f64,
+) {
+    let ow = g.out_spatial[g.out_spatial.len() - 1];
+    let mut taps = Taps::new(g);
+    let s = g.win.strides[taps.last];
+    let mut acc = vec![0f64; g.out_size];
+    for plane in 0..g.n * g.c {
+        let xp = &x[plane * g.in_size..][..g.in_size];
+        acc.fill(0.0);
+        for kf in 0..g.k_size {
+            let (off, lo, hi) = taps.select_tap(kf);
+            if lo == hi {
+                continue;
+            }
+            for row in 0..taps.rows {
+                let Some(base) = taps.input_row(row) else { continue };
+                let start = (base as isize + lo as isize * s as isize + off) as usize;
+                for (j, a) in acc[row * ow + lo..row * ow + hi].iter_mut().enumerate() {
+                    *a += map(xp[start + j * s].to_f64());
+                }
+            }
+        }
+        for (i, (o, &a)) in y[plane * g.out_size..][..g.out_size].iter_mut().zip(&acc).enumerate() {
+            *o = T::from_f64(finish(a, i));
+        }
+    }
+}
+
+/// The divisor of every output position of a plane: the number of window
+/// taps inside the input (or inside the padded input, with
+/// `count_include_pad`). Windows are boxes, so it is a product of per-axis
+/// counts.
+fn average_divisors(g: &ConvGeometry, count_include_pad: bool) -> Vec<f64> {
+    let win = &g.win;
+    let per_axis: Vec<Vec<usize>> = (0..win.rank())
+        .map(|d| {
+            let (pb, pe) = (win.pad_begin(d), win.pad_end(d));
+            let (lo_bound, len) = if count_include_pad {
+                (pb as isize, g.in_spatial[d] + pb + pe)
+            } else {
+                (0, g.in_spatial[d])
+            };
+            let mut counts = vec![0usize; g.out_spatial[d]];
+            for k in 0..win.kernel_shape[d] {
+                // Input index o*s + k*dil - pb, shifted by lo_bound so that
+                // the counted region starts at 0.
+                let off = (k * win.dilations[d]) as isize - pb as isize + lo_bound;
+                let (lo, hi) = valid_range(g.out_spatial[d], len, win.strides[d], off);
+                counts[lo..hi].iter_mut().for_each(|c| *c += 1);
+            }
+            counts
+        })
+        .collect();
+    let mut out = vec![1f64; g.out_size];
+    let mut idx = vec![0usize; win.rank()];
+    for (i, o) in out.iter_mut().enumerate() {
+        super::window::unflatten(i, &g.out_spatial, &mut idx);
+        let n: usize = idx.iter().enumerate().map(|(d, &j)| per_axis[d][j]).product();
+        *o = n.max(1) as f64;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+    use crate::tensor::Tensor;
+
+    fn ramp(shape: Vec<usize>) -> Tensor {
+        let n = shape.iter().product::<usize>();
+        Tensor::from_vec(shape, (0..n).map(|v| v as f32).collect()).unwrap()
+    }
+
+    #[test]
+    fn max_pool_ceil_mode_with_indices() {
+        let mut op = Pool::new(PoolKind::Max, vec![3, 3]);
+        op.strides = vec![2, 2];
+        op.ceil_mode = true;
+        op.indices = true;
+        let x = ramp(vec![1, 1, 4, 4]);
+        let out = Op::from(op).eval_owned(&[Some(&x)]).unwrap();
+        assert_eq!(out[0].shape(), &[1, 1, 2, 2]);
+        assert_eq!(out[0].as_slice::<f32>().unwrap(), &[10., 11., 14., 15.]);
+        assert_eq!(out[1].as_slice::<i64>().unwrap(), &[10, 11, 14, 15]);
+    }
+
+    #[test]
+    fn average_pool_excludes_or_includes_padding() {
+        let x = Tensor::from_vec(vec![1, 1, 3], vec![2f32, 4., 6.]).unwrap();
+        let mut op = Pool::new(PoolKind::Average { count_include_pad: false }, vec![2]);
+        op.pads = vec![1, 0];
+        let y = Op::from(op.clone()).eval_owned(&[Some(&x)]).unwrap().remove(0);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[2., 3., 5.]);
+        op.kind = PoolKind::Average { count_include_pad: true };
+        let y = Op::from(op).eval_owned(&[Some(&x)]).unwrap().remove(0);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[1., 3., 5.]);
+    }
+
+    #[test]
+    fn lp_pool_p2_is_the_euclidean_norm() {
+        let x = Tensor::from_vec(vec![1, 1, 2, 1], vec![3f32, 4.]).unwrap();
+        let op = Pool::new(PoolKind::Lp { p: 2.0 }, vec![2, 1]);
+        let y = Op::from(op).eval_owned(&[Some(&x)]).unwrap().remove(0);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[5.]);
+    }
+}

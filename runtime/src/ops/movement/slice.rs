@@ -1,0 +1,135 @@
+//! Slice with ONNX semantics: per axis a start, an end and a (possibly
+//! negative) step, with negative starts/ends counted from the end and both
+//! clamped to the dimension exactly as the ONNX spec says.
+
+use crate::ensure_op;
+use crate::error::Result;
+use crate::ops::movement::copy::{istrides, strided_copy, Strided};
+use crate::ops::{input, OpImpl};
+use crate::tensor::{TensorType, TensorView, TensorViewMut};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Slice {
+    /// Normalized (non-negative), distinct axes.
+    pub axes: Vec<usize>,
+    pub starts: Vec<i64>,
+    pub ends: Vec<i64>,
+    /// Non-zero steps.
+    pub steps: Vec<i64>,
+}
+
+/// The resolved range of one axis: first index, step and element count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AxisRange {
+    pub start: usize,
+    pub step: i64,
+    pub len: usize,
+}
+
+/// Clamps `start`/`end` for a dimension of size `dim` per the ONNX spec.
+pub fn resolve_range(start: i64, end: i64, step: i64, dim: usize) -> AxisRange {
+    let d = dim as i64;
+    let fix = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+    let (mut s, mut e) = (fix(start), fix(end));
+    if step > 0 {
+        s = s.clamp(0, d);
+        e = e.clamp(0, d);
+    } else {
+        s = s.clamp(0, (d - 1).max(0));
+        e = e.clamp(-1, d - 1);
+    }
+    let len = if dim == 0 {
+        0
+    } else if step > 0 && e > s {
+        (e - s + step - 1) / step
+    } else if step < 0 && s > e {
+        (s - e + (-step) - 1) / (-step)
+    } else {
+        0
+    };
+    AxisRange { start: s as usize, step, len: len as usize }
+}
+
+impl Slice {
+    fn ranges(&self, shape: &[usize]) -> Result<Vec<AxisRange>> {
+        let n = self.axes.len();
+        ensure_op!(
+            self.starts.len() == n && self.ends.len() == n && self.steps.len() == n,
+            "Slice: axes, starts, ends and steps differ in length"
+        );
+        let mut ranges: Vec<AxisRange> = shape.iter().map(|&d| AxisRange { start: 0, step: 1, len: d }).collect();
+        let mut seen = vec![false; shape.len()];
+        for i in 0..n {
+            let a = self.axes[i];
+            ensure_op!(a < shape.len() && !seen[a], "Slice: axis {a} is out of range or repeated for rank {}", shape.len());
+            seen[a] = true;
+            ensure_op!(self.steps[i] != 0, "Slice: step 0 on axis {a}");
+            ranges[a] = resolve_range(self.starts[i], self.ends[i], self.steps[i], shape[a]);
+        }
+        Ok(ranges)
+    }
+}
+
+impl OpImpl for Slice {
+    fn name(&self) -> &'static str {
+        "Slice"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let x = input(inputs, 0, "Slice")?;
+        let ranges = self.ranges(&x.shape)?;
+        Ok(vec![TensorType::new(x.dtype, ranges.iter().map(|r| r.len).collect::<Vec<_>>())])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let x = input(inputs, 0, "Slice")?;
+        let ranges = self.ranges(x.shape)?;
+        let in_strides = istrides(x.shape);
+        let out = &mut outputs[0];
+        let src_off = ranges.iter().zip(&in_strides).map(|(r, &s)| r.start as isize * s).sum();
+        let plan = Strided {
+            shape: ranges.iter().map(|r| r.len).collect(),
+            src_strides: ranges.iter().zip(&in_strides).map(|(r, &s)| r.step as isize * s).collect(),
+            dst_strides: istrides(out.shape),
+            src_off,
+            dst_off: 0,
+        };
+        strided_copy(x.bytes, out.bytes, x.dtype.size(), &plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+    use crate::tensor::Tensor;
+
+    fn run(x: &Tensor, s: Slice) -> Tensor {
+        let op: Op = s.into();
+        op.eval_owned(&[Some(x)]).unwrap().remove(0)
+    }
+
+    #[test]
+    fn clamps_like_onnx() {
+        assert_eq!(resolve_range(1, 1000, 1, 10), AxisRange { start: 1, step: 1, len: 9 });
+        assert_eq!(resolve_range(-1, i64::MIN, -1, 4), AxisRange { start: 3, step: -1, len: 4 });
+        assert_eq!(resolve_range(1000, 1000, 1, 10).len, 0);
+        assert_eq!(resolve_range(20, -20, -2, 5), AxisRange { start: 4, step: -2, len: 3 });
+    }
+
+    #[test]
+    fn slices_rows_and_columns() {
+        let x = Tensor::from_vec(vec![3, 4], (0..12).map(|v| v as f32).collect()).unwrap();
+        let y = run(&x, Slice { axes: vec![0, 1], starts: vec![1, 0], ends: vec![3, 3], steps: vec![1, 2] });
+        assert_eq!(y.shape(), &[2, 2]);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[4., 6., 8., 10.]);
+    }
+
+    #[test]
+    fn negative_step_reverses() {
+        let x = Tensor::from_vec(vec![2, 3], (0..6).map(|v| v as i32).collect()).unwrap();
+        let y = run(&x, Slice { axes: vec![1], starts: vec![-1], ends: vec![i64::MIN], steps: vec![-1] });
+        assert_eq!(y.as_slice::<i32>().unwrap(), &[2, 1, 0, 5, 4, 3]);
+    }
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds the example model shipped in testdata/ into an engine, inspects it,
+# runs it on the CPU executor and checks the result against onnxruntime's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --quiet --bin trtc
+mkdir -p target/example
+./target/debug/trtc build testdata/models/example_cnn.onnx -o target/example/example_cnn.engine
+./target/debug/trtc inspect target/example/example_cnn.engine
+./target/debug/trtc run target/example/example_cnn.engine \
+  --inputs testdata/models/example_cnn.inputs.npz \
+  --save-outputs target/example/example_cnn.outputs.npz
+./target/debug/trtc compare target/example/example_cnn.outputs.npz testdata/models/example_cnn.outputs.npz

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs every test on a fresh machine: fetches what the tests need, then
+# `cargo test` over the whole workspace (no GPU needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/fetch-conformance.sh
+cargo test --workspace --locked "$@"
