@@ -4,8 +4,16 @@ use std::fmt::Write;
 use trtc_runtime::plan::Storage;
 use trtc_runtime::Engine;
 
+/// Bytes in the largest unit that keeps the number at least 1.
 fn mib(b: u64) -> String {
-    format!("{:.2} MiB", b as f64 / (1024.0 * 1024.0))
+    let b = b as f64;
+    if b >= 1024.0 * 1024.0 {
+        format!("{:.2} MiB", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.2} KiB", b / 1024.0)
+    } else {
+        format!("{b} B")
+    }
 }
 
 /// The human-readable report.

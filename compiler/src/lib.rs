@@ -14,3 +14,4 @@ pub mod inspect;
 pub mod npz;
 pub mod passes;
 pub mod random;
+pub mod stats;

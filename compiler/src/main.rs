@@ -23,6 +23,24 @@ enum Command {
     Inspect(InspectArgs),
     /// Compares two .npz files of outputs (ours, then the reference).
     Compare(CompareArgs),
+    /// Measures an engine's latency on random inputs (trtexec-style).
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    engine: PathBuf,
+    /// Timed runs.
+    #[arg(long, default_value_t = 20)]
+    iterations: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// auto or cpu.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -121,7 +139,14 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         t => bail!("--target {t}: only 'cpu' is available in this build"),
     }
     opts.lower.reuse_buffers = !a.no_buffer_reuse;
-    opts.flags = std::env::args().skip(1).collect();
+    // Record what changes the engine, not where files live, so that the same
+    // model and flags give byte-identical engines wherever they are written.
+    opts.flags = a.shapes.iter().map(|s| format!("--shape {s}")).collect();
+    opts.flags.extend(a.input_values.iter().map(|s| format!("--input-value {}", s.split(':').next().unwrap_or(""))));
+    opts.flags.extend(a.disable_passes.iter().map(|p| format!("--disable-pass {p}")));
+    if a.no_buffer_reuse {
+        opts.flags.push("--no-buffer-reuse".into());
+    }
     opts.passes.disabled = a.disable_passes.clone();
     let start = std::time::Instant::now();
     let graph = trtc::frontend::onnx::import_file(&a.model, &opts.import)?;
@@ -218,6 +243,43 @@ fn cmd_compare(a: CompareArgs) -> Result<()> {
     Ok(())
 }
 
+fn cmd_bench(a: BenchArgs) -> Result<()> {
+    match a.device.as_str() {
+        "auto" | "cpu" => {}
+        d => bail!("--device {d}: this build of trtc benchmarks the CPU executor only"),
+    }
+    if a.iterations == 0 {
+        bail!("--iterations must be at least 1");
+    }
+    let engine = trtc_runtime::Engine::load(&a.engine)?;
+    let inputs: Vec<(String, trtc_runtime::Tensor)> =
+        engine.inputs().iter().map(|b| (b.name.clone(), trtc::random::tensor(&b.ty, 0))).collect();
+    let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut ctx = engine.create_context()?;
+    for _ in 0..a.warmup {
+        ctx.run(&refs)?;
+    }
+    let mut ms = Vec::with_capacity(a.iterations);
+    for _ in 0..a.iterations {
+        let t = std::time::Instant::now();
+        ctx.run(&refs)?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let s = trtc::stats::Latency::from_ms(&ms);
+    let batch = engine.inputs().first().and_then(|b| b.ty.shape.first().copied()).unwrap_or(1);
+    if a.json {
+        println!(
+            "{{\"device\":\"cpu\",\"iterations\":{},\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4},\"throughput_per_s\":{:.2}}}",
+            a.iterations, s.min, s.median, s.p90, s.p99, s.max, batch as f64 * 1e3 / s.median
+        );
+    } else {
+        println!("device: cpu (reference executor), {} iterations after {} warm-up", a.iterations, a.warmup);
+        println!("latency ms: min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}", s.min, s.median, s.p90, s.p99, s.max);
+        println!("throughput: {:.2} inferences/s (batch {batch})", batch as f64 * 1e3 / s.median);
+    }
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -225,6 +287,7 @@ fn main() {
         Command::Run(a) => cmd_run(a),
         Command::Inspect(a) => cmd_inspect(a),
         Command::Compare(a) => cmd_compare(a),
+        Command::Bench(a) => cmd_bench(a),
     };
     if let Err(e) = result {
         // One line: every cause, outermost first.

@@ -78,14 +78,7 @@ pub fn read_npy<R: std::io::Read>(npy: npyz::NpyFile<R>) -> Result<Tensor> {
             let v: Vec<bool> = npy.into_vec()?;
             Tensor::from_bools(ty.shape.clone(), &v)?
         }
-        DType::F16 => {
-            let v: Vec<u16> = {
-                // npyz has no f16; read the raw 2-byte words.
-                let bytes = npy.into_vec::<u16>();
-                bytes.map_err(|e| anyhow!("f16 npy: {e}"))?
-            };
-            Tensor::from_bytes(ty.clone(), bytemuck::cast_slice(&v))?
-        }
+        DType::F16 => read!(half::f16),
         DType::BF16 => unreachable!(),
     })
 }
@@ -115,7 +108,8 @@ pub fn write_npz(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     let mut w = NpzWriter::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     for (name, t) in tensors {
         let shape: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();
-        let dtype = NpyDType::parse(type_str(t.dtype())).map_err(|e| anyhow!("{e}"))?;
+        let ts: npyz::TypeStr = type_str(t.dtype()).parse().map_err(|e| anyhow!("{e}"))?;
+        let dtype = NpyDType::Plain(ts);
         macro_rules! write {
             ($t:ty) => {{
                 let mut arr = w.array(name, Default::default())?.dtype(dtype).shape(&shape).begin_nd()?;
@@ -131,7 +125,8 @@ pub fn write_npz(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
             DType::I32 => write!(i32),
             DType::I64 => write!(i64),
             DType::U8 => write!(u8),
-            DType::U16 | DType::F16 | DType::BF16 => {
+            DType::F16 => write!(half::f16),
+            DType::U16 | DType::BF16 => {
                 let v: &[u16] = bytemuck::cast_slice(t.bytes());
                 let mut arr = w.array(name, Default::default())?.dtype(dtype).shape(&shape).begin_nd()?;
                 arr.extend(v.iter().copied())?;
@@ -149,4 +144,33 @@ pub fn write_npz(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     }
     drop(w);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npz_round_trips_every_dtype() {
+        let dir = std::env::temp_dir().join(format!("trtc-npz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.npz");
+        let tensors = vec![
+            ("f".to_string(), Tensor::from_vec(vec![2, 2], vec![1.5f32, -2., 0., 7.]).unwrap()),
+            ("d".to_string(), Tensor::from_vec(vec![3], vec![1e-300f64, 2., -3.]).unwrap()),
+            ("i".to_string(), Tensor::from_vec(vec![2], vec![i64::MIN, 5]).unwrap()),
+            ("u".to_string(), Tensor::from_vec(vec![1], vec![250u8]).unwrap()),
+            ("b".to_string(), Tensor::from_bools(vec![3], &[true, false, true]).unwrap()),
+            ("h".to_string(), Tensor::from_vec(vec![2], vec![half::f16::from_f32(0.5), half::f16::from_f32(-3.0)]).unwrap()),
+            ("s".to_string(), Tensor::from_vec(Vec::<usize>::new(), vec![42i32]).unwrap()),
+        ];
+        write_npz(&path, &tensors).unwrap();
+        let back = read_npz(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(back.len(), tensors.len());
+        for (name, a) in &tensors {
+            let b = &back.iter().find(|(n, _)| n == name).expect("array present").1;
+            assert_eq!(a, b, "{name}");
+        }
+    }
 }

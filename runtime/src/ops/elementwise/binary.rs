@@ -26,7 +26,9 @@ pub enum BinaryKind {
     Min,
     /// With `fmod`, C's remainder (sign of the dividend); without, Python's
     /// (sign of the divisor). An integer remainder by zero gives 0.
-    Mod { fmod: bool },
+    Mod {
+        fmod: bool,
+    },
     /// `x < 0 ? slope * x : x`, the slope being the second input.
     PRelu,
     BitwiseAnd,

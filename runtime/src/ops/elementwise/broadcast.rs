@@ -9,8 +9,8 @@
 //! `N*C` runs of `H*W` elements against one scalar, `[B,S,H] + [H]` becomes
 //! `B*S` runs of `H` elements against the same row.
 
-use crate::error::Result;
 use crate::ensure_op;
+use crate::error::Result;
 
 /// The simplified iteration space of `N` inputs broadcast to one output.
 pub(super) struct Plan<const N: usize> {
@@ -98,14 +98,14 @@ impl<const N: usize> Plan<N> {
             f(run * inner, offs);
             for d in (0..outer.len()).rev() {
                 idx[d] += 1;
-                for k in 0..N {
-                    offs[k] += self.strides[k][d];
+                for (off, s) in offs.iter_mut().zip(&self.strides) {
+                    *off += s[d];
                 }
                 if idx[d] < outer[d] {
                     break;
                 }
-                for k in 0..N {
-                    offs[k] -= self.strides[k][d] * outer[d];
+                for (off, s) in offs.iter_mut().zip(&self.strides) {
+                    *off -= s[d] * outer[d];
                 }
                 idx[d] = 0;
             }
@@ -120,7 +120,7 @@ fn check_len(what: &str, len: usize, shape: &[usize]) -> Result<()> {
 }
 
 /// `out[i] = f(a[i])` over equally long slices.
-#[inline]
+#[inline(always)]
 pub(super) fn map1<A: Copy, O>(a: &[A], out: &mut [O], f: impl Fn(A) -> O) -> Result<()> {
     ensure_op!(a.len() == out.len(), "input holds {} elements, output {}", a.len(), out.len());
     for (o, &x) in out.iter_mut().zip(a) {
@@ -130,7 +130,7 @@ pub(super) fn map1<A: Copy, O>(a: &[A], out: &mut [O], f: impl Fn(A) -> O) -> Re
 }
 
 /// `out = f(a, b)` with `a` and `b` broadcast to `out_shape`.
-#[inline]
+#[inline(always)]
 pub(super) fn map2<A: Copy, B: Copy, O: Copy>(
     (a, a_shape): (&[A], &[usize]),
     (b, b_shape): (&[B], &[usize]),
@@ -179,7 +179,7 @@ pub(super) fn map2<A: Copy, B: Copy, O: Copy>(
 }
 
 /// `out = f(a, b, c)` with all three broadcast to `out_shape`.
-#[inline]
+#[inline(always)]
 pub(super) fn map3<A: Copy, B: Copy, C: Copy, O>(
     (a, a_shape): (&[A], &[usize]),
     (b, b_shape): (&[B], &[usize]),

@@ -6,10 +6,10 @@
 
 use super::broadcast::map1;
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::{Error, Result};
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
@@ -151,6 +151,25 @@ fn cast_from<S: CastAll>(x: TensorView, out: &mut TensorViewMut) -> Result<()> {
     }
 }
 
+/// f32 to and from the half types through `half`'s slice conversions, which
+/// use the CPU's conversion instructions where it has them.
+fn convert_halves(x: TensorView, out: &mut TensorViewMut) -> Option<Result<()>> {
+    use half::slice::HalfFloatSliceExt;
+    fn run<A: Element, B: Element>(x: TensorView, out: &mut TensorViewMut, f: impl Fn(&[A], &mut [B])) -> Result<()> {
+        let (a, b) = (x.as_slice::<A>()?, out.as_mut_slice::<B>()?);
+        ensure_op!(a.len() == b.len(), "Cast: input holds {} elements, output {}", a.len(), b.len());
+        f(a, b);
+        Ok(())
+    }
+    Some(match (x.dtype, out.dtype) {
+        (DType::F32, DType::F16) => run::<f32, f16>(x, out, |a, b| b.convert_from_f32_slice(a)),
+        (DType::F32, DType::BF16) => run::<f32, bf16>(x, out, |a, b| b.convert_from_f32_slice(a)),
+        (DType::F16, DType::F32) => run::<f16, f32>(x, out, |a, b| a.convert_to_f32_slice(b)),
+        (DType::BF16, DType::F32) => run::<bf16, f32>(x, out, |a, b| a.convert_to_f32_slice(b)),
+        _ => return None,
+    })
+}
+
 impl OpImpl for Cast {
     fn name(&self) -> &'static str {
         "Cast"
@@ -169,6 +188,9 @@ impl OpImpl for Cast {
             ensure_op!(x.bytes.len() == out.bytes.len(), "Cast: input and output sizes differ");
             out.bytes.copy_from_slice(x.bytes);
             return Ok(());
+        }
+        if let Some(done) = convert_halves(x, out) {
+            return done;
         }
         match x.dtype {
             DType::F32 => cast_from::<f32>(x, out),

@@ -8,6 +8,7 @@ mod classify;
 mod clip;
 mod compare;
 mod erf;
+mod fast_f32;
 mod float;
 mod not;
 mod pow;

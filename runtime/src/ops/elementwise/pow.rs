@@ -61,18 +61,54 @@ int_pow!(i8, i16, i32, i64, u8, u16, u32, u64);
 macro_rules! with_exponent {
     ($dtype:expr, $e:ident => $body:expr) => {
         match $dtype {
-            DType::F32 => { type $e = f32; $body }
-            DType::F64 => { type $e = f64; $body }
-            DType::F16 => { type $e = f16; $body }
-            DType::BF16 => { type $e = bf16; $body }
-            DType::I8 => { type $e = i8; $body }
-            DType::I16 => { type $e = i16; $body }
-            DType::I32 => { type $e = i32; $body }
-            DType::I64 => { type $e = i64; $body }
-            DType::U8 => { type $e = u8; $body }
-            DType::U16 => { type $e = u16; $body }
-            DType::U32 => { type $e = u32; $body }
-            DType::U64 => { type $e = u64; $body }
+            DType::F32 => {
+                type $e = f32;
+                $body
+            }
+            DType::F64 => {
+                type $e = f64;
+                $body
+            }
+            DType::F16 => {
+                type $e = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $e = bf16;
+                $body
+            }
+            DType::I8 => {
+                type $e = i8;
+                $body
+            }
+            DType::I16 => {
+                type $e = i16;
+                $body
+            }
+            DType::I32 => {
+                type $e = i32;
+                $body
+            }
+            DType::I64 => {
+                type $e = i64;
+                $body
+            }
+            DType::U8 => {
+                type $e = u8;
+                $body
+            }
+            DType::U16 => {
+                type $e = u16;
+                $body
+            }
+            DType::U32 => {
+                type $e = u32;
+                $body
+            }
+            DType::U64 => {
+                type $e = u64;
+                $body
+            }
             DType::Bool => bail_op!("Pow: bool exponents are not supported"),
         }
     };

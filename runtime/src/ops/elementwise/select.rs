@@ -3,11 +3,11 @@
 
 use super::broadcast::map3;
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::{Error, Result};
 use crate::ops::util::broadcast_shapes;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 

@@ -44,17 +44,31 @@ pub enum UnaryKind {
     Tanh,
     Sigmoid,
     /// `x < 0 ? alpha * (exp(x) - 1) : x` (default alpha 1).
-    Elu { alpha: f32 },
+    Elu {
+        alpha: f32,
+    },
     /// `gamma * (x <= 0 ? alpha * exp(x) - alpha : x)`.
-    Selu { alpha: f32, gamma: f32 },
+    Selu {
+        alpha: f32,
+        gamma: f32,
+    },
     /// `max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`.
-    Celu { alpha: f32 },
+    Celu {
+        alpha: f32,
+    },
     /// `x < 0 ? alpha * x : x` (default alpha 0.01).
-    LeakyRelu { alpha: f32 },
+    LeakyRelu {
+        alpha: f32,
+    },
     /// `x > alpha ? x : 0` (default alpha 1).
-    ThresholdedRelu { alpha: f32 },
+    ThresholdedRelu {
+        alpha: f32,
+    },
     /// `max(0, min(1, alpha * x + beta))` (defaults 0.2, 0.5).
-    HardSigmoid { alpha: f32, beta: f32 },
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
     /// `x * max(0, min(1, x / 6 + 1 / 2))`.
     HardSwish,
     /// `ln(1 + exp(x))`.
@@ -68,7 +82,10 @@ pub enum UnaryKind {
     /// Gelu's tanh approximation: `x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))`.
     GeluTanh,
     /// `x < -lambd ? x + bias : x > lambd ? x - bias : 0`.
-    Shrink { bias: f32, lambd: f32 },
+    Shrink {
+        bias: f32,
+        lambd: f32,
+    },
 }
 
 impl UnaryKind {
@@ -294,44 +311,158 @@ macro_rules! specialize {
     ($kind:expr, $k:ident => $body:expr) => {{
         use UnaryKind::*;
         match $kind {
-            Abs => { let $k = Abs; $body }
-            Neg => { let $k = Neg; $body }
-            Sign => { let $k = Sign; $body }
-            Relu => { let $k = Relu; $body }
-            Acos => { let $k = Acos; $body }
-            Acosh => { let $k = Acosh; $body }
-            Asin => { let $k = Asin; $body }
-            Asinh => { let $k = Asinh; $body }
-            Atan => { let $k = Atan; $body }
-            Atanh => { let $k = Atanh; $body }
-            Ceil => { let $k = Ceil; $body }
-            Cos => { let $k = Cos; $body }
-            Cosh => { let $k = Cosh; $body }
-            Erf => { let $k = Erf; $body }
-            Exp => { let $k = Exp; $body }
-            Floor => { let $k = Floor; $body }
-            Log => { let $k = Log; $body }
-            Reciprocal => { let $k = Reciprocal; $body }
-            Round => { let $k = Round; $body }
-            Sin => { let $k = Sin; $body }
-            Sinh => { let $k = Sinh; $body }
-            Sqrt => { let $k = Sqrt; $body }
-            Tan => { let $k = Tan; $body }
-            Tanh => { let $k = Tanh; $body }
-            Sigmoid => { let $k = Sigmoid; $body }
-            Elu { alpha } => { let $k = Elu { alpha }; $body }
-            Selu { alpha, gamma } => { let $k = Selu { alpha, gamma }; $body }
-            Celu { alpha } => { let $k = Celu { alpha }; $body }
-            LeakyRelu { alpha } => { let $k = LeakyRelu { alpha }; $body }
-            ThresholdedRelu { alpha } => { let $k = ThresholdedRelu { alpha }; $body }
-            HardSigmoid { alpha, beta } => { let $k = HardSigmoid { alpha, beta }; $body }
-            HardSwish => { let $k = HardSwish; $body }
-            Softplus => { let $k = Softplus; $body }
-            Softsign => { let $k = Softsign; $body }
-            Mish => { let $k = Mish; $body }
-            Gelu => { let $k = Gelu; $body }
-            GeluTanh => { let $k = GeluTanh; $body }
-            Shrink { bias, lambd } => { let $k = Shrink { bias, lambd }; $body }
+            Abs => {
+                let $k = Abs;
+                $body
+            }
+            Neg => {
+                let $k = Neg;
+                $body
+            }
+            Sign => {
+                let $k = Sign;
+                $body
+            }
+            Relu => {
+                let $k = Relu;
+                $body
+            }
+            Acos => {
+                let $k = Acos;
+                $body
+            }
+            Acosh => {
+                let $k = Acosh;
+                $body
+            }
+            Asin => {
+                let $k = Asin;
+                $body
+            }
+            Asinh => {
+                let $k = Asinh;
+                $body
+            }
+            Atan => {
+                let $k = Atan;
+                $body
+            }
+            Atanh => {
+                let $k = Atanh;
+                $body
+            }
+            Ceil => {
+                let $k = Ceil;
+                $body
+            }
+            Cos => {
+                let $k = Cos;
+                $body
+            }
+            Cosh => {
+                let $k = Cosh;
+                $body
+            }
+            Erf => {
+                let $k = Erf;
+                $body
+            }
+            Exp => {
+                let $k = Exp;
+                $body
+            }
+            Floor => {
+                let $k = Floor;
+                $body
+            }
+            Log => {
+                let $k = Log;
+                $body
+            }
+            Reciprocal => {
+                let $k = Reciprocal;
+                $body
+            }
+            Round => {
+                let $k = Round;
+                $body
+            }
+            Sin => {
+                let $k = Sin;
+                $body
+            }
+            Sinh => {
+                let $k = Sinh;
+                $body
+            }
+            Sqrt => {
+                let $k = Sqrt;
+                $body
+            }
+            Tan => {
+                let $k = Tan;
+                $body
+            }
+            Tanh => {
+                let $k = Tanh;
+                $body
+            }
+            Sigmoid => {
+                let $k = Sigmoid;
+                $body
+            }
+            Elu { alpha } => {
+                let $k = Elu { alpha };
+                $body
+            }
+            Selu { alpha, gamma } => {
+                let $k = Selu { alpha, gamma };
+                $body
+            }
+            Celu { alpha } => {
+                let $k = Celu { alpha };
+                $body
+            }
+            LeakyRelu { alpha } => {
+                let $k = LeakyRelu { alpha };
+                $body
+            }
+            ThresholdedRelu { alpha } => {
+                let $k = ThresholdedRelu { alpha };
+                $body
+            }
+            HardSigmoid { alpha, beta } => {
+                let $k = HardSigmoid { alpha, beta };
+                $body
+            }
+            HardSwish => {
+                let $k = HardSwish;
+                $body
+            }
+            Softplus => {
+                let $k = Softplus;
+                $body
+            }
+            Softsign => {
+                let $k = Softsign;
+                $body
+            }
+            Mish => {
+                let $k = Mish;
+                $body
+            }
+            Gelu => {
+                let $k = Gelu;
+                $body
+            }
+            GeluTanh => {
+                let $k = GeluTanh;
+                $body
+            }
+            Shrink { bias, lambd } => {
+                let $k = Shrink { bias, lambd };
+                $body
+            }
         }
     }};
 }

@@ -342,11 +342,11 @@ fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
                     let dst = &mut yp[row * ow + lo..row * ow + hi];
                     if s == 1 {
                         for (o, &v) in dst.iter_mut().zip(&xp[start..start + (hi - lo)]) {
-                            *o += wv * v;
+                            *o = o.sadd(wv.smul(v));
                         }
                     } else {
                         for (j, o) in dst.iter_mut().enumerate() {
-                            *o += wv * xp[start + j * s];
+                            *o = o.sadd(wv.smul(xp[start + j * s]));
                         }
                     }
                 }

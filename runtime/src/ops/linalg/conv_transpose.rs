@@ -179,7 +179,7 @@ fn col2im<T: Scalar>(mir: &ConvGeometry, cols: &[T], mg: usize, y: &mut [T]) {
                 let seg = &cols[(mo * mir.k_size + kf) * mir.out_size + row * iw..][lo..hi];
                 let yp = &mut y[mo * mir.in_size..][..mir.in_size];
                 for (j, &v) in seg.iter().enumerate() {
-                    yp[start + j * s] += v;
+                    yp[start + j * s] = yp[start + j * s].sadd(v);
                 }
             }
         }

@@ -309,7 +309,7 @@ fn sum_to<T: Scalar>(t: Term<T>, keep: &[Label], size: &impl Fn(&Label) -> usize
         vec![T::default(); kept]
     } else {
         data.chunks_exact(chunk)
-            .map(|c| c.iter().fold(T::default(), |a, &v| a + v))
+            .map(|c| c.iter().fold(T::default(), |a, &v| a.sadd(v)))
             .collect()
     };
     Term { labels: keep.to_vec(), data }

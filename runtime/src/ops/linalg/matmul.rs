@@ -14,17 +14,17 @@ use serde::{Deserialize, Serialize};
 pub struct MatMul {}
 
 /// Shapes of a MatMul after promoting 1-D operands.
-struct Dims {
-    batch: Vec<usize>,
-    a_batch: Vec<usize>,
-    b_batch: Vec<usize>,
-    m: usize,
-    k: usize,
-    n: usize,
-    out: Vec<usize>,
+pub(crate) struct Dims {
+    pub batch: Vec<usize>,
+    pub a_batch: Vec<usize>,
+    pub b_batch: Vec<usize>,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub out: Vec<usize>,
 }
 
-fn dims(a: &[usize], b: &[usize]) -> Result<Dims> {
+pub(crate) fn dims(a: &[usize], b: &[usize]) -> Result<Dims> {
     ensure_op!(!a.is_empty() && !b.is_empty(), "MatMul: scalar operands are not allowed");
     let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
     let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
@@ -85,7 +85,7 @@ impl OpImpl for MatMul {
     }
 }
 
-fn batched<T: Copy>(d: &Dims, a: &[T], b: &[T], c: &mut [T], gemm: fn(&GemmArgs, &[T], &[T], &mut [T])) {
+pub(crate) fn batched<T: Copy>(d: &Dims, a: &[T], b: &[T], c: &mut [T], gemm: fn(&GemmArgs, &[T], &[T], &mut [T])) {
     let args = GemmArgs::row_major(d.m, d.k, d.n);
     let (sa, sb, sc) = (d.m * d.k, d.k * d.n, d.m * d.n);
     let ia = broadcast_index_map(&broadcast_strides(&d.a_batch, &d.batch), &d.batch);

@@ -6,9 +6,11 @@ mod conv_transpose;
 mod einsum;
 mod gemm;
 mod gemm_kernel;
+pub(crate) mod integer;
 mod matmul;
 pub(crate) mod num;
 mod pool;
+mod unpool;
 mod window;
 
 pub use conv::Conv;
@@ -16,8 +18,10 @@ pub use conv_transpose::ConvTranspose;
 pub use einsum::Einsum;
 pub use gemm::Gemm;
 pub use gemm_kernel::{gemm_f32, GemmArgs};
+pub use integer::{ConvInteger, MatMulInteger};
 pub use matmul::MatMul;
 pub use pool::{Pool, PoolKind};
+pub use unpool::MaxUnpool;
 pub use window::Window;
 
 crate::op_family!(LinalgOp => Linalg {
@@ -27,4 +31,7 @@ crate::op_family!(LinalgOp => Linalg {
     ConvTranspose(ConvTranspose),
     Einsum(Einsum),
     Pool(Pool),
+    MatMulInteger(MatMulInteger),
+    ConvInteger(ConvInteger),
+    MaxUnpool(MaxUnpool),
 });

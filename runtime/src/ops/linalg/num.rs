@@ -13,26 +13,48 @@ use std::cell::RefCell;
 pub type GemmFn<T> = fn(&GemmArgs, &[T], &[T], &mut [T]);
 
 /// A number the convolution and einsum kernels can compute with.
-pub trait Scalar:
-    Element + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::AddAssign
-{
+pub trait Scalar: Element + Default {
     /// The matrix multiply for this type. Integer types use a plain loop that
     /// supports `alpha == 1` and `beta` in {0, 1} only.
     const GEMM: GemmFn<Self>;
+    /// Addition; wrapping for integers, so that it never panics.
+    fn sadd(self, o: Self) -> Self;
+    /// Multiplication; wrapping for integers.
+    fn smul(self, o: Self) -> Self;
 }
 
 impl Scalar for f32 {
     const GEMM: GemmFn<f32> = gemm_f32;
+    #[inline]
+    fn sadd(self, o: Self) -> Self {
+        self + o
+    }
+    #[inline]
+    fn smul(self, o: Self) -> Self {
+        self * o
+    }
 }
 
 impl Scalar for f64 {
     const GEMM: GemmFn<f64> = gemm_f64;
+    #[inline]
+    fn sadd(self, o: Self) -> Self {
+        self + o
+    }
+    #[inline]
+    fn smul(self, o: Self) -> Self {
+        self * o
+    }
 }
 
 macro_rules! int_scalar {
     ($($t:ty),*) => {$(
         impl Scalar for $t {
             const GEMM: GemmFn<$t> = gemm_naive::<$t>;
+            #[inline]
+            fn sadd(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline]
+            fn smul(self, o: Self) -> Self { self.wrapping_mul(o) }
         }
     )*};
 }

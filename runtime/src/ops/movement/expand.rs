@@ -1,11 +1,11 @@
 //! Expand (broadcast to a static shape) and Tile (repeat along each axis).
 
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
 use crate::ops::util::{broadcast_shapes, broadcast_strides};
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,7 +31,10 @@ impl OpImpl for Expand {
         let out = &mut outputs[0];
         let plan = Strided {
             shape: self.shape.clone(),
-            src_strides: broadcast_strides(x.shape, &self.shape).into_iter().map(|s| s as isize).collect(),
+            src_strides: broadcast_strides(x.shape, &self.shape)
+                .into_iter()
+                .map(|s| s as isize)
+                .collect(),
             dst_strides: istrides(&self.shape),
             src_off: 0,
             dst_off: 0,
@@ -98,8 +101,17 @@ impl OpImpl for Tile {
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "Tile")?;
-        ensure_op!(self.repeats.len() == x.shape.len(), "Tile: {} repeats for {x}", self.repeats.len());
-        let shape = x.shape.iter().zip(&self.repeats).map(|(&d, &r)| d.checked_mul(r)).collect::<Option<Vec<_>>>();
+        ensure_op!(
+            self.repeats.len() == x.shape.len(),
+            "Tile: {} repeats for {x}",
+            self.repeats.len()
+        );
+        let shape = x
+            .shape
+            .iter()
+            .zip(&self.repeats)
+            .map(|(&d, &r)| d.checked_mul(r))
+            .collect::<Option<Vec<_>>>();
         let shape = shape.ok_or_else(|| crate::Error::op("Tile: output too large"))?;
         Ok(vec![TensorType::new(x.dtype, shape)])
     }
@@ -115,7 +127,13 @@ impl OpImpl for Tile {
             shape.extend([self.repeats[i], d]);
             src_strides.extend([0, in_strides[i]]);
         }
-        let plan = Strided { dst_strides: istrides(&shape), shape, src_strides, src_off: 0, dst_off: 0 };
+        let plan = Strided {
+            dst_strides: istrides(&shape),
+            shape,
+            src_strides,
+            src_off: 0,
+            dst_off: 0,
+        };
         strided_copy(x.bytes, out.bytes, x.dtype.size(), &plan)
     }
 }
@@ -131,7 +149,10 @@ mod tests {
         let x = Tensor::from_vec(vec![3, 1], vec![1f32, 2., 3.]).unwrap();
         let op: Op = Expand { shape: vec![2, 3, 2] }.into();
         let y = op.eval_owned(&[Some(&x)]).unwrap();
-        assert_eq!(y[0].as_slice::<f32>().unwrap(), &[1., 1., 2., 2., 3., 3., 1., 1., 2., 2., 3., 3.]);
+        assert_eq!(
+            y[0].as_slice::<f32>().unwrap(),
+            &[1., 1., 2., 2., 3., 3., 1., 1., 2., 2., 3., 3.]
+        );
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! along a new axis. Indices in `[-depth, depth)` set one position (negative
 //! ones count from the end); any other index gives an all-`off` vector.
 
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,9 +24,19 @@ impl OpImpl for OneHot {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let idx = input(inputs, 0, "OneHot")?;
         let values = input(inputs, 1, "OneHot")?;
-        ensure_op!(values.checked_len() == Some(2), "OneHot: values must hold [off, on], got {values}");
-        ensure_op!(idx.dtype != crate::DType::Bool, "OneHot: bool indices are not supported");
-        ensure_op!(self.axis <= idx.shape.len(), "OneHot: axis {} out of range for {idx}", self.axis);
+        ensure_op!(
+            values.checked_len() == Some(2),
+            "OneHot: values must hold [off, on], got {values}"
+        );
+        ensure_op!(
+            idx.dtype != crate::DType::Bool,
+            "OneHot: bool indices are not supported"
+        );
+        ensure_op!(
+            self.axis <= idx.shape.len(),
+            "OneHot: axis {} out of range for {idx}",
+            self.axis
+        );
         let mut shape = idx.shape.clone();
         shape.insert(self.axis, self.depth);
         Ok(vec![TensorType::new(values.dtype, shape)])

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
 use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::{bail_op, ensure_op};
+use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +44,10 @@ impl Pad {
             let (b, e) = (self.pads[i], self.pads[r + i]);
             let crop_b = (-b).max(0) as u64;
             let crop_e = (-e).max(0) as u64;
-            ensure_op!(crop_b + crop_e <= d as u64, "Pad: pads {b}, {e} crop more than dimension {i} ({d})");
+            ensure_op!(
+                crop_b + crop_e <= d as u64,
+                "Pad: pads {b}, {e} crop more than dimension {i} ({d})"
+            );
             let kept = d - (crop_b + crop_e) as usize;
             let (before, after) = (b.max(0) as usize, e.max(0) as usize);
             ensure_op!(
@@ -52,7 +55,12 @@ impl Pad {
                 "Pad: cannot pad an empty dimension {i} in {:?} mode",
                 self.mode
             );
-            out.push(AxisPad { crop: crop_b as usize, kept, before, after });
+            out.push(AxisPad {
+                crop: crop_b as usize,
+                kept,
+                before,
+                after,
+            });
         }
         Ok(out)
     }
@@ -137,14 +145,18 @@ impl OpImpl for Pad {
             return Ok(());
         }
         if x.shape.is_empty() {
-            bail_op!("Pad: cannot pad a scalar");
+            // A scalar has no axis to pad.
+            out.bytes.copy_from_slice(x.bytes);
+            return Ok(());
         }
         // For each axis, the input index of every output coordinate.
         let maps: Vec<Vec<usize>> = axes
             .iter()
             .map(|a| {
                 let n = a.before + a.kept + a.after;
-                (0..n).map(|o| a.crop + map_index(o as i64 - a.before as i64, a.kept, self.mode)).collect()
+                (0..n)
+                    .map(|o| a.crop + map_index(o as i64 - a.before as i64, a.kept, self.mode))
+                    .collect()
             })
             .collect();
         let xs = crate::ops::util::strides(x.shape);

@@ -1,8 +1,8 @@
 //! Reshape to a static shape (also what Flatten, Squeeze, Unsqueeze and
 //! Identity become). The data is copied unchanged.
 
-use crate::error::Result;
 use crate::ensure_op;
+use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};

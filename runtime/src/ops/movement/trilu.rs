@@ -1,10 +1,10 @@
 //! Trilu: keeps the upper or lower triangle of the last two axes (with a
 //! diagonal offset `k`) and zeroes the rest.
 
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -60,7 +60,10 @@ mod tests {
     fn run(upper: bool, k: i64) -> Vec<i32> {
         let x = Tensor::from_vec(vec![3, 3], (1..=9).collect::<Vec<i32>>()).unwrap();
         let op: Op = Trilu { upper, k }.into();
-        op.eval_owned(&[Some(&x)]).unwrap()[0].as_slice::<i32>().unwrap().to_vec()
+        op.eval_owned(&[Some(&x)]).unwrap()[0]
+            .as_slice::<i32>()
+            .unwrap()
+            .to_vec()
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! DequantizeLinear: y = (x - zero_point) * scale, per tensor or per axis.
+//! DequantizeLinear: `y = (x - zero_point) * scale`, per tensor, per axis or
+//! per block. The output has the scale's dtype.
 
+use super::common::{check_zero_point, f32_values, int_values, ScaleLayout};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{input, opt_input, OpImpl};
@@ -9,8 +11,12 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DequantizeLinear {
-    /// Axis of per-channel scales (normalized); ignored for scalar scales.
+    /// Axis of per-axis or blocked scales (normalized); ignored for a
+    /// per-tensor scale.
     pub axis: usize,
+    /// Elements per block along `axis`; 0 when not blocked.
+    #[serde(default)]
+    pub block_size: usize,
 }
 
 impl OpImpl for DequantizeLinear {
@@ -21,15 +27,16 @@ impl OpImpl for DequantizeLinear {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, self.name())?;
         let s = input(inputs, 1, self.name())?;
-        ensure_op!(s.dtype.is_float(), "DequantizeLinear: scale must be float, got {}", s.dtype);
-        let n = s.len();
         ensure_op!(
-            n == 1 || (self.axis < x.shape.len() && x.shape[self.axis] == n && s.shape.len() == 1),
-            "DequantizeLinear: scale {s} does not fit input {x} on axis {}",
-            self.axis
+            matches!(x.dtype, DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::I32),
+            "DequantizeLinear: unsupported input dtype {}",
+            x.dtype
         );
+        ensure_op!(s.dtype.is_float(), "DequantizeLinear: scale must be float, got {}", s.dtype);
+        ScaleLayout::new(&x.shape, &s.shape, self.axis, self.block_size, self.name())?;
         if let Some(z) = opt_input(inputs, 2) {
-            ensure_op!(z.dtype == x.dtype && z.len() == n, "DequantizeLinear: bad zero point {z}");
+            let d = check_zero_point(z, s, self.name())?;
+            ensure_op!(d == x.dtype, "DequantizeLinear: zero point {z} must be {}", x.dtype);
         }
         Ok(vec![TensorType::new(s.dtype, x.shape.clone())])
     }
@@ -37,41 +44,56 @@ impl OpImpl for DequantizeLinear {
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let x = input(inputs, 0, self.name())?;
         let s = input(inputs, 1, self.name())?;
-        let xs = x.to_i64_vec()?;
-        let scales = s.to_f64_vec();
+        let layout = ScaleLayout::new(x.shape, s.shape, self.axis, self.block_size, self.name())?;
+        let xs = int_values(&x)?;
+        let scales = f32_values(&s)?;
         let zps = match opt_input(inputs, 2) {
-            Some(z) => z.to_i64_vec()?,
+            Some(z) => int_values(&z)?,
             None => vec![0; scales.len()],
         };
-        let inner: usize = if scales.len() == 1 { xs.len().max(1) } else { x.shape[self.axis + 1..].iter().product() };
-        let c = scales.len();
+        let one = scales.len() == 1;
+        let mut y = vec![0f32; xs.len()];
+        layout.for_each(|i, si| {
+            let si = if one { 0 } else { si };
+            y[i] = (xs[i] - zps[si.min(zps.len() - 1)]) as f32 * scales[si];
+        });
         let out = &mut outputs[0];
-        let value = |i: usize| {
-            let ch = if c == 1 { 0 } else { (i / inner) % c };
-            (xs[i] - zps[ch]) as f64 * scales[ch]
-        };
         match out.dtype {
-            DType::F32 => {
-                let o = out.as_mut_slice::<f32>()?;
-                for (i, o) in o.iter_mut().enumerate() {
-                    *o = ((xs[i] - zps[if c == 1 { 0 } else { (i / inner) % c }]) as f32)
-                        * scales[if c == 1 { 0 } else { (i / inner) % c }] as f32;
-                }
-            }
+            DType::F32 => out.as_mut_slice::<f32>()?.copy_from_slice(&y),
             DType::F64 => {
-                let o = out.as_mut_slice::<f64>()?;
-                for (i, o) in o.iter_mut().enumerate() {
-                    *o = value(i);
+                for (o, v) in out.as_mut_slice::<f64>()?.iter_mut().zip(&y) {
+                    *o = *v as f64;
                 }
             }
             DType::F16 => {
-                let o = out.as_mut_slice::<half::f16>()?;
-                for (i, o) in o.iter_mut().enumerate() {
-                    *o = half::f16::from_f64(value(i));
+                for (o, v) in out.as_mut_slice::<half::f16>()?.iter_mut().zip(&y) {
+                    *o = half::f16::from_f32(*v);
+                }
+            }
+            DType::BF16 => {
+                for (o, v) in out.as_mut_slice::<half::bf16>()?.iter_mut().zip(&y) {
+                    *o = half::bf16::from_f32(*v);
                 }
             }
             d => bail_op!("DequantizeLinear: unsupported output dtype {d}"),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Op;
+    use crate::tensor::Tensor;
+
+    #[test]
+    fn per_axis_dequantization() {
+        let x = Tensor::from_vec(vec![2, 2], vec![0u8, 10, 20, 30]).unwrap();
+        let s = Tensor::from_vec(vec![2], vec![0.5f32, 2.]).unwrap();
+        let z = Tensor::from_vec(vec![2], vec![10u8, 0]).unwrap();
+        let op: Op = DequantizeLinear { axis: 1, block_size: 0 }.into();
+        let y = op.eval_owned(&[Some(&x), Some(&s), Some(&z)]).unwrap().remove(0);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[-5., 20., 5., 60.]);
     }
 }

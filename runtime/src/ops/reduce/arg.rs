@@ -41,7 +41,13 @@ impl OpImpl for ArgMinMax {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, self.name())?;
         ensure_op!(x.dtype != DType::Bool, "{}: bool inputs are not supported", self.name());
-        ensure_op!(self.axis < x.shape.len(), "{}: axis {} out of range for rank {}", self.name(), self.axis, x.shape.len());
+        ensure_op!(
+            self.axis < x.shape.len(),
+            "{}: axis {} out of range for rank {}",
+            self.name(),
+            self.axis,
+            x.shape.len()
+        );
         let mut shape = x.shape.clone();
         let n = shape[self.axis];
         if self.keepdims {
@@ -50,12 +56,13 @@ impl OpImpl for ArgMinMax {
             shape.remove(self.axis);
         }
         let out = TensorType::new(DType::I64, shape);
-        ensure_op!(n > 0 || out.len() == 0, "{}: cannot reduce an empty axis", self.name());
+        ensure_op!(n > 0 || out.is_empty(), "{}: cannot reduce an empty axis", self.name());
         Ok(vec![out])
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let x = input(inputs, 0, self.name())?;
+        ensure_op!(self.axis < x.shape.len(), "{}: axis out of range", self.name());
         let dims = split_at_axis(x.shape, self.axis);
         let ys = outputs[0].as_mut_slice::<i64>()?;
         ensure_op!(ys.len() == dims.0 * dims.2, "{}: output has the wrong size", self.name());

@@ -6,10 +6,10 @@
 
 use super::common::float_dispatch;
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,7 +99,13 @@ pub(super) fn scale_shift_f32(xs: &[f32], ys: &mut [f32], a: &[f64], b: &[f64], 
 
 /// Calls `f(x_block, y_block, channel)` for each contiguous block of
 /// `spatial` elements of a `[N, C, spatial]` tensor.
-fn for_each_channel_block<T>(xs: &[T], ys: &mut [T], c: usize, spatial: usize, mut f: impl FnMut(&[T], &mut [T], usize)) {
+fn for_each_channel_block<T>(
+    xs: &[T],
+    ys: &mut [T],
+    c: usize,
+    spatial: usize,
+    mut f: impl FnMut(&[T], &mut [T], usize),
+) {
     if spatial == 0 || c == 0 {
         return;
     }

@@ -127,6 +127,58 @@ pub(super) fn lanes_sum<T: Copy>(xs: &[T], f: impl Fn(T) -> f64) -> f64 {
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
+/// Maximum of a slice of f32 (NaN-ignoring like `f32::max`), in eight lanes
+/// so that the loop vectorizes. `-inf` for an empty slice.
+#[inline]
+pub(super) fn lanes_max_f32(xs: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let chunks = xs.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    rest.iter().chain(&acc).fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+}
+
+/// `e^x` for f32 without a libm call, so that loops over it vectorize
+/// (Cephes' `expf`: range reduction by ln 2 with round-to-nearest, degree-6 polynomial, scaling by
+/// 2^n through the exponent bits). Relative error about 2e-7; NaN stays NaN;
+/// results below ~1e-38 flush to 0 and above ~1e38 saturate near f32::MAX.
+#[inline]
+pub fn exp_f32(x: f32) -> f32 {
+    const HI: f32 = 88.376_26;
+    const LO: f32 = -87.336_55;
+    let x = if x > HI {
+        HI
+    } else if x < LO {
+        LO
+    } else {
+        x
+    };
+    // Round x / ln 2 to the nearest integer with the 1.5 * 2^23 trick (no
+    // `floor`, which is a libm call without SSE4.1).
+    const ROUND: f32 = 12_582_912.0;
+    let t = x * std::f32::consts::LOG2_E + ROUND;
+    let n = t - ROUND;
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let z = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
+        * r
+        + 5.000_000_1e-1;
+    let e = p * z + r + 1.0;
+    // 2^n for n in [-126, 128]: build the exponent bits. The integer n sits
+    // in the low mantissa bits of t (read as bits rather than with `as`,
+    // which saturates and does not vectorize). n = 128 only occurs near HI;
+    // split it so the bit pattern stays finite. NaN gives garbage n, but e
+    // is already NaN.
+    let n = (t.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
+    let half = n >> 1;
+    let pow = |k: i32| f32::from_bits((k.wrapping_add(127) as u32) << 23);
+    e * pow(half) * pow(n - half)
+}
+
 /// Splits a shape at `axis` into (outer, n, inner): the product of the dims
 /// before, the dim itself, and the product of the dims after.
 pub(super) fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
@@ -225,6 +277,28 @@ mod tests {
         let mut v = Vec::new();
         ReducePlan::new(shape, axes).for_each_run(|x, o| v.push((x, o)));
         v
+    }
+
+    #[test]
+    fn exp_f32_matches_libm() {
+        let mut worst = 0f64;
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let want = (x as f64).exp();
+            worst = worst.max(((exp_f32(x) as f64 - want) / want).abs());
+            x += 0.0137;
+        }
+        assert!(worst < 5e-7, "worst relative error {worst}");
+        assert!(exp_f32(f32::NEG_INFINITY) < 1.2e-38);
+        assert!(exp_f32(f32::NAN).is_nan());
+        assert!(exp_f32(f32::INFINITY).is_finite());
+    }
+
+    #[test]
+    fn lanes_max_handles_tails() {
+        let v: Vec<f32> = (0..19).map(|i| (i * 7 % 19) as f32).collect();
+        assert_eq!(lanes_max_f32(&v), 18.0);
+        assert_eq!(lanes_max_f32(&[]), f32::NEG_INFINITY);
     }
 
     #[test]

@@ -4,11 +4,12 @@
 //!
 //! Statistics are computed in f64 (two passes: mean, then variance).
 
-use super::common::float_dispatch;
+use super::common::{float_dispatch, lanes_sum};
+use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 /// InstanceNormalization: X `[N, C, ...]`, scale `[C]`, bias `[C]`.
@@ -136,16 +137,24 @@ fn normalize_groups<T: Element>(x: TensorView, y: &mut TensorViewMut, p: &Params
     let block = per_group * p.spatial;
     for (b, (xb, yb)) in xs.chunks_exact(block).zip(ys.chunks_exact_mut(block)).enumerate() {
         let n = block as f64;
-        let mean = xb.iter().map(|&v| v.to_f64()).sum::<f64>() / n;
-        let var = xb.iter().map(|&v| (v.to_f64() - mean).powi(2)).sum::<f64>() / n;
+        let mean = lanes_sum(xb, T::to_f64) / n;
+        let var = lanes_sum(xb, |v| (v.to_f64() - mean) * (v.to_f64() - mean)) / n;
         let inv = 1.0 / (var + p.epsilon).sqrt();
         let first_channel = (b % p.groups) * per_group;
         for (k, (xr, yr)) in xb.chunks_exact(p.spatial).zip(yb.chunks_exact_mut(p.spatial)).enumerate() {
             let ch = first_channel + k;
             let a = inv * p.scale[ch];
             let shift = p.bias[ch] - mean * a;
-            for (o, &v) in yr.iter_mut().zip(xr) {
-                *o = T::from_f64(v.to_f64() * a + shift);
+            if T::DTYPE == DType::F32 {
+                // f32 arithmetic is accurate enough for the output pass.
+                let (a, shift) = (a as f32, shift as f32);
+                for (o, &v) in yr.iter_mut().zip(xr) {
+                    *o = T::from_f64((v.to_f64() as f32 * a + shift) as f64);
+                }
+            } else {
+                for (o, &v) in yr.iter_mut().zip(xr) {
+                    *o = T::from_f64(v.to_f64() * a + shift);
+                }
             }
         }
     }

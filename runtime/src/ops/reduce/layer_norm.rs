@@ -8,11 +8,11 @@
 
 use super::common::{float_dispatch, lanes_sum};
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::{Error, Result};
 use crate::ops::util::{broadcast_index_map, broadcast_shapes, broadcast_strides};
 use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,12 +72,7 @@ impl OpImpl for LayerNorm {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, self.name())?;
         ensure_op!(x.dtype.is_float(), "LayerNorm: expected a float input, got {}", x.dtype);
-        ensure_op!(
-            self.axis < x.shape.len(),
-            "LayerNorm: axis {} out of range for rank {}",
-            self.axis,
-            x.shape.len()
-        );
+        ensure_op!(self.axis < x.shape.len(), "LayerNorm: axis {} out of range for rank {}", self.axis, x.shape.len());
         let norm = &x.shape[self.axis..];
         let scale = input(inputs, 1, self.name())?;
         let params = std::iter::once(("scale", scale)).chain(opt_input(inputs, 2).map(|b| ("bias", b)));
@@ -88,7 +83,8 @@ impl OpImpl for LayerNorm {
         let mut out = vec![x.clone()];
         if let Some(dtype) = self.stats_dtype {
             ensure_op!(dtype.is_float(), "LayerNorm: statistics dtype must be a float type, got {dtype}");
-            let shape: Vec<usize> = x.shape.iter().enumerate().map(|(i, &d)| if i < self.axis { d } else { 1 }).collect();
+            let shape: Vec<usize> =
+                x.shape.iter().enumerate().map(|(i, &d)| if i < self.axis { d } else { 1 }).collect();
             out.push(TensorType::new(dtype, shape.clone()));
             out.push(TensorType::new(dtype, shape));
         }

@@ -2,10 +2,10 @@
 //! whose norm is 0 gives 0 (as onnxruntime does) rather than NaN.
 
 use super::common::{float_dispatch, split_at_axis};
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,7 +45,12 @@ impl OpImpl for LpNorm {
     }
 }
 
-fn lp_norm<T: Element>(x: TensorView, y: &mut TensorViewMut, (outer, n, inner): (usize, usize, usize), p: u32) -> Result<()> {
+fn lp_norm<T: Element>(
+    x: TensorView,
+    y: &mut TensorViewMut,
+    (outer, n, inner): (usize, usize, usize),
+    p: u32,
+) -> Result<()> {
     let xs = x.as_slice::<T>()?;
     let ys = y.as_mut_slice::<T>()?;
     for o in 0..outer {

@@ -2,11 +2,11 @@
 //! `y = (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9)`.
 
 use super::common::{float_dispatch, ReducePlan};
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::util::normalize_axes;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 /// The epsilon ONNX's function body adds to the standard deviation.

@@ -82,11 +82,7 @@ impl OpImpl for Reduce {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, self.name())?;
         let bool_ok = matches!(self.kind, ReduceKind::Max | ReduceKind::Min);
-        ensure_op!(
-            x.dtype != DType::Bool || bool_ok,
-            "{}: bool inputs are not supported",
-            self.name()
-        );
+        ensure_op!(x.dtype != DType::Bool || bool_ok, "{}: bool inputs are not supported", self.name());
         let axes: Vec<i64> = self.axes.iter().map(|&a| a as i64).collect();
         normalize_axes(&axes, x.shape.len())?;
         Ok(vec![TensorType::new(x.dtype, self.out_shape(&x.shape))])
@@ -94,6 +90,7 @@ impl OpImpl for Reduce {
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let x = input(inputs, 0, self.name())?;
+        ensure_op!(self.axes.iter().all(|&a| a < x.shape.len()), "{}: axis out of range", self.name());
         let plan = ReducePlan::new(x.shape, &self.axes);
         let y = &mut outputs[0];
         ensure_op!(y.len() == plan.out_len, "{}: output has the wrong size", self.name());

@@ -4,12 +4,12 @@
 //! `[prod(shape[..axis]), prod(shape[axis..])]` and each row is normalized;
 //! otherwise (opset 13 and later) only `axis` is normalized.
 
-use super::common::{float_dispatch, is_nan};
+use super::common::{exp_f32, float_dispatch, is_nan, lanes_max_f32, lanes_sum};
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +81,16 @@ impl OpImpl for Softmax {
         match (self.kind, x.dtype, dims.2) {
             (SoftmaxKind::Hardmax, d, _) => float_dispatch!(d, self.name(), hardmax(x, y, dims)),
             (kind, DType::F32, 1) => {
-                softmax_rows_f32(x.as_slice::<f32>()?, y.as_mut_slice::<f32>()?, dims.1, kind == SoftmaxKind::LogSoftmax);
+                softmax_rows_f32(
+                    x.as_slice::<f32>()?,
+                    y.as_mut_slice::<f32>()?,
+                    dims.1,
+                    kind == SoftmaxKind::LogSoftmax,
+                );
+                Ok(())
+            }
+            (SoftmaxKind::Softmax, DType::F32, _) => {
+                softmax_strided_f32(x.as_slice::<f32>()?, y.as_mut_slice::<f32>()?, dims);
                 Ok(())
             }
             (kind, d, _) => {
@@ -92,29 +101,63 @@ impl OpImpl for Softmax {
     }
 }
 
-/// Softmax of contiguous f32 rows of length `n`: exp in f32, sums in f64.
+/// Softmax of contiguous f32 rows of length `n`: vectorized max and exp in
+/// f32, sums in f64.
 fn softmax_rows_f32(xs: &[f32], ys: &mut [f32], n: usize, log: bool) {
     if n == 0 {
         return;
     }
     for (x, y) in xs.chunks_exact(n).zip(ys.chunks_exact_mut(n)) {
-        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let max = lanes_max_f32(x);
+        for (o, &v) in y.iter_mut().zip(x) {
+            *o = exp_f32(v - max);
+        }
+        let sum = lanes_sum(y, |v| v as f64);
         if log {
-            let sum: f64 = x.iter().map(|&v| (v - max).exp() as f64).sum();
             let log_sum = sum.ln() as f32;
             for (o, &v) in y.iter_mut().zip(x) {
                 *o = (v - max) - log_sum;
             }
         } else {
-            let mut sum = 0f64;
-            for (o, &v) in y.iter_mut().zip(x) {
-                let e = (v - max).exp();
-                *o = e;
-                sum += e as f64;
-            }
             let inv = (1.0 / sum) as f32;
             for o in y.iter_mut() {
                 *o *= inv;
+            }
+        }
+    }
+}
+
+/// Softmax of f32 along the middle dim of `[outer, n, inner]`, one row of
+/// `inner` elements at a time: max, exp into the output, f64 sums, scale.
+fn softmax_strided_f32(xs: &[f32], ys: &mut [f32], (outer, n, inner): (usize, usize, usize)) {
+    let block = n * inner;
+    if block == 0 {
+        return;
+    }
+    let mut max = vec![0f32; inner];
+    let mut sum = vec![0f64; inner];
+    let mut inv = vec![0f32; inner];
+    for (xb, yb) in xs.chunks_exact(block).zip(ys.chunks_exact_mut(block)).take(outer) {
+        max.fill(f32::NEG_INFINITY);
+        sum.fill(0.0);
+        for row in xb.chunks_exact(inner) {
+            for (m, &v) in max.iter_mut().zip(row) {
+                *m = if v > *m { v } else { *m };
+            }
+        }
+        for (xr, yr) in xb.chunks_exact(inner).zip(yb.chunks_exact_mut(inner)) {
+            for (((o, &v), &m), s) in yr.iter_mut().zip(xr).zip(&max).zip(sum.iter_mut()) {
+                let e = exp_f32(v - m);
+                *o = e;
+                *s += e as f64;
+            }
+        }
+        for (i, &s) in inv.iter_mut().zip(&sum) {
+            *i = (1.0 / s) as f32;
+        }
+        for yr in yb.chunks_exact_mut(inner) {
+            for (o, &i) in yr.iter_mut().zip(&inv) {
+                *o *= i;
             }
         }
     }
@@ -204,6 +247,31 @@ mod tests {
         let x = Tensor::from_vec(vec![2, 2], vec![0f32, 0., 1., 3.]).unwrap();
         let e = 1.0 / (1.0 + 2f64.exp());
         assert!(close(&run(Softmax::new(1), &x), &[0.5, 0.5, e, 1.0 - e]));
+    }
+
+    #[test]
+    fn softmax_long_rows_match_f64() {
+        let v: Vec<f32> = (0..2 * 37).map(|i| ((i * 13 % 29) as f32 - 14.0) * 0.7).collect();
+        let x = Tensor::from_vec(vec![2, 37], v.clone()).unwrap();
+        for kind in [SoftmaxKind::Softmax, SoftmaxKind::LogSoftmax] {
+            let got = run(Softmax::with_kind(kind, 1, false), &x);
+            for (row, out) in v.chunks(37).zip(got.chunks(37)) {
+                let max = row.iter().fold(f64::NEG_INFINITY, |m, &a| m.max(a as f64));
+                let sum: f64 = row.iter().map(|&a| (a as f64 - max).exp()).sum();
+                for (&a, &o) in row.iter().zip(out) {
+                    let d = a as f64 - max;
+                    let want = if kind == SoftmaxKind::LogSoftmax { d - sum.ln() } else { d.exp() / sum };
+                    assert!((o - want).abs() <= 1e-6 * want.abs().max(1.0), "{kind:?}: {o} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_middle_axis_f32() {
+        let x = Tensor::from_vec(vec![2, 2], vec![0f32, 1., 0., 3.]).unwrap();
+        let (a, b) = (1.0 / (1.0 + 2f64.exp()), 1.0 / (1.0 + (-2f64).exp()));
+        assert!(close(&run(Softmax::new(0), &x), &[0.5, a, 0.5, b]));
     }
 
     #[test]

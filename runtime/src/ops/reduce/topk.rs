@@ -5,10 +5,10 @@
 
 use super::common::{numeric_dispatch, split_at_axis, TotalOrder};
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
@@ -37,12 +37,7 @@ impl OpImpl for TopK {
         let x = input(inputs, 0, self.name())?;
         ensure_op!(x.dtype != DType::Bool, "TopK: bool inputs are not supported");
         ensure_op!(self.axis < x.shape.len(), "TopK: axis {} out of range for rank {}", self.axis, x.shape.len());
-        ensure_op!(
-            self.k <= x.shape[self.axis],
-            "TopK: k = {} exceeds the axis size {}",
-            self.k,
-            x.shape[self.axis]
-        );
+        ensure_op!(self.k <= x.shape[self.axis], "TopK: k = {} exceeds the axis size {}", self.k, x.shape[self.axis]);
         let mut shape = x.shape.clone();
         shape[self.axis] = self.k;
         Ok(vec![TensorType::new(x.dtype, shape.clone()), TensorType::new(DType::I64, shape)])
@@ -50,10 +45,7 @@ impl OpImpl for TopK {
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let x = input(inputs, 0, self.name())?;
-        ensure_op!(
-            self.axis < x.shape.len() && self.k <= x.shape[self.axis],
-            "TopK: axis or k out of range"
-        );
+        ensure_op!(self.axis < x.shape.len() && self.k <= x.shape[self.axis], "TopK: axis or k out of range");
         ensure_op!(outputs.len() == 2, "TopK: expected two outputs");
         let dims = split_at_axis(x.shape, self.axis);
         let (values, indices) = outputs.split_at_mut(1);

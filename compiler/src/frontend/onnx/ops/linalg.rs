@@ -9,7 +9,9 @@ use super::Registry;
 use crate::frontend::onnx::ctx::Ctx;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, ensure, Result};
-use trtc_runtime::ops::linalg::{Conv, ConvTranspose, Einsum, Gemm, MatMul, Pool, PoolKind, Window};
+use trtc_runtime::ops::linalg::{
+    Conv, ConvInteger, ConvTranspose, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind, Window,
+};
 
 pub fn register(r: &mut Registry) {
     r.add("MatMul", matmul);
@@ -17,12 +19,15 @@ pub fn register(r: &mut Registry) {
     r.add("Conv", conv);
     r.add("ConvTranspose", conv_transpose);
     r.add("Einsum", einsum);
+    r.add("MatMulInteger", matmul_integer);
+    r.add("ConvInteger", conv_integer);
     r.add("MaxPool", max_pool);
     r.add("AveragePool", average_pool);
     r.add("LpPool", lp_pool);
     r.add("GlobalMaxPool", global_max_pool);
     r.add("GlobalAveragePool", global_average_pool);
     r.add("GlobalLpPool", global_lp_pool);
+    r.add("MaxUnpool", max_unpool);
 }
 
 fn matmul(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -129,6 +134,17 @@ fn conv(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let op = conv_op(ctx, 0, 1)?;
     let (x, w, b) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
     Ok(vec![ctx.op1(op, &[Some(x), Some(w), b])?])
+}
+
+fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let ins: Vec<Option<Port>> = (0..4).map(|i| ctx.opt_input(i)).collect();
+    Ok(vec![ctx.op1(MatMulInteger {}, &ins)?])
+}
+
+fn conv_integer(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let conv = conv_op(ctx, 0, 1)?;
+    let ins: Vec<Option<Port>> = (0..4).map(|i| ctx.opt_input(i)).collect();
+    Ok(vec![ctx.op1(ConvInteger { conv }, &ins)?])
 }
 
 fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -275,4 +291,40 @@ fn global_average_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn global_lp_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let p = lp_norm(ctx);
     global_pool(ctx, PoolKind::Lp { p })
+}
+
+/// MaxUnpool's output shape: the `output_shape` input when given, else the
+/// inverse of the pooling window's output size formula.
+fn max_unpool(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let x_shape = ctx.input_ty(0)?.shape.clone();
+    let index_shape: Vec<usize> = {
+        {
+            let kernel: Vec<usize> = ctx
+                .attrs
+                .ints("kernel_shape")
+                .ok_or_else(|| anyhow!("kernel_shape is required"))?
+                .into_iter()
+                .map(|k| usize::try_from(k).map_err(|_| anyhow!("negative kernel_shape")))
+                .collect::<Result<_>>()?;
+            let input = spatial(ctx, 0)?;
+            let w = window(ctx, kernel, &input)?;
+            let mut shape = x_shape[..2].to_vec();
+            for (d, &len) in input.iter().enumerate() {
+                let full = len.saturating_sub(1) * w.strides[d] + w.kernel_shape[d];
+                let pads = w.pad_begin(d) + w.pad_end(d);
+                ensure!(full >= pads, "pads remove the whole output of spatial axis {d}");
+                shape.push(full - pads);
+            }
+            shape
+        }
+    };
+    let output_shape: Vec<usize> = match ctx.opt_const_ints(2, "output_shape")? {
+        Some(s) => s
+            .into_iter()
+            .map(|d| usize::try_from(d).map_err(|_| anyhow!("negative output_shape")))
+            .collect::<Result<_>>()?,
+        None => index_shape.clone(),
+    };
+    let (x, i) = (ctx.input(0)?, ctx.input(1)?);
+    Ok(vec![ctx.op1(MaxUnpool { output_shape, index_shape }, &[Some(x), Some(i)])?])
 }

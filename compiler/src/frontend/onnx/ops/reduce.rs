@@ -71,7 +71,8 @@ fn reduce(ctx: &mut Ctx, kind: ReduceKind) -> Result<Vec<Port>> {
         _ if flag(ctx, "noop_with_empty_axes", false) => {
             // The identity, except that reductions like SumSquare still
             // apply their per-element part.
-            if matches!(kind, ReduceKind::Sum | ReduceKind::Mean | ReduceKind::Max | ReduceKind::Min | ReduceKind::Prod) {
+            if matches!(kind, ReduceKind::Sum | ReduceKind::Mean | ReduceKind::Max | ReduceKind::Min | ReduceKind::Prod)
+            {
                 return Ok(vec![x]);
             }
             Vec::new()
@@ -202,4 +203,120 @@ fn mvn(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let axes = ctx.attrs.ints("axes").unwrap_or_else(|| vec![0, 2, 3]);
     let axes = normalize_axes(&axes, rank(ctx, 0)?)?;
     Ok(vec![ctx.op1(Mvn::new(axes), &[Some(ctx.input(0)?)])?])
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frontend::onnx::proto::ExternalDataRoot;
+    use crate::frontend::onnx::{import_model, ImportOptions};
+    use tract_onnx::pb;
+    use trtc_runtime::Tensor;
+
+    enum Attr {
+        Int(i64),
+        Ints(Vec<i64>),
+    }
+
+    fn attribute(name: &str, a: Attr) -> pb::AttributeProto {
+        use pb::attribute_proto::AttributeType;
+        let mut p = pb::AttributeProto { name: name.into(), ..Default::default() };
+        match a {
+            Attr::Int(i) => {
+                p.i = i;
+                p.r#type = AttributeType::Int as i32;
+            }
+            Attr::Ints(v) => {
+                p.ints = v;
+                p.r#type = AttributeType::Ints as i32;
+            }
+        }
+        p
+    }
+
+    fn f32_init(name: &str, shape: &[i64], values: Vec<f32>) -> pb::TensorProto {
+        let data_type = pb::tensor_proto::DataType::Float as i32;
+        pb::TensorProto { name: name.into(), dims: shape.to_vec(), data_type, float_data: values, ..Default::default() }
+    }
+
+    fn i64_init(name: &str, values: Vec<i64>) -> pb::TensorProto {
+        let data_type = pb::tensor_proto::DataType::Int64 as i32;
+        let dims = vec![values.len() as i64];
+        pb::TensorProto { name: name.into(), dims, data_type, int64_data: values, ..Default::default() }
+    }
+
+    /// Imports a one-node model whose inputs are all initializers (so the
+    /// node folds to constants) and returns its outputs.
+    fn fold(
+        op_type: &str,
+        opset: i64,
+        inits: Vec<pb::TensorProto>,
+        attrs: Vec<(&str, Attr)>,
+        outputs: usize,
+    ) -> Vec<Tensor> {
+        let out_names: Vec<String> = (0..outputs).map(|i| format!("y{i}")).collect();
+        let node = pb::NodeProto {
+            name: "n".into(),
+            op_type: op_type.into(),
+            input: inits.iter().map(|t| t.name.clone()).collect(),
+            output: out_names.clone(),
+            attribute: attrs.into_iter().map(|(n, a)| attribute(n, a)).collect(),
+            ..Default::default()
+        };
+        let output = out_names.iter().map(|n| pb::ValueInfoProto { name: n.clone(), ..Default::default() }).collect();
+        let graph = pb::GraphProto { node: vec![node], initializer: inits, output, ..Default::default() };
+        let model = pb::ModelProto {
+            ir_version: 8,
+            opset_import: vec![pb::OperatorSetIdProto { domain: String::new(), version: opset }],
+            graph: Some(graph),
+            ..Default::default()
+        };
+        let g = import_model(&model, ExternalDataRoot { dir: None }, &ImportOptions::default()).unwrap();
+        g.outputs.iter().map(|o| g.node(o.port.node).constant().expect("folded").clone()).collect()
+    }
+
+    #[test]
+    fn legacy_softmax_flattens_at_axis() {
+        let x = f32_init("x", &[1, 2, 2], vec![0.0; 4]);
+        let y = fold("Softmax", 11, vec![x.clone()], vec![("axis", Attr::Int(1))], 1);
+        assert_eq!(y[0].to_f64_vec(), vec![0.25; 4]);
+        let y = fold("Softmax", 13, vec![x], vec![("axis", Attr::Int(1))], 1);
+        assert_eq!(y[0].to_f64_vec(), vec![0.5; 4]);
+    }
+
+    #[test]
+    fn reduce_axes_from_attribute_or_input() {
+        let x = || f32_init("x", &[2, 2], vec![1., 2., 3., 4.]);
+        let attrs = vec![("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(0))];
+        let y = fold("ReduceSum", 11, vec![x()], attrs, 1);
+        assert_eq!((y[0].shape(), y[0].to_f64_vec()), (&[2usize][..], vec![3., 7.]));
+        let y = fold("ReduceMean", 18, vec![x(), i64_init("axes", vec![-2])], vec![], 1);
+        assert_eq!((y[0].shape(), y[0].to_f64_vec()), (&[1usize, 2][..], vec![2., 3.]));
+        let y = fold("ReduceMax", 18, vec![x()], vec![], 1);
+        assert_eq!(y[0].to_f64_vec(), vec![4.]);
+    }
+
+    #[test]
+    fn noop_with_empty_axes() {
+        let x = f32_init("x", &[2], vec![-2., 3.]);
+        let noop = || vec![("noop_with_empty_axes", Attr::Int(1))];
+        assert_eq!(fold("ReduceSum", 13, vec![x.clone()], noop(), 1)[0].to_f64_vec(), vec![-2., 3.]);
+        assert_eq!(fold("ReduceSumSquare", 18, vec![x], noop(), 1)[0].to_f64_vec(), vec![4., 9.]);
+    }
+
+    #[test]
+    fn topk_k_from_input_and_attribute() {
+        let x = || f32_init("x", &[4], vec![1., 4., 2., 4.]);
+        let y = fold("TopK", 11, vec![x(), i64_init("k", vec![2])], vec![], 2);
+        assert_eq!((y[0].to_f64_vec(), y[1].to_i64_vec().unwrap()), (vec![4., 4.], vec![1, 3]));
+        let y = fold("TopK", 1, vec![x()], vec![("k", Attr::Int(1))], 2);
+        assert_eq!(y[1].to_i64_vec().unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn cumsum_axis_from_scalar_input() {
+        let x = f32_init("x", &[3], vec![1., 2., 3.]);
+        let axis = pb::TensorProto { dims: vec![], ..i64_init("axis", vec![0]) };
+        let y = fold("CumSum", 14, vec![x, axis], vec![("reverse", Attr::Int(1))], 1);
+        assert_eq!(y[0].to_f64_vec(), vec![6., 5., 3.]);
+    }
 }

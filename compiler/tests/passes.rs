@@ -1,0 +1,130 @@
+//! Pass tests in the spirit of Cranelift's file tests: a small graph, its IR
+//! text before and after one pass (insta snapshots), and a check that both
+//! graphs compute the same outputs on random inputs. Plus a differential
+//! test over every testdata model: all passes on vs all passes off.
+
+use trtc::build::{build_graph, BuildOptions};
+use trtc::ir::Graph;
+use trtc::passes::{self, Pass};
+use trtc_runtime::ops::elementwise::{Binary, BinaryKind, Cast, Unary, UnaryKind};
+use trtc_runtime::ops::movement::Reshape;
+use trtc_runtime::{DType, Engine, Tensor, TensorType};
+
+fn run(graph: &Graph, inputs: &[(String, Tensor)]) -> Vec<(String, Tensor)> {
+    let mut opts = BuildOptions::default();
+    opts.passes.disable_all = true;
+    let built = build_graph(graph.clone(), &opts).unwrap();
+    let engine = Engine::from_bytes(&built.engine).unwrap();
+    let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    engine.create_context().unwrap().run(&refs).unwrap()
+}
+
+fn random_inputs(graph: &Graph) -> Vec<(String, Tensor)> {
+    graph
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let o = &graph.node(n).outputs[0];
+            (o.name.clone(), trtc::random::tensor(&o.ty, i as u64 + 7))
+        })
+        .collect()
+}
+
+/// Runs one pass and returns "before\n---\nafter" after checking outputs agree.
+fn check_pass(pass: &dyn Pass, graph: Graph) -> String {
+    let before = graph.dump();
+    let inputs = random_inputs(&graph);
+    let want = run(&graph, &inputs);
+    let mut after = graph;
+    let n = pass.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    assert!(n > 0, "pass {} made no rewrite", pass.name());
+    let got = run(&after, &inputs);
+    assert_eq!(want.len(), got.len());
+    for ((na, a), (nb, b)) in want.iter().zip(&got) {
+        assert_eq!(na, nb);
+        assert_eq!(a, b, "output {na} changed");
+    }
+    format!("{before}---\n{}", after.dump())
+}
+
+fn f32_ty(shape: &[usize]) -> TensorType {
+    TensorType::new(DType::F32, shape.to_vec())
+}
+
+#[test]
+fn constant_folding_folds_a_chain_of_constants() {
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[4]));
+    let a = g.add_constant("a", Tensor::from_vec(vec![4], vec![1f32, 2., 3., 4.]).unwrap());
+    let b = g.add_constant("b", Tensor::from_vec(vec![4], vec![0.5f32; 4]).unwrap());
+    let ab = g.add_op("a_times_b", Binary::new(BinaryKind::Mul).into(), &[Some(a), Some(b)]).unwrap()[0];
+    let neg = g.add_op("neg", Unary::new(UnaryKind::Neg).into(), &[Some(ab)]).unwrap()[0];
+    let y = g.add_op("y", Binary::new(BinaryKind::Add).into(), &[Some(x), Some(neg)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let mut text = check_pass(&passes::ConstantFolding::default(), g.clone());
+    passes::DeadNodes.run(&mut g).unwrap();
+    text.push_str("");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn no_op_removal_drops_same_shape_reshape_and_same_type_cast() {
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[2, 3]));
+    let r1 = g.add_op("r1", Reshape { shape: vec![6] }.into(), &[Some(x)]).unwrap()[0];
+    let r2 = g.add_op("r2", Reshape { shape: vec![3, 2] }.into(), &[Some(r1)]).unwrap()[0];
+    let c = g.add_op("cast", Cast { to: DType::F32 }.into(), &[Some(r2)]).unwrap()[0];
+    let same = g.add_op("same", Reshape { shape: vec![3, 2] }.into(), &[Some(c)]).unwrap()[0];
+    let y = g.add_op("y", Unary::new(UnaryKind::Relu).into(), &[Some(same)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    insta::assert_snapshot!(check_pass(&passes::NoOpRemoval, g));
+}
+
+#[test]
+fn cse_merges_identical_ops() {
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[3]));
+    let a = g.add_op("relu_a", Unary::new(UnaryKind::Relu).into(), &[Some(x)]).unwrap()[0];
+    let b = g.add_op("relu_b", Unary::new(UnaryKind::Relu).into(), &[Some(x)]).unwrap()[0];
+    let y = g.add_op("y", Binary::new(BinaryKind::Mul).into(), &[Some(a), Some(b)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    insta::assert_snapshot!(check_pass(&passes::CommonSubexpressions, g));
+}
+
+#[test]
+fn all_passes_preserve_outputs_of_every_testdata_model() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models");
+    let mut models: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    models.sort();
+    let mut checked = 0;
+    for m in models {
+        let stem = m.file_stem().unwrap().to_string_lossy().to_string();
+        let inputs = trtc::npz::read_npz(&dir.join(format!("{stem}.inputs.npz"))).unwrap();
+        let graph = trtc::frontend::onnx::import_file(&m, &Default::default()).unwrap();
+        let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let mut outs = Vec::new();
+        for disable_all in [true, false] {
+            let mut opts = BuildOptions::default();
+            opts.passes.disable_all = disable_all;
+            let built = build_graph(graph.clone(), &opts).unwrap();
+            let engine = Engine::from_bytes(&built.engine).unwrap();
+            outs.push((built.graph.op_count(), engine.create_context().unwrap().run(&refs).unwrap()));
+        }
+        let (n_off, off) = &outs[0];
+        let (n_on, on) = &outs[1];
+        assert!(n_on <= n_off, "{stem}: passes grew the graph from {n_off} to {n_on} nodes");
+        for ((name, a), (_, b)) in off.iter().zip(on) {
+            let d = trtc::compare::diff(name, b, a);
+            assert!(d.shape_ok && d.max_rel_to_scale <= 1e-5, "{stem}/{name}: passes changed outputs by {:.2e}", d.max_rel_to_scale);
+        }
+        println!("{stem}: {n_off} -> {n_on} nodes, outputs preserved");
+        checked += 1;
+    }
+    assert!(checked >= 29);
+}
