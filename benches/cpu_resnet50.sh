@@ -16,10 +16,10 @@ for exporter in legacy dynamo; do
   for mode in reuse no-reuse; do
     flag=""; [ $mode = no-reuse ] && flag="--no-buffer-reuse"
     start=$(date +%s.%N)
-    $trtc build "$m" -o $out/r50_$exporter_$mode.engine $flag 2>/dev/null
+    $trtc build "$m" -o $out/r50_${exporter}_${mode}.engine $flag 2>/dev/null
     end=$(date +%s.%N)
     echo "== resnet50 $exporter, $mode: build $(echo "$end - $start" | bc) s"
-    $trtc inspect $out/r50_$exporter_$mode.engine | grep -E "activations|weights|layers \("
-    $trtc bench $out/r50_$exporter_$mode.engine --iterations 20 --warmup 3
+    $trtc inspect $out/r50_${exporter}_${mode}.engine | grep -E "activations|weights|layers \("
+    $trtc bench $out/r50_${exporter}_${mode}.engine --iterations 20 --warmup 3
   done
 done

@@ -3,11 +3,11 @@
 //! repeating the edge), edge (repeat the edge) and wrap (periodic). Negative
 //! pads crop first; the other modes then pad relative to the cropped region.
 
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
 use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -293,31 +293,27 @@ fn global_lp_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
     global_pool(ctx, PoolKind::Lp { p })
 }
 
-/// MaxUnpool's output shape: the `output_shape` input when given, else the
-/// inverse of the pooling window's output size formula.
+/// MaxUnpool: the unpooled shape the indices refer to inverts the pooling
+/// window's output size formula; the `output_shape` input, when given, may
+/// enlarge the output.
 fn max_unpool(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x_shape = ctx.input_ty(0)?.shape.clone();
-    let index_shape: Vec<usize> = {
-        {
-            let kernel: Vec<usize> = ctx
-                .attrs
-                .ints("kernel_shape")
-                .ok_or_else(|| anyhow!("kernel_shape is required"))?
-                .into_iter()
-                .map(|k| usize::try_from(k).map_err(|_| anyhow!("negative kernel_shape")))
-                .collect::<Result<_>>()?;
-            let input = spatial(ctx, 0)?;
-            let w = window(ctx, kernel, &input)?;
-            let mut shape = x_shape[..2].to_vec();
-            for (d, &len) in input.iter().enumerate() {
-                let full = len.saturating_sub(1) * w.strides[d] + w.kernel_shape[d];
-                let pads = w.pad_begin(d) + w.pad_end(d);
-                ensure!(full >= pads, "pads remove the whole output of spatial axis {d}");
-                shape.push(full - pads);
-            }
-            shape
-        }
-    };
+    let kernel: Vec<usize> = ctx
+        .attrs
+        .ints("kernel_shape")
+        .ok_or_else(|| anyhow!("kernel_shape is required"))?
+        .into_iter()
+        .map(|k| usize::try_from(k).map_err(|_| anyhow!("negative kernel_shape")))
+        .collect::<Result<_>>()?;
+    let input = spatial(ctx, 0)?;
+    let w = window(ctx, kernel, &input)?;
+    let mut index_shape = x_shape[..2].to_vec();
+    for (d, &len) in input.iter().enumerate() {
+        let full = len.saturating_sub(1) * w.strides[d] + w.kernel_shape[d];
+        let pads = w.pad_begin(d) + w.pad_end(d);
+        ensure!(full >= pads, "pads remove the whole output of spatial axis {d}");
+        index_shape.push(full - pads);
+    }
     let output_shape: Vec<usize> = match ctx.opt_const_ints(2, "output_shape")? {
         Some(s) => s
             .into_iter()

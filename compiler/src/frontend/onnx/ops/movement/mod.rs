@@ -14,8 +14,6 @@ mod constants;
 mod index;
 mod pad_resize;
 mod shape;
-#[cfg(test)]
-mod tmp_check;
 
 pub fn register(r: &mut Registry) {
     shape::register(r);

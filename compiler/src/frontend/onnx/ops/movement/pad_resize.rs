@@ -291,8 +291,14 @@ fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
         if shape.len() != 4 {
             bail!("Upsample-1 needs a 4-D input, got {shape:?}");
         }
-        let h = ctx.attrs.float("height_scale").ok_or_else(|| anyhow!("missing attribute 'height_scale'"))?;
-        let w = ctx.attrs.float("width_scale").ok_or_else(|| anyhow!("missing attribute 'width_scale'"))?;
+        let h = ctx
+            .attrs
+            .float("height_scale")
+            .ok_or_else(|| anyhow!("missing attribute 'height_scale'"))?;
+        let w = ctx
+            .attrs
+            .float("width_scale")
+            .ok_or_else(|| anyhow!("missing attribute 'width_scale'"))?;
         Some(vec![1.0, 1.0, h as f64, w as f64])
     } else if ctx.opset < 9 {
         ctx.attrs
