@@ -163,19 +163,44 @@ fn run_case_inner(dir: &Path, tol: Tolerance) -> Result<Outcome> {
         for (name, t) in &inputs {
             opts.import.shapes.insert(name.clone(), t.shape().to_vec());
         }
-        let graph = match onnx::import_model(&model, root.clone(), &opts.import) {
-            Ok(g) => g,
-            Err(e) if format!("{e:#}").contains("must be known when the engine is built") => {
-                // Like TensorRT's shape inputs: fix integer inputs at build time.
-                for (name, t) in &inputs {
-                    if !t.dtype().is_float() {
-                        opts.import.shapes.remove(name);
-                        opts.import.input_values.insert(name.clone(), t.clone());
+        // Like TensorRT's shape inputs: an input whose value decides shapes
+        // is fixed at build time. Integer inputs first, then any other input
+        // the importer names as needed at build time.
+        let mut fixed_ints = false;
+        let graph = loop {
+            match onnx::import_model(&model, root.clone(), &opts.import) {
+                Ok(g) => break g,
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    if !msg.contains("must be known when the engine is built") {
+                        return Err(e);
+                    }
+                    let named = msg.split("tensor '").nth(1).and_then(|r| r.split('\'').next()).map(str::to_string);
+                    let mut progress = false;
+                    if !fixed_ints {
+                        fixed_ints = true;
+                        for (name, t) in &inputs {
+                            if !t.dtype().is_float() && !opts.import.input_values.contains_key(name) {
+                                opts.import.shapes.remove(name);
+                                opts.import.input_values.insert(name.clone(), t.clone());
+                                progress = true;
+                            }
+                        }
+                    }
+                    if !progress {
+                        if let Some((name, t)) = named.and_then(|n| inputs.iter().find(|(i, _)| *i == n)) {
+                            if !opts.import.input_values.contains_key(name) {
+                                opts.import.shapes.remove(name);
+                                opts.import.input_values.insert(name.clone(), t.clone());
+                                progress = true;
+                            }
+                        }
+                    }
+                    if !progress {
+                        return Err(e);
                     }
                 }
-                onnx::import_model(&model, root.clone(), &opts.import)?
             }
-            Err(e) => return Err(e),
         };
         let built = crate::build::build_graph(graph, &opts)?;
         let engine = Engine::from_bytes(&built.engine)?;

@@ -9,6 +9,7 @@
 mod cleanup;
 mod constant_folding;
 mod cse;
+mod fusion;
 
 use crate::ir::Graph;
 use anyhow::{Context, Result};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 pub use cleanup::{DeadNodes, NoOpRemoval};
 pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
+pub use fusion::{BatchNormFolding, LinearEpilogueFusion};
 
 pub trait Pass {
     /// The name users disable it by, e.g. `constant-folding`.
@@ -50,6 +52,8 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(ConstantFolding::default()),
         Box::new(NoOpRemoval),
         Box::new(CommonSubexpressions),
+        Box::new(BatchNormFolding),
+        Box::new(LinearEpilogueFusion),
         Box::new(DeadNodes),
     ]
 }

@@ -15,6 +15,7 @@ use crate::tensor::{Tensor, TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};
 
 pub mod elementwise;
+pub mod fused;
 pub mod linalg;
 pub mod movement;
 pub mod quant;
@@ -45,6 +46,7 @@ pub enum Op {
     Linalg(linalg::LinalgOp),
     Movement(movement::MovementOp),
     Quant(quant::QuantOp),
+    Fused(fused::FusedOp),
 }
 
 impl Op {
@@ -55,6 +57,7 @@ impl Op {
             Op::Linalg(op) => op.as_impl(),
             Op::Movement(op) => op.as_impl(),
             Op::Quant(op) => op.as_impl(),
+            Op::Fused(op) => op.as_impl(),
         }
     }
 

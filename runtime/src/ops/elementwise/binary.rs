@@ -3,7 +3,7 @@
 //! boolean logic.
 
 use super::broadcast::map2;
-use super::float::{nan_max, nan_min, python_mod, Float};
+use super::float::{nan_max, nan_min, python_mod, widen_all, Float, Half};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::util::broadcast_shapes;
@@ -105,31 +105,6 @@ macro_rules! arith_float {
 }
 arith_float!(f32, f64);
 
-/// Half types compute through `f32`.
-macro_rules! arith_half {
-    ($($t:ty),*) => {$(
-        impl Arith for $t {
-            #[inline(always)]
-            fn add(self, b: Self) -> Self { <$t>::from_f32(self.to_f32() + b.to_f32()) }
-            #[inline(always)]
-            fn sub(self, b: Self) -> Self { <$t>::from_f32(self.to_f32() - b.to_f32()) }
-            #[inline(always)]
-            fn mul(self, b: Self) -> Self { <$t>::from_f32(self.to_f32() * b.to_f32()) }
-            #[inline(always)]
-            fn div(self, b: Self) -> Self { <$t>::from_f32(self.to_f32() / b.to_f32()) }
-            #[inline(always)]
-            fn rem(self, b: Self, fmod: bool) -> Self {
-                <$t>::from_f32(self.to_f32().rem(b.to_f32(), fmod))
-            }
-            #[inline(always)]
-            fn prelu(self, slope: Self) -> Self {
-                <$t>::from_f32(self.to_f32().prelu(slope.to_f32()))
-            }
-        }
-    )*};
-}
-arith_half!(f16, bf16);
-
 macro_rules! arith_int {
     ($($t:ty),*) => {$(
         impl Arith for $t {
@@ -204,7 +179,29 @@ macro_rules! with_slices {
 }
 
 fn run_arith<T: Arith>(kind: BinaryKind, a: TensorView, b: TensorView, out: &mut TensorViewMut) -> Result<()> {
-    with_slices!(T, a, b, out, |x, y, o, shape| match kind {
+    with_slices!(T, a, b, out, |x, y, o, shape| arith(kind, x, y, o, shape))
+}
+
+/// Half floats compute in f32 on widened copies, rounding each result once.
+fn run_arith_half<H: Half>(kind: BinaryKind, a: TensorView, b: TensorView, out: &mut TensorViewMut) -> Result<()> {
+    let shape = out.shape;
+    let wa = widen_all(a.as_slice::<H>()?);
+    let wb = widen_all(b.as_slice::<H>()?);
+    let o = out.as_mut_slice::<H>()?;
+    let mut wo = vec![0f32; o.len()];
+    arith(kind, (&wa, a.shape), (&wb, b.shape), &mut wo, shape)?;
+    H::narrow(&wo, o);
+    Ok(())
+}
+
+fn arith<T: Arith>(
+    kind: BinaryKind,
+    x: (&[T], &[usize]),
+    y: (&[T], &[usize]),
+    o: &mut [T],
+    shape: &[usize],
+) -> Result<()> {
+    match kind {
         BinaryKind::Add => map2(x, y, o, shape, T::add),
         BinaryKind::Sub => map2(x, y, o, shape, T::sub),
         BinaryKind::Mul => map2(x, y, o, shape, T::mul),
@@ -215,7 +212,7 @@ fn run_arith<T: Arith>(kind: BinaryKind, a: TensorView, b: TensorView, out: &mut
         BinaryKind::Mod { fmod: false } => map2(x, y, o, shape, |p, q| p.rem(q, false)),
         BinaryKind::PRelu => map2(x, y, o, shape, T::prelu),
         k => bail_op!("{k:?} is not arithmetic"),
-    })
+    }
 }
 
 fn run_bits<T: Bits>(kind: BinaryKind, a: TensorView, b: TensorView, out: &mut TensorViewMut) -> Result<()> {
@@ -290,8 +287,8 @@ impl OpImpl for Binary {
         match (k.category(), a.dtype) {
             (Category::Numeric, DType::F32) => run_arith::<f32>(k, a, b, out),
             (Category::Numeric, DType::F64) => run_arith::<f64>(k, a, b, out),
-            (Category::Numeric, DType::F16) => run_arith::<f16>(k, a, b, out),
-            (Category::Numeric, DType::BF16) => run_arith::<bf16>(k, a, b, out),
+            (Category::Numeric, DType::F16) => run_arith_half::<f16>(k, a, b, out),
+            (Category::Numeric, DType::BF16) => run_arith_half::<bf16>(k, a, b, out),
             (Category::Numeric, DType::I8) => run_arith::<i8>(k, a, b, out),
             (Category::Numeric, DType::I16) => run_arith::<i16>(k, a, b, out),
             (Category::Numeric, DType::I32) => run_arith::<i32>(k, a, b, out),
@@ -341,6 +338,18 @@ mod tests {
         assert_eq!(eval(BinaryKind::Mul, &a, &c).as_slice::<f32>().unwrap(), &[10., 20., 300., 400.]);
         let s = Tensor::scalar(2f32);
         assert_eq!(eval(BinaryKind::Sub, &s, &a).as_slice::<f32>().unwrap(), &[1., 0., -1., -2.]);
+    }
+
+    #[test]
+    fn half_floats_compute_in_f32() {
+        let h = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+        let a = Tensor::from_vec(vec![2, 2], h(&[1., 2., 3., 4.])).unwrap();
+        let b = Tensor::from_vec(vec![2], h(&[0.5, -1.])).unwrap();
+        let out = eval(BinaryKind::Mul, &a, &b);
+        assert_eq!(out.dtype(), DType::F16);
+        assert_eq!(out.to_f64_vec(), vec![0.5, -2., 1.5, -4.]);
+        let m = eval(BinaryKind::Mod { fmod: true }, &a, &b);
+        assert_eq!(m.to_f64_vec(), vec![0., 0., 0., 0.]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use super::erf::erf64;
 use super::fast_f32;
+use half::slice::HalfFloatSliceExt;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 /// A float type the unary math is written once for.
@@ -166,6 +167,54 @@ macro_rules! float_impl {
 }
 float_impl!(f32, fast_f32::exp, fast_f32::tanh, fast_f32::erf);
 float_impl!(f64, f64::exp, f64::tanh, erf64);
+
+/// The 16-bit float types, which compute through `f32`. Their slice
+/// conversions use the CPU's conversion instructions where it has them
+/// (detected at run time), unlike element-by-element conversion.
+pub(crate) trait Half: crate::tensor::Element + Copy {
+    fn widen(src: &[Self], dst: &mut [f32]);
+    fn narrow(src: &[f32], dst: &mut [Self]);
+}
+
+macro_rules! half_impl {
+    ($($t:ty),*) => {$(
+        impl Half for $t {
+            #[inline]
+            fn widen(src: &[Self], dst: &mut [f32]) {
+                src.convert_to_f32_slice(dst)
+            }
+            #[inline]
+            fn narrow(src: &[f32], dst: &mut [Self]) {
+                dst.convert_from_f32_slice(src)
+            }
+        }
+    )*};
+}
+half_impl!(half::f16, half::bf16);
+
+/// `out[i] = f(x[i])` on half floats, computed in f32 chunks.
+#[inline(always)]
+pub(crate) fn map_half<H: Half>(x: &[H], out: &mut [H], f: impl Fn(f32) -> f32) -> crate::error::Result<()> {
+    crate::ensure_op!(x.len() == out.len(), "input holds {} elements, output {}", x.len(), out.len());
+    const CHUNK: usize = 256;
+    let mut buf = [0f32; CHUNK];
+    for (xs, os) in x.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+        let b = &mut buf[..xs.len()];
+        H::widen(xs, b);
+        for v in b.iter_mut() {
+            *v = f(*v);
+        }
+        H::narrow(b, os);
+    }
+    Ok(())
+}
+
+/// A whole half-float tensor widened to f32.
+pub(crate) fn widen_all<H: Half>(x: &[H]) -> Vec<f32> {
+    let mut v = vec![0f32; x.len()];
+    H::widen(x, &mut v);
+    v
+}
 
 /// Python's `%` on floats: the remainder with the sign of the divisor.
 #[inline(always)]

@@ -4,7 +4,7 @@
 //! (Abs, Neg, Sign, Relu) also take integers.
 
 use super::broadcast::map1;
-use super::float::Float;
+use super::float::{map_half, Float};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
@@ -307,164 +307,22 @@ impl Unary {
 
 /// Runs `$body` with `$k` bound to a copy of `$kind` built from a constant
 /// variant, so that the match inside `apply` folds away in each loop.
+#[rustfmt::skip]
 macro_rules! specialize {
-    ($kind:expr, $k:ident => $body:expr) => {{
-        use UnaryKind::*;
+    ($kind:expr, $k:ident => $body:expr) => {
+        specialize!(@arms $kind, $k, $body,
+            [Abs, Neg, Sign, Relu, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Cos, Cosh, Erf, Exp, Floor, Log,
+             Reciprocal, Round, Sin, Sinh, Sqrt, Tan, Tanh, Sigmoid, HardSwish, Softplus, Softsign, Mish, Gelu,
+             GeluTanh],
+            [Elu { alpha }, Selu { alpha, gamma }, Celu { alpha }, LeakyRelu { alpha }, ThresholdedRelu { alpha },
+             HardSigmoid { alpha, beta }, Shrink { bias, lambd }])
+    };
+    (@arms $kind:expr, $k:ident, $body:expr, [$($unit:ident),*], [$($var:ident { $($f:ident),* }),*]) => {
         match $kind {
-            Abs => {
-                let $k = Abs;
-                $body
-            }
-            Neg => {
-                let $k = Neg;
-                $body
-            }
-            Sign => {
-                let $k = Sign;
-                $body
-            }
-            Relu => {
-                let $k = Relu;
-                $body
-            }
-            Acos => {
-                let $k = Acos;
-                $body
-            }
-            Acosh => {
-                let $k = Acosh;
-                $body
-            }
-            Asin => {
-                let $k = Asin;
-                $body
-            }
-            Asinh => {
-                let $k = Asinh;
-                $body
-            }
-            Atan => {
-                let $k = Atan;
-                $body
-            }
-            Atanh => {
-                let $k = Atanh;
-                $body
-            }
-            Ceil => {
-                let $k = Ceil;
-                $body
-            }
-            Cos => {
-                let $k = Cos;
-                $body
-            }
-            Cosh => {
-                let $k = Cosh;
-                $body
-            }
-            Erf => {
-                let $k = Erf;
-                $body
-            }
-            Exp => {
-                let $k = Exp;
-                $body
-            }
-            Floor => {
-                let $k = Floor;
-                $body
-            }
-            Log => {
-                let $k = Log;
-                $body
-            }
-            Reciprocal => {
-                let $k = Reciprocal;
-                $body
-            }
-            Round => {
-                let $k = Round;
-                $body
-            }
-            Sin => {
-                let $k = Sin;
-                $body
-            }
-            Sinh => {
-                let $k = Sinh;
-                $body
-            }
-            Sqrt => {
-                let $k = Sqrt;
-                $body
-            }
-            Tan => {
-                let $k = Tan;
-                $body
-            }
-            Tanh => {
-                let $k = Tanh;
-                $body
-            }
-            Sigmoid => {
-                let $k = Sigmoid;
-                $body
-            }
-            Elu { alpha } => {
-                let $k = Elu { alpha };
-                $body
-            }
-            Selu { alpha, gamma } => {
-                let $k = Selu { alpha, gamma };
-                $body
-            }
-            Celu { alpha } => {
-                let $k = Celu { alpha };
-                $body
-            }
-            LeakyRelu { alpha } => {
-                let $k = LeakyRelu { alpha };
-                $body
-            }
-            ThresholdedRelu { alpha } => {
-                let $k = ThresholdedRelu { alpha };
-                $body
-            }
-            HardSigmoid { alpha, beta } => {
-                let $k = HardSigmoid { alpha, beta };
-                $body
-            }
-            HardSwish => {
-                let $k = HardSwish;
-                $body
-            }
-            Softplus => {
-                let $k = Softplus;
-                $body
-            }
-            Softsign => {
-                let $k = Softsign;
-                $body
-            }
-            Mish => {
-                let $k = Mish;
-                $body
-            }
-            Gelu => {
-                let $k = Gelu;
-                $body
-            }
-            GeluTanh => {
-                let $k = GeluTanh;
-                $body
-            }
-            Shrink { bias, lambd } => {
-                let $k = Shrink { bias, lambd };
-                $body
-            }
+            $(UnaryKind::$unit => { let $k = UnaryKind::$unit; $body })*
+            $(UnaryKind::$var { $($f),* } => { let $k = UnaryKind::$var { $($f),* }; $body })*
         }
-    }};
+    };
 }
 
 fn run_float(kind: UnaryKind, x: TensorView, out: &mut TensorViewMut) -> Result<()> {
@@ -479,11 +337,11 @@ fn run_float(kind: UnaryKind, x: TensorView, out: &mut TensorViewMut) -> Result<
         }
         DType::F16 => {
             let (a, o) = (x.as_slice::<f16>()?, out.as_mut_slice::<f16>()?);
-            specialize!(kind, k => map1(a, o, |v| f16::from_f32(k.apply(v.to_f32()))))
+            specialize!(kind, k => map_half(a, o, |v| k.apply(v)))
         }
         DType::BF16 => {
             let (a, o) = (x.as_slice::<bf16>()?, out.as_mut_slice::<bf16>()?);
-            specialize!(kind, k => map1(a, o, |v| bf16::from_f32(k.apply(v.to_f32()))))
+            specialize!(kind, k => map_half(a, o, |v| k.apply(v)))
         }
         d => bail_op!("{}: {d} input is not a float", kind.name()),
     }

@@ -35,7 +35,13 @@ pub struct Conv {
 
 impl Conv {
     /// A 2-D convolution; `pads` is `[top, left, bottom, right]`.
-    pub fn new_2d(kernel: [usize; 2], strides: [usize; 2], pads: [usize; 4], dilations: [usize; 2], group: usize) -> Conv {
+    pub fn new_2d(
+        kernel: [usize; 2],
+        strides: [usize; 2],
+        pads: [usize; 4],
+        dilations: [usize; 2],
+        group: usize,
+    ) -> Conv {
         Conv {
             kernel_shape: kernel.to_vec(),
             strides: strides.to_vec(),
@@ -71,11 +77,7 @@ impl Conv {
         let g = self.group;
         ensure_op!(g >= 1, "{op}: group must be positive");
         let (n, c, m) = (x[0], x[1], w[0]);
-        ensure_op!(
-            c == w[1] * g,
-            "{op}: input has {c} channels, weight expects {} x group {g}",
-            w[1]
-        );
+        ensure_op!(c == w[1] * g, "{op}: input has {c} channels, weight expects {} x group {g}", w[1]);
         ensure_op!(m % g == 0, "{op}: {m} output channels are not divisible by group {g}");
         if let Some(b) = b {
             ensure_op!(b == [m], "{op}: bias shape {b:?} must be [{m}]");
@@ -168,8 +170,12 @@ impl OpImpl for Conv {
         let g = self.geometry(x.shape, w.shape, b.map(|b| b.shape), "Conv")?;
         let out = &mut outputs[0];
         match x.dtype {
-            DType::F32 => conv::<f32>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?),
-            DType::F64 => conv::<f64>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?),
+            DType::F32 => {
+                conv::<f32>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?)
+            }
+            DType::F64 => {
+                conv::<f64>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?)
+            }
             DType::F16 | DType::BF16 => {
                 let (xf, wf) = (widen(&x)?, widen(&w)?);
                 let bf = b.map(|b| widen(&b)).transpose()?;

@@ -58,11 +58,22 @@ impl ConvTranspose {
         };
         win.validate(op)?;
         let r = win.rank();
-        ensure_op!(r >= 1 && self.output_padding.len() == r, "{op}: output_padding {:?} must have {r} entries", self.output_padding);
+        ensure_op!(
+            r >= 1 && self.output_padding.len() == r,
+            "{op}: output_padding {:?} must have {r} entries",
+            self.output_padding
+        );
         ensure_op!(x.len() == r + 2 && w.len() == r + 2, "{op}: input {x:?} and weight {w:?} must have rank {}", r + 2);
-        ensure_op!(w[2..] == self.kernel_shape[..], "{op}: weight {w:?} does not match kernel_shape {:?}", self.kernel_shape);
+        ensure_op!(
+            w[2..] == self.kernel_shape[..],
+            "{op}: weight {w:?} does not match kernel_shape {:?}",
+            self.kernel_shape
+        );
         let g = self.group;
-        ensure_op!(g >= 1 && x[1] == w[0] && x[1] % g == 0, "{op}: input {x:?} does not fit weight {w:?} with group {g}");
+        ensure_op!(
+            g >= 1 && x[1] == w[0] && x[1] % g == 0,
+            "{op}: input {x:?} does not fit weight {w:?} with group {g}"
+        );
         let (n, c, m) = (x[0], x[1], w[1] * g);
         if let Some(b) = b {
             ensure_op!(b == [m], "{op}: bias shape {b:?} must be [{m}]");
@@ -143,11 +154,7 @@ fn conv_transpose<T: Scalar>(g: &Geometry, x: &[T], w: &[T], bias: Option<&[T]>,
         return;
     }
     // cols = W_gᵀ (W_g is [cg, mg·k] row-major) times X_g [cg, in_size].
-    let args = GemmArgs {
-        rsa: 1,
-        csa: (mg * k) as isize,
-        ..GemmArgs::row_major(mg * k, cg, in_size)
-    };
+    let args = GemmArgs { rsa: 1, csa: (mg * k) as isize, ..GemmArgs::row_major(mg * k, cg, in_size) };
     with_scratch::<T, _>(mg * k * in_size, |cols| {
         for n in 0..g.n {
             for grp in 0..g.group {

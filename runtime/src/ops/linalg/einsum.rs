@@ -97,11 +97,7 @@ fn parse(equation: &str, shapes: &[&[usize]]) -> Result<Parsed> {
         ell_counts.push(if ell.is_some() { n.max(0) as usize } else { 0 });
     }
     let total = ell_counts.iter().copied().max().unwrap_or(0);
-    let inputs: Vec<Vec<Label>> = parsed
-        .iter()
-        .zip(&ell_counts)
-        .map(|((l, e), &c)| expand(l, *e, c, total))
-        .collect();
+    let inputs: Vec<Vec<Label>> = parsed.iter().zip(&ell_counts).map(|((l, e), &c)| expand(l, *e, c, total)).collect();
     let mut sizes: BTreeMap<Label, usize> = BTreeMap::new();
     for (labels, shape) in inputs.iter().zip(shapes) {
         let mut own: BTreeMap<Label, usize> = BTreeMap::new();
@@ -121,7 +117,10 @@ fn parse(equation: &str, shapes: &[&[usize]]) -> Result<Parsed> {
     let output = match rhs {
         Some(r) => {
             let (letters, ell) = parse_term(r)?;
-            ensure_op!(ell.is_some() || total == 0 || ell_counts.iter().all(|&c| c == 0), "Einsum: the output must keep '...'");
+            ensure_op!(
+                ell.is_some() || total == 0 || ell_counts.iter().all(|&c| c == 0),
+                "Einsum: the output must keep '...'"
+            );
             expand(&letters, ell, total, total)
         }
         None => {
@@ -232,9 +231,8 @@ fn evaluate<T: Scalar>(p: &Parsed, shapes: &[&[usize]], datas: &[&[T]]) -> Vec<T
         let sizes: Vec<usize> = uniq.iter().map(size).collect();
         let term = Term { data: gather(data, &sizes, &strides), labels: uniq };
         // Sum out labels used nowhere else.
-        let used_elsewhere = |l: &Label| {
-            p.output.contains(l) || p.inputs.iter().enumerate().any(|(j, ls)| j != i && ls.contains(l))
-        };
+        let used_elsewhere =
+            |l: &Label| p.output.contains(l) || p.inputs.iter().enumerate().any(|(j, ls)| j != i && ls.contains(l));
         let keep: Vec<Label> = term.labels.iter().copied().filter(used_elsewhere).collect();
         terms.push(sum_to(term, &keep, &size));
     }
@@ -287,10 +285,8 @@ fn gather<T: Copy>(src: &[T], sizes: &[usize], strides: &[usize]) -> Vec<T> {
 fn permute<T: Copy>(t: &Term<T>, order: &[Label], size: &impl Fn(&Label) -> usize) -> Vec<T> {
     let sizes: Vec<usize> = t.labels.iter().map(size).collect();
     let own = crate::ops::util::strides(&sizes);
-    let strides: Vec<usize> = order
-        .iter()
-        .map(|l| own[t.labels.iter().position(|x| x == l).expect("label of the term")])
-        .collect();
+    let strides: Vec<usize> =
+        order.iter().map(|l| own[t.labels.iter().position(|x| x == l).expect("label of the term")]).collect();
     let out_sizes: Vec<usize> = order.iter().map(size).collect();
     gather(&t.data, &out_sizes, &strides)
 }
@@ -308,15 +304,18 @@ fn sum_to<T: Scalar>(t: Term<T>, keep: &[Label], size: &impl Fn(&Label) -> usize
     let data = if chunk == 0 {
         vec![T::default(); kept]
     } else {
-        data.chunks_exact(chunk)
-            .map(|c| c.iter().fold(T::default(), |a, &v| a.sadd(v)))
-            .collect()
+        data.chunks_exact(chunk).map(|c| c.iter().fold(T::default(), |a, &v| a.sadd(v))).collect()
     };
     Term { labels: keep.to_vec(), data }
 }
 
 /// Contracts two terms as a batched matrix multiply.
-fn contract<T: Scalar>(a: Term<T>, b: Term<T>, keep: &impl Fn(&Label) -> bool, size: &impl Fn(&Label) -> usize) -> Term<T> {
+fn contract<T: Scalar>(
+    a: Term<T>,
+    b: Term<T>,
+    keep: &impl Fn(&Label) -> bool,
+    size: &impl Fn(&Label) -> usize,
+) -> Term<T> {
     let in_b = |l: &Label| b.labels.contains(l);
     let batch: Vec<Label> = a.labels.iter().copied().filter(|l| in_b(l) && keep(l)).collect();
     let inner: Vec<Label> = a.labels.iter().copied().filter(|l| in_b(l) && !keep(l)).collect();

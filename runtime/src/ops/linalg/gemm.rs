@@ -40,7 +40,12 @@ impl Gemm {
         ensure_op!(a.len() == 2 && b.len() == 2, "Gemm: A {a:?} and B {b:?} must be matrices");
         let (m, k) = if self.trans_a { (a[1], a[0]) } else { (a[0], a[1]) };
         let (k2, n) = if self.trans_b { (b[1], b[0]) } else { (b[0], b[1]) };
-        ensure_op!(k == k2, "Gemm: inner dimensions differ (A {a:?}, B {b:?}, trans_a {}, trans_b {})", self.trans_a, self.trans_b);
+        ensure_op!(
+            k == k2,
+            "Gemm: inner dimensions differ (A {a:?}, B {b:?}, trans_a {}, trans_b {})",
+            self.trans_a,
+            self.trans_b
+        );
         let c_strides = match c {
             None => None,
             Some(c) => {

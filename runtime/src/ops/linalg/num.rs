@@ -3,10 +3,10 @@
 //! f16/bf16 widening helpers, and a reusable per-thread scratch buffer.
 
 use super::gemm_kernel::{gemm_f32, gemm_f64, GemmArgs};
+use crate::bail_op;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::{Element, TensorView, TensorViewMut};
-use crate::bail_op;
 use std::cell::RefCell;
 
 /// A matrix multiply on strided operands (see [`GemmArgs`]).

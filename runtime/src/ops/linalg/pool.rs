@@ -20,9 +20,13 @@ pub enum PoolKind {
     Max,
     /// With `count_include_pad`, the divisor counts padded taps too (but not
     /// the taps past the end padding that `ceil_mode` adds).
-    Average { count_include_pad: bool },
+    Average {
+        count_include_pad: bool,
+    },
     /// `(Σ |x|^p)^(1/p)` over the window.
-    Lp { p: f32 },
+    Lp {
+        p: f32,
+    },
 }
 
 /// A pooling op. `pads` holds every begin pad, then every end pad.
@@ -93,11 +97,9 @@ impl OpImpl for Pool {
         let x = input(inputs, 0, self.name())?;
         let float = matches!(x.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
         match self.kind {
-            PoolKind::Max => ensure_op!(
-                float || matches!(x.dtype, DType::I8 | DType::U8),
-                "MaxPool: unsupported dtype {}",
-                x.dtype
-            ),
+            PoolKind::Max => {
+                ensure_op!(float || matches!(x.dtype, DType::I8 | DType::U8), "MaxPool: unsupported dtype {}", x.dtype)
+            }
             _ => ensure_op!(float, "{}: unsupported dtype {}", self.name(), x.dtype),
         }
         ensure_op!(!self.indices || self.kind == PoolKind::Max, "{}: only MaxPool has indices", self.name());
@@ -259,11 +261,8 @@ fn average_divisors(g: &ConvGeometry, count_include_pad: bool) -> Vec<f64> {
     let per_axis: Vec<Vec<usize>> = (0..win.rank())
         .map(|d| {
             let (pb, pe) = (win.pad_begin(d), win.pad_end(d));
-            let (lo_bound, len) = if count_include_pad {
-                (pb as isize, g.in_spatial[d] + pb + pe)
-            } else {
-                (0, g.in_spatial[d])
-            };
+            let (lo_bound, len) =
+                if count_include_pad { (pb as isize, g.in_spatial[d] + pb + pe) } else { (0, g.in_spatial[d]) };
             let mut counts = vec![0usize; g.out_spatial[d]];
             for k in 0..win.kernel_shape[d] {
                 // Input index o*s + k*dil - pb, shifted by lo_bound so that

@@ -5,10 +5,10 @@
 
 use super::common::quantize_value;
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

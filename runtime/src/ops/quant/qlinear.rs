@@ -6,12 +6,12 @@
 
 use super::common::{f32_values, int_range, quantize_value, round_to, write_ints};
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::linalg::integer::{conv_integer, conv_integer_shape, is_int8, matmul_integer, matmul_integer_shape};
 use crate::ops::linalg::Conv;
 use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 /// Checks a scale input: float, with one of the allowed element counts.

@@ -3,10 +3,10 @@
 
 use super::common::{check_zero_point, f32_values, int_range, int_values, quantize_value, write_ints, ScaleLayout};
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -150,13 +150,8 @@ pub(super) fn lanes_max_f32(xs: &[f32]) -> f32 {
 pub fn exp_f32(x: f32) -> f32 {
     const HI: f32 = 88.376_26;
     const LO: f32 = -87.336_55;
-    let x = if x > HI {
-        HI
-    } else if x < LO {
-        LO
-    } else {
-        x
-    };
+    // `clamp` keeps NaN.
+    let x = x.clamp(LO, HI);
     // Round x / ln 2 to the nearest integer with the 1.5 * 2^23 trick (no
     // `floor`, which is a libm call without SSE4.1).
     const ROUND: f32 = 12_582_912.0;
@@ -166,7 +161,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let z = r * r;
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
         * r
-        + 5.000_000_1e-1;
+        + 0.5;
     let e = p * z + r + 1.0;
     // 2^n for n in [-126, 128]: build the exponent bits. The integer n sits
     // in the low mantissa bits of t (read as bits rather than with `as`,

@@ -127,7 +127,13 @@ fn group(ctx: &Ctx) -> Result<usize> {
 /// (whose weight is input `weight`).
 pub(super) fn conv_op(ctx: &Ctx, input: usize, weight: usize) -> Result<Conv> {
     let w = window(ctx, kernel_shape(ctx, weight)?, &spatial(ctx, input)?)?;
-    Ok(Conv { kernel_shape: w.kernel_shape, strides: w.strides, pads: w.pads, dilations: w.dilations, group: group(ctx)? })
+    Ok(Conv {
+        kernel_shape: w.kernel_shape,
+        strides: w.strides,
+        pads: w.pads,
+        dilations: w.dilations,
+        group: group(ctx)?,
+    })
 }
 
 fn conv(ctx: &mut Ctx) -> Result<Vec<Port>> {

@@ -1,0 +1,260 @@
+//! Fusion passes: fold BatchNormalization into the preceding Conv, and fuse
+//! bias, residual Add and activation into the epilogue of Conv, Gemm and
+//! MatMul layers (`trtc_runtime::ops::fused::Linear`).
+//!
+//! Each rule fires only when the intermediate tensor has a single consumer
+//! and is not a graph output, so the fused node computes exactly what the
+//! chain computed and nothing is computed twice.
+
+use super::Pass;
+use crate::ir::{Graph, NodeKind, Port};
+use anyhow::Result;
+use petgraph::stable_graph::NodeIndex;
+use trtc_runtime::ops::elementwise::{BinaryKind, ElementwiseOp, UnaryKind};
+use trtc_runtime::ops::fused::{Activation, Epilogue, FusedOp, Linear, LinearKind};
+use trtc_runtime::ops::linalg::LinalgOp;
+use trtc_runtime::ops::reduce::ReduceOp;
+use trtc_runtime::{DType, Op, Tensor};
+
+/// The single consumer of a node's only output, when it has exactly one and
+/// the output is not a graph output.
+fn sole_consumer(graph: &Graph, n: NodeIndex) -> Option<(NodeIndex, usize)> {
+    if graph.node(n).outputs.len() != 1 {
+        return None;
+    }
+    let out = Port { node: n, port: 0 };
+    if graph.is_output(out) {
+        return None;
+    }
+    match graph.consumers(out).as_slice() {
+        [c] => Some(*c),
+        _ => None,
+    }
+}
+
+/// Replaces nodes `old` (a chain whose last node's output is the result) by
+/// one op node reading `inputs`; the new node's output keeps the last node's
+/// tensor name, and its name joins theirs so it stays traceable.
+fn replace_chain(graph: &mut Graph, old: &[NodeIndex], op: Op, inputs: &[Option<Port>]) -> Result<NodeIndex> {
+    let last = *old.last().expect("chain");
+    let name = old.iter().map(|&n| graph.node(n).name.clone()).collect::<Vec<_>>().join(" + ");
+    let out_name = graph.node(last).outputs[0].name.clone();
+    let ports = graph.add_op(&name, op, inputs).map_err(|e| anyhow::anyhow!("fusing {name}: {e}"))?;
+    let new = ports[0].node;
+    graph.g[new].outputs[0].name = out_name;
+    graph.replace_uses(Port { node: last, port: 0 }, ports[0]);
+    for &n in old.iter().rev() {
+        graph.g.remove_node(n);
+    }
+    Ok(new)
+}
+
+/// BatchNormalization after a Conv with constant weights becomes the Conv
+/// with rescaled weights and bias: `W' = W * s`, `b' = (b - mean) * s + beta`,
+/// `s = gamma / sqrt(var + eps)` (computed in f64).
+pub struct BatchNormFolding;
+
+impl Pass for BatchNormFolding {
+    fn name(&self) -> &'static str {
+        "batchnorm-folding"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let Some(Op::Linalg(LinalgOp::Conv(conv))) = graph.node(n).op().cloned() else { continue };
+            let Some((bn, 0)) = sole_consumer(graph, n) else { continue };
+            let Some(Op::Reduce(ReduceOp::BatchNorm(b))) = graph.node(bn).op() else { continue };
+            let eps = b.epsilon as f64;
+            let ins = graph.inputs_of(n);
+            let bn_ins = graph.inputs_of(bn);
+            let konst = |p: Option<Port>| p.and_then(|p| graph.node(p.node).constant().cloned());
+            let (Some(w), Some(gamma), Some(beta), Some(mean), Some(var)) =
+                (konst(ins[1]), konst(bn_ins[1]), konst(bn_ins[2]), konst(bn_ins[3]), konst(bn_ins[4]))
+            else {
+                continue;
+            };
+            if w.dtype() != DType::F32 || ins.get(2).copied().flatten().is_some_and(|p| graph.node(p.node).constant().is_none()) {
+                continue;
+            }
+            let oc = w.shape()[0];
+            let bias = konst(ins.get(2).copied().flatten()).map(|t| t.to_f64_vec()).unwrap_or_else(|| vec![0.0; oc]);
+            let (gamma, beta, mean, var) = (gamma.to_f64_vec(), beta.to_f64_vec(), mean.to_f64_vec(), var.to_f64_vec());
+            if [gamma.len(), beta.len(), mean.len(), var.len(), bias.len()].iter().any(|&l| l != oc) {
+                continue;
+            }
+            let s: Vec<f64> = (0..oc).map(|c| gamma[c] / (var[c] + eps).sqrt()).collect();
+            let per = w.len() / oc.max(1);
+            let wv = w.as_slice::<f32>()?;
+            let new_w: Vec<f32> = wv.iter().enumerate().map(|(i, &v)| (v as f64 * s[i / per]) as f32).collect();
+            let new_b: Vec<f32> = (0..oc).map(|c| ((bias[c] - mean[c]) * s[c] + beta[c]) as f32).collect();
+            let w_name = format!("{}.folded_weight", graph.node(n).name);
+            let wp = graph.add_constant(&w_name, Tensor::from_vec(w.shape().to_vec(), new_w)?);
+            let bp = graph.add_constant(&format!("{}.folded_bias", graph.node(n).name), Tensor::from_vec(vec![oc], new_b)?);
+            replace_chain(graph, &[n, bn], conv.into(), &[ins[0], Some(wp), Some(bp)])?;
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}
+
+/// Conv / Gemm / MatMul followed by bias Add, residual Add and activation
+/// become one `Linear` node with an epilogue.
+pub struct LinearEpilogueFusion;
+
+/// A layer as a `Linear` with its current inputs `[x, w, bias?, residual?]`.
+fn as_linear(graph: &Graph, n: NodeIndex) -> Option<(Linear, Vec<Option<Port>>)> {
+    let ins = graph.inputs_of(n);
+    if graph.node(n).outputs.len() != 1 || graph.node(n).outputs[0].ty.dtype != DType::F32 {
+        return None;
+    }
+    let opt = |i: usize| ins.get(i).copied().flatten();
+    match graph.node(n).op()? {
+        Op::Linalg(LinalgOp::Conv(c)) => Some((
+            Linear { kind: LinearKind::Conv(c.clone()), bias: opt(2).is_some(), epilogue: Epilogue::default() },
+            vec![opt(0), opt(1), opt(2)],
+        )),
+        Op::Linalg(LinalgOp::Gemm(g)) => Some((
+            Linear { kind: LinearKind::Gemm(g.clone()), bias: opt(2).is_some(), epilogue: Epilogue::default() },
+            vec![opt(0), opt(1), opt(2)],
+        )),
+        Op::Linalg(LinalgOp::MatMul(m)) => Some((
+            Linear { kind: LinearKind::MatMul(m.clone()), bias: false, epilogue: Epilogue::default() },
+            vec![opt(0), opt(1), None],
+        )),
+        Op::Fused(FusedOp::Linear(l)) => {
+            let mut v = vec![opt(0), opt(1), opt(2)];
+            if l.epilogue.residual {
+                v.push(opt(3));
+            }
+            Some((l.clone(), v))
+        }
+        _ => None,
+    }
+}
+
+/// The activation a node applies, if it is a pointwise f32 activation.
+fn activation_of(graph: &Graph, n: NodeIndex) -> Option<Activation> {
+    match graph.node(n).op()? {
+        Op::Elementwise(ElementwiseOp::Unary(u)) => Some(Activation::Unary(u.kind)),
+        Op::Elementwise(ElementwiseOp::Clip(c)) => Some(Activation::Clip { min: c.min.map(|v| v as f32), max: c.max.map(|v| v as f32) }),
+        _ => None,
+    }
+}
+
+fn is_add(graph: &Graph, n: NodeIndex) -> bool {
+    matches!(graph.node(n).op(), Some(Op::Elementwise(ElementwiseOp::Binary(b))) if b.kind == BinaryKind::Add)
+}
+
+impl Pass for LinearEpilogueFusion {
+    fn name(&self) -> &'static str {
+        "linear-epilogue-fusion"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let Some((mut lin, mut ins)) = as_linear(graph, n) else { continue };
+            let out = Port { node: n, port: 0 };
+            let out_ty = graph.ty(out).clone();
+
+            // SiLU spelled out: Mul(L, Sigmoid(L)).
+            if lin.epilogue.activation.is_none() && !graph.is_output(out) {
+                let cons = graph.consumers(out);
+                if cons.len() == 2 {
+                    let sig = cons.iter().map(|c| c.0).find(|&c| {
+                        matches!(graph.node(c).op(), Some(Op::Elementwise(ElementwiseOp::Unary(u))) if u.kind == UnaryKind::Sigmoid)
+                    });
+                    let mul = cons.iter().map(|c| c.0).find(|&c| {
+                        matches!(graph.node(c).op(), Some(Op::Elementwise(ElementwiseOp::Binary(b))) if b.kind == BinaryKind::Mul)
+                    });
+                    if let (Some(s), Some(m)) = (sig, mul) {
+                        let m_ins = graph.inputs_of(m);
+                        let s_out = Port { node: s, port: 0 };
+                        let reads_both = m_ins.contains(&Some(out)) && m_ins.contains(&Some(s_out));
+                        if reads_both && sole_consumer(graph, s) == Some((m, if m_ins[0] == Some(s_out) { 0 } else { 1 })) {
+                            lin.epilogue.activation = Some(Activation::Silu);
+                            graph.g.remove_node(s);
+                            replace_chain(graph, &[n, m], FusedOp::Linear(lin).into(), &ins)?;
+                            rewrites += 1;
+                            continue;
+                        }
+                    }
+                }
+            }
+
+            let Some((c, slot)) = sole_consumer(graph, n) else { continue };
+            if lin.epilogue.activation.is_none() {
+                if let Some(act) = activation_of(graph, c) {
+                    if graph.ty(Port { node: c, port: 0 }) == &out_ty {
+                        lin.epilogue.activation = Some(act);
+                        replace_chain(graph, &[n, c], FusedOp::Linear(lin).into(), &ins)?;
+                        rewrites += 1;
+                    }
+                    continue;
+                }
+            }
+            if !is_add(graph, c) || lin.epilogue.activation.is_some() || lin.epilogue.residual {
+                continue;
+            }
+            let other = graph.inputs_of(c)[1 - slot];
+            let Some(other) = other else { continue };
+            if graph.ty(Port { node: c, port: 0 }) != &out_ty {
+                continue; // The Add broadcasts the layer's output: not an epilogue.
+            }
+            let other_const = graph.node(other.node).constant().cloned();
+            match (&lin.kind, other_const) {
+                // A constant bias on a MatMul without one.
+                (LinearKind::MatMul(_), Some(t)) if !lin.bias => {
+                    lin.bias = true;
+                    ins[2] = Some(other);
+                    let _ = t;
+                }
+                // A constant per-channel bias on a Conv without one.
+                (LinearKind::Conv(_), Some(t)) if !lin.bias && out_ty.shape.len() >= 2 => {
+                    let ch = out_ty.shape[1];
+                    let rank = out_ty.shape.len();
+                    let s = t.shape();
+                    let per_channel = t.len() == ch && s.len() <= rank && (s.len() + 1 >= rank) && {
+                        // [C,1,...] or [1,C,1,...]: channel at axis 1 of the output.
+                        let off = rank - s.len();
+                        s.iter().enumerate().all(|(i, &d)| if i + off == 1 { d == ch } else { d == 1 })
+                    };
+                    if !per_channel || t.dtype() != DType::F32 {
+                        continue;
+                    }
+                    let bias = graph.add_constant(&format!("{}.bias", graph.node(c).name), t.reshaped(vec![ch])?);
+                    lin.bias = true;
+                    ins[2] = Some(bias);
+                }
+                (_, Some(_)) => continue,
+                // A residual of the output's exact type.
+                (_, None) => {
+                    if graph.ty(other) != &out_ty {
+                        continue;
+                    }
+                    lin.epilogue.residual = true;
+                    ins.truncate(3);
+                    ins.resize(3, None);
+                    ins.push(Some(other));
+                }
+            }
+            replace_chain(graph, &[n, c], FusedOp::Linear(lin).into(), &ins)?;
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}
+
+impl Graph {
+    /// Whether a node is a fused linear layer (for coverage reports).
+    pub fn is_fused_linear(&self, n: NodeIndex) -> bool {
+        matches!(self.node(n).kind, NodeKind::Op(Op::Fused(FusedOp::Linear(_))))
+    }
+}

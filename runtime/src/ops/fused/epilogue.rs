@@ -1,0 +1,86 @@
+//! What a fused layer applies to its accumulator before storing it:
+//! `y = activation(acc + bias + residual)`.
+
+use crate::ops::elementwise::UnaryKind;
+use serde::{Deserialize, Serialize};
+
+/// A pointwise activation an epilogue can apply.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Activation {
+    /// One of the unary activations (Relu, Sigmoid, Tanh, LeakyRelu, Gelu...).
+    Unary(UnaryKind),
+    /// Clip (Relu6 is `Clip { min: 0, max: 6 }`), with ONNX Clip's semantics.
+    Clip { min: Option<f32>, max: Option<f32> },
+    /// SiLU / Swish, `x * sigmoid(x)`, as exporters spell it (Sigmoid then Mul).
+    Silu,
+}
+
+impl Activation {
+    #[inline]
+    pub fn apply(&self, x: f32) -> f32 {
+        match self {
+            Activation::Unary(k) => k.apply_f32(x),
+            Activation::Silu => x * UnaryKind::Sigmoid.apply_f32(x),
+            Activation::Clip { min, max } => {
+                let mut v = x;
+                if let Some(lo) = min {
+                    if v < *lo {
+                        v = *lo;
+                    }
+                }
+                if let Some(hi) = max {
+                    if v > *hi {
+                        v = *hi;
+                    }
+                }
+                v
+            }
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Activation::Unary(k) => format!("{k:?}"),
+            Activation::Clip { min, max } => format!("Clip({min:?},{max:?})"),
+            Activation::Silu => "Silu".into(),
+        }
+    }
+}
+
+/// The operations after the main product, in this order: the bias was
+/// already added by the product itself; then `+ residual` when present, then
+/// the activation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Epilogue {
+    /// Whether the layer takes a residual input of the output's shape.
+    pub residual: bool,
+    pub activation: Option<Activation>,
+}
+
+impl Epilogue {
+    /// Applies residual and activation in place on f32 data.
+    pub fn apply(&self, out: &mut [f32], residual: Option<&[f32]>) {
+        match (residual, self.activation) {
+            (Some(r), Some(a)) => {
+                for (o, &r) in out.iter_mut().zip(r) {
+                    *o = a.apply(*o + r);
+                }
+            }
+            (Some(r), None) => {
+                for (o, &r) in out.iter_mut().zip(r) {
+                    *o += r;
+                }
+            }
+            (None, Some(a)) => {
+                for o in out.iter_mut() {
+                    *o = a.apply(*o);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.residual && self.activation.is_none()
+    }
+}

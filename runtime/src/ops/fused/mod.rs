@@ -1,0 +1,14 @@
+//! Fused ops made by the optimizer's fusion passes. Each computes exactly
+//! what the chain of ops it replaces computes, in the same order and
+//! precision, so the CPU executor's results do not change when a pass
+//! fuses; the GPU backend runs each as one kernel.
+
+mod epilogue;
+mod linear;
+
+pub use epilogue::{Activation, Epilogue};
+pub use linear::{Linear, LinearKind};
+
+crate::op_family!(FusedOp => Fused {
+    Linear(Linear),
+});
