@@ -71,7 +71,7 @@ struct BuildArgs {
     /// Do not reuse activation buffers (for comparison).
     #[arg(long)]
     no_buffer_reuse: bool,
-    /// Skip an optimization pass by name (repeatable).
+    /// Skip an optimization pass by name (repeatable; `all` skips every pass).
     #[arg(long = "disable-pass", value_name = "NAME")]
     disable_passes: Vec<String>,
     /// Write Graphviz files of the graph before and after optimization

@@ -24,14 +24,14 @@ impl Rng {
     }
 }
 
-/// A random tensor: floats uniform in [-1, 1), integers in [0, 10), booleans
-/// half true.
+/// A random input tensor: floats uniform in [-1, 1). Integers and booleans
+/// are all 1: they are usually ids, indices or masks, and 1 is valid for
+/// every token-type, vocabulary and attention-mask input, where a random
+/// value could be out of range.
 pub fn tensor(ty: &TensorType, seed: u64) -> Tensor {
     let mut rng = Rng::new(seed);
     let n = ty.len();
-    let vals: Vec<f64> = (0..n)
-        .map(|_| if ty.dtype.is_float() { rng.uniform() } else { (rng.next_u64() % 10) as f64 })
-        .collect();
+    let vals: Vec<f64> = (0..n).map(|_| if ty.dtype.is_float() { rng.uniform() } else { 1.0 }).collect();
     from_f64(ty, &vals)
 }
 

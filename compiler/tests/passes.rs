@@ -128,3 +128,39 @@ fn all_passes_preserve_outputs_of_every_testdata_model() {
     }
     assert!(checked >= 29);
 }
+
+#[test]
+fn linear_epilogue_fusion_absorbs_bias_residual_and_activation() {
+    use trtc_runtime::ops::linalg::{Conv, MatMul};
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[1, 2, 4, 4]));
+    let w = g.add_constant("w", trtc::random::tensor(&f32_ty(&[2, 2, 3, 3]), 1));
+    let b = g.add_constant("b", trtc::random::tensor(&f32_ty(&[1, 2, 1, 1]), 2));
+    let conv = g.add_op("conv", Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1).into(), &[Some(x), Some(w)]).unwrap()[0];
+    let biased = g.add_op("bias", Binary::new(BinaryKind::Add).into(), &[Some(conv), Some(b)]).unwrap()[0];
+    let res = g.add_op("residual", Binary::new(BinaryKind::Add).into(), &[Some(x), Some(biased)]).unwrap()[0];
+    let relu = g.add_op("relu", Unary::new(UnaryKind::Relu).into(), &[Some(res)]).unwrap()[0];
+    // A MatMul + bias + SiLU (Sigmoid then Mul) head on the flattened map.
+    let flat = g.add_op("flatten", Reshape { shape: vec![1, 32] }.into(), &[Some(relu)]).unwrap()[0];
+    let fw = g.add_constant("fw", trtc::random::tensor(&f32_ty(&[32, 5]), 3));
+    let fb = g.add_constant("fb", trtc::random::tensor(&f32_ty(&[5]), 4));
+    let mm = g.add_op("fc", MatMul::default().into(), &[Some(flat), Some(fw)]).unwrap()[0];
+    let mb = g.add_op("fc_bias", Binary::new(BinaryKind::Add).into(), &[Some(mm), Some(fb)]).unwrap()[0];
+    let sig = g.add_op("sigmoid", Unary::new(UnaryKind::Sigmoid).into(), &[Some(mb)]).unwrap()[0];
+    let y = g.add_op("silu", Binary::new(BinaryKind::Mul).into(), &[Some(mb), Some(sig)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    for _ in 0..4 {
+        passes::LinearEpilogueFusion.run(&mut after).unwrap();
+        trtc::ir::verify(&after).unwrap();
+    }
+    passes::DeadNodes.run(&mut after).unwrap();
+    let got = run(&after, &inputs);
+    let d = trtc::compare::diff("y", &got[0].1, &want[0].1);
+    assert!(d.max_rel_to_scale <= 1e-6, "fusion changed the output by {:.2e}", d.max_rel_to_scale);
+    assert_eq!(after.op_count(), 3, "{}", after.dump());
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}

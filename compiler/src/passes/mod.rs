@@ -40,7 +40,7 @@ pub struct PassStats {
 /// Options of the optimizer.
 #[derive(Clone, Debug, Default)]
 pub struct PassOptions {
-    /// Pass names not to run.
+    /// Pass names not to run (`all` disables every pass).
     pub disabled: Vec<String>,
     /// Run no pass at all (for differential tests).
     pub disable_all: bool,
@@ -65,13 +65,14 @@ pub fn names() -> Vec<&'static str> {
 /// Runs the enabled passes to a fixed point (at most 16 rounds).
 pub fn optimize(graph: &mut Graph, opts: &PassOptions) -> Result<Vec<PassStats>> {
     let known = names();
+    let disable_all = opts.disable_all || opts.disabled.iter().any(|d| d == "all");
     for d in &opts.disabled {
-        if !known.contains(&d.as_str()) {
+        if d != "all" && !known.contains(&d.as_str()) {
             anyhow::bail!("--disable-pass {d}: no such pass (passes: {})", known.join(", "));
         }
     }
     let passes: Vec<Box<dyn Pass>> =
-        all().into_iter().filter(|p| !opts.disable_all && !opts.disabled.iter().any(|d| d == p.name())).collect();
+        all().into_iter().filter(|p| !disable_all && !opts.disabled.iter().any(|d| d == p.name())).collect();
     let mut stats: Vec<PassStats> = passes.iter().map(|p| PassStats { name: p.name(), ..Default::default() }).collect();
     for _round in 0..16 {
         let mut changed = 0;

@@ -23,7 +23,7 @@ pub use compare::{Compare, CompareKind};
 pub use not::{BitwiseNot, Not};
 pub use pow::Pow;
 pub use select::Where;
-pub use unary::{Unary, UnaryKind};
+pub use unary::{apply_in_place_f32, Unary, UnaryKind};
 
 crate::op_family!(ElementwiseOp => Elementwise {
     Unary(Unary),

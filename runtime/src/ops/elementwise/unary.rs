@@ -325,6 +325,16 @@ macro_rules! specialize {
     };
 }
 
+/// Applies `kind` in place on f32 data, with the same monomorphized loop the
+/// op itself runs (fused epilogues use it, so fusing changes no bit).
+pub fn apply_in_place_f32(kind: UnaryKind, data: &mut [f32]) {
+    specialize!(kind, k => {
+        for v in data.iter_mut() {
+            *v = k.apply(*v);
+        }
+    })
+}
+
 fn run_float(kind: UnaryKind, x: TensorView, out: &mut TensorViewMut) -> Result<()> {
     match x.dtype {
         DType::F32 => {

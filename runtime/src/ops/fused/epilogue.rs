@@ -58,25 +58,27 @@ pub struct Epilogue {
 }
 
 impl Epilogue {
-    /// Applies residual and activation in place on f32 data.
+    /// Applies residual and activation in place on f32 data: one vectorized
+    /// pass per step, each the same arithmetic as the unfused op.
     pub fn apply(&self, out: &mut [f32], residual: Option<&[f32]>) {
-        match (residual, self.activation) {
-            (Some(r), Some(a)) => {
-                for (o, &r) in out.iter_mut().zip(r) {
-                    *o = a.apply(*o + r);
+        if let Some(r) = residual {
+            for (o, &r) in out.iter_mut().zip(r) {
+                *o += r;
+            }
+        }
+        match self.activation {
+            None => {}
+            Some(Activation::Unary(k)) => crate::ops::elementwise::apply_in_place_f32(k, out),
+            Some(Activation::Silu) => {
+                for v in out.iter_mut() {
+                    *v *= UnaryKind::Sigmoid.apply_f32(*v);
                 }
             }
-            (Some(r), None) => {
-                for (o, &r) in out.iter_mut().zip(r) {
-                    *o += r;
+            Some(a @ Activation::Clip { .. }) => {
+                for v in out.iter_mut() {
+                    *v = a.apply(*v);
                 }
             }
-            (None, Some(a)) => {
-                for o in out.iter_mut() {
-                    *o = a.apply(*o);
-                }
-            }
-            (None, None) => {}
         }
     }
 

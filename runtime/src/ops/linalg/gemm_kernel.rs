@@ -36,24 +36,33 @@ impl GemmArgs {
     }
 }
 
+/// Elements a strided `rows × cols` operand spans.
+fn span(rows: usize, cols: usize, rs: isize, cs: isize) -> usize {
+    assert!(rs >= 0 && cs >= 0, "gemm: negative strides");
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * rs as usize + (cols - 1) * cs as usize + 1
+    }
+}
+
+/// Checks that the slices cover every element the strides address; returns
+/// whether there is anything to compute.
+fn check(args: &GemmArgs, a_len: usize, b_len: usize, c_len: usize) -> bool {
+    assert!(a_len >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
+    assert!(b_len >= span(args.k, args.n, args.rsb, args.csb), "gemm: B too small");
+    assert!(c_len >= span(args.m, args.n, args.rsc, args.csc), "gemm: C too small");
+    args.m != 0 && args.n != 0
+}
+
 /// Computes C = alpha·A·B + beta·C. The slices must cover every element the
 /// strides address; this is checked, so a bad call fails loudly instead of
 /// reading out of bounds.
 pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let span = |rows: usize, cols: usize, rs: isize, cs: isize| {
-        if rows == 0 || cols == 0 {
-            0
-        } else {
-            (rows - 1) * rs as usize + (cols - 1) * cs as usize + 1
-        }
-    };
-    assert!(a.len() >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
-    assert!(b.len() >= span(args.k, args.n, args.rsb, args.csb), "gemm: B too small");
-    assert!(c.len() >= span(args.m, args.n, args.rsc, args.csc), "gemm: C too small");
-    if args.m == 0 || args.n == 0 {
+    if !check(args, a.len(), b.len(), c.len()) {
         return;
     }
-    // SAFETY: the asserts above check every addressed element is in bounds,
+    // SAFETY: `check` asserted every addressed element is in bounds,
     // and C does not alias A or B (distinct borrows).
     unsafe {
         matrixmultiply::sgemm(
@@ -77,17 +86,7 @@ pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
 
 /// The f64 counterpart of [`gemm_f32`].
 pub fn gemm_f64(args: &GemmArgs, a: &[f64], b: &[f64], c: &mut [f64]) {
-    let span = |rows: usize, cols: usize, rs: isize, cs: isize| {
-        if rows == 0 || cols == 0 {
-            0
-        } else {
-            (rows - 1) * rs as usize + (cols - 1) * cs as usize + 1
-        }
-    };
-    assert!(a.len() >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
-    assert!(b.len() >= span(args.k, args.n, args.rsb, args.csb), "gemm: B too small");
-    assert!(c.len() >= span(args.m, args.n, args.rsc, args.csc), "gemm: C too small");
-    if args.m == 0 || args.n == 0 {
+    if !check(args, a.len(), b.len(), c.len()) {
         return;
     }
     // SAFETY: as in `gemm_f32`.
