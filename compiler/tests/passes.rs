@@ -164,3 +164,30 @@ fn linear_epilogue_fusion_absorbs_bias_residual_and_activation() {
     assert_eq!(after.op_count(), 3, "{}", after.dump());
     insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
 }
+
+#[test]
+fn transpose_cancellation_composes_and_cancels() {
+    use trtc_runtime::ops::movement::Transpose;
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[2, 3, 4]));
+    let t1 = g.add_op("t1", Transpose { perm: vec![0, 2, 1] }.into(), &[Some(x)]).unwrap()[0];
+    let t2 = g.add_op("t2", Transpose { perm: vec![0, 2, 1] }.into(), &[Some(t1)]).unwrap()[0];
+    let a = g.add_op("relu", Unary::new(UnaryKind::Relu).into(), &[Some(t2)]).unwrap()[0];
+    let t3 = g.add_op("t3", Transpose { perm: vec![1, 0, 2] }.into(), &[Some(a)]).unwrap()[0];
+    let t4 = g.add_op("t4", Transpose { perm: vec![2, 0, 1] }.into(), &[Some(t3)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: t4 });
+    insta::assert_snapshot!(check_pass(&passes::TransposeCancellation, g));
+}
+
+#[test]
+fn pad_folding_moves_zero_padding_into_the_conv() {
+    use trtc_runtime::ops::linalg::Conv;
+    use trtc_runtime::ops::movement::{Pad, PadMode};
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[1, 2, 5, 5]));
+    let p = g.add_op("pad", Pad { pads: vec![0, 0, 1, 2, 0, 0, 1, 0], mode: PadMode::Constant }.into(), &[Some(x)]).unwrap()[0];
+    let w = g.add_constant("w", trtc::random::tensor(&f32_ty(&[3, 2, 3, 3]), 5));
+    let y = g.add_op("conv", Conv::new_2d([3, 3], [2, 2], [0, 0, 0, 0], [1, 1], 1).into(), &[Some(p), Some(w)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    insta::assert_snapshot!(check_pass(&passes::PadFolding, g));
+}

@@ -10,6 +10,7 @@ mod cleanup;
 mod constant_folding;
 mod cse;
 mod fusion;
+mod layout;
 
 use crate::ir::Graph;
 use anyhow::{Context, Result};
@@ -19,6 +20,7 @@ pub use cleanup::{DeadNodes, NoOpRemoval};
 pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
 pub use fusion::{BatchNormFolding, LinearEpilogueFusion};
+pub use layout::{PadFolding, TransposeCancellation};
 
 pub trait Pass {
     /// The name users disable it by, e.g. `constant-folding`.
@@ -52,6 +54,8 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(ConstantFolding::default()),
         Box::new(NoOpRemoval),
         Box::new(CommonSubexpressions),
+        Box::new(TransposeCancellation),
+        Box::new(PadFolding),
         Box::new(BatchNormFolding),
         Box::new(LinearEpilogueFusion),
         Box::new(DeadNodes),
