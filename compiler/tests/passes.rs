@@ -191,3 +191,30 @@ fn pad_folding_moves_zero_padding_into_the_conv() {
     g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
     insta::assert_snapshot!(check_pass(&passes::PadFolding, g));
 }
+
+#[test]
+fn gelu_pattern_recognizes_the_erf_form() {
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[2, 8]));
+    let c = |g: &mut Graph, name: &str, v: f32| g.add_constant(name, Tensor::from_vec(Vec::<usize>::new(), vec![v]).unwrap());
+    let sqrt2 = c(&mut g, "sqrt2", std::f32::consts::SQRT_2);
+    let one = c(&mut g, "one", 1.0);
+    let half = c(&mut g, "half", 0.5);
+    let d = g.add_op("div", Binary::new(BinaryKind::Div).into(), &[Some(x), Some(sqrt2)]).unwrap()[0];
+    let e = g.add_op("erf", Unary::new(UnaryKind::Erf).into(), &[Some(d)]).unwrap()[0];
+    let a = g.add_op("add", Binary::new(BinaryKind::Add).into(), &[Some(e), Some(one)]).unwrap()[0];
+    let m = g.add_op("mul", Binary::new(BinaryKind::Mul).into(), &[Some(x), Some(a)]).unwrap()[0];
+    let y = g.add_op("mul_half", Binary::new(BinaryKind::Mul).into(), &[Some(m), Some(half)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    assert_eq!(passes::GeluPattern.run(&mut after).unwrap(), 1);
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    let got = run(&after, &inputs);
+    let d = trtc::compare::diff("y", &got[0].1, &want[0].1);
+    assert!(d.max_rel_to_scale <= 1e-6, "GELU changed the output by {:.2e}", d.max_rel_to_scale);
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}

@@ -11,6 +11,7 @@ mod constant_folding;
 mod cse;
 mod fusion;
 mod layout;
+mod patterns;
 
 use crate::ir::Graph;
 use anyhow::{Context, Result};
@@ -21,6 +22,7 @@ pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
 pub use fusion::{BatchNormFolding, LinearEpilogueFusion};
 pub use layout::{PadFolding, TransposeCancellation};
+pub use patterns::GeluPattern;
 
 pub trait Pass {
     /// The name users disable it by, e.g. `constant-folding`.
@@ -57,8 +59,9 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(TransposeCancellation),
         Box::new(PadFolding),
         Box::new(BatchNormFolding),
-        Box::new(LinearEpilogueFusion),
+        Box::new(GeluPattern),
         Box::new(DeadNodes),
+        Box::new(LinearEpilogueFusion),
     ]
 }
 
