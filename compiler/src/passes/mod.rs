@@ -22,7 +22,7 @@ pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
 pub use fusion::{BatchNormFolding, LinearEpilogueFusion};
 pub use layout::{PadFolding, TransposeCancellation};
-pub use patterns::GeluPattern;
+pub use patterns::{AttentionPattern, GeluPattern};
 
 pub trait Pass {
     /// The name users disable it by, e.g. `constant-folding`.
@@ -60,6 +60,7 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(PadFolding),
         Box::new(BatchNormFolding),
         Box::new(GeluPattern),
+        Box::new(AttentionPattern),
         Box::new(DeadNodes),
         Box::new(LinearEpilogueFusion),
     ]

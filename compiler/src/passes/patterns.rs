@@ -132,3 +132,204 @@ impl Pass for GeluPattern {
         Ok(rewrites)
     }
 }
+
+/// Multi-head attention spelled out (head split, Q·Kᵀ, scaling, additive
+/// mask, Softmax, the NaN guard, ·V, head merge) becomes one `Attention` node.
+pub struct AttentionPattern;
+
+/// `x` if `p` is `x * c` (or `c * x`) for a scalar constant `c` and `p` has
+/// no other reader.
+fn peel_scale(graph: &Graph, p: Port) -> (Port, Option<f32>) {
+    if let Some((a, b)) = binary(graph, p.node, BinaryKind::Mul) {
+        if sole(graph, p).is_some() {
+            if let Some(c) = scalar(graph, b) {
+                return (a, Some(c as f32));
+            }
+            if let Some(c) = scalar(graph, a) {
+                return (b, Some(c as f32));
+            }
+        }
+    }
+    (p, None)
+}
+
+/// `x` and the head count if `p` is `Transpose(perm)(Reshape([B,S,H,D])(x))`
+/// with `x: [B,S,H*D]`, each read only once.
+fn head_split(graph: &Graph, p: Port, perm: &[usize]) -> Option<(Port, usize)> {
+    use trtc_runtime::ops::movement::MovementOp;
+    let Op::Movement(MovementOp::Transpose(t)) = graph.node(p.node).op()? else { return None };
+    if t.perm != perm || sole(graph, p).is_none() {
+        return None;
+    }
+    let r = graph.inputs_of(p.node)[0]?;
+    let Op::Movement(MovementOp::Reshape(_)) = graph.node(r.node).op()? else { return None };
+    sole(graph, r)?;
+    let x = graph.inputs_of(r.node)[0]?;
+    let (xs, rs) = (&graph.ty(x).shape, &graph.ty(r).shape);
+    (xs.len() == 3 && rs.len() == 4 && xs[0] == rs[0] && xs[1] == rs[1] && xs[2] == rs[2] * rs[3]).then_some((x, rs[2]))
+}
+
+/// Kᵀ with heads split, `[B,H,D,S]`: either `head_split(k, [0,2,3,1])`, or
+/// the dynamo exporter's `Reshape([B,H,D,S])(Transpose([0,2,1])(Reshape([B*H,S,D])(head_split(k, [0,2,1,3]))))`.
+fn key_split(graph: &Graph, p: Port) -> Option<(Port, usize)> {
+    use trtc_runtime::ops::movement::MovementOp;
+    if let Some(found) = head_split(graph, p, &[0, 2, 3, 1]) {
+        return Some(found);
+    }
+    let reshape_input = |p: Port| -> Option<Port> {
+        let Op::Movement(MovementOp::Reshape(_)) = graph.node(p.node).op()? else { return None };
+        sole(graph, p)?;
+        graph.inputs_of(p.node)[0]
+    };
+    let t3 = reshape_input(p)?;
+    let Op::Movement(MovementOp::Transpose(t)) = graph.node(t3.node).op()? else { return None };
+    if t.perm != [0, 2, 1] || sole(graph, t3).is_none() {
+        return None;
+    }
+    let r3 = graph.inputs_of(t3.node)[0]?;
+    let split = reshape_input(r3)?;
+    let (k, heads) = head_split(graph, split, &[0, 2, 1, 3])?;
+    let (ps, ks) = (&graph.ty(p).shape, &graph.ty(k).shape);
+    (ps.len() == 4 && ps[0] == ks[0] && ps[1] == heads && ps[3] == ks[1]).then_some((k, heads))
+}
+
+fn is_matmul(graph: &Graph, n: NodeIndex) -> Option<(Port, Port)> {
+    use trtc_runtime::ops::linalg::LinalgOp;
+    match graph.node(n).op()? {
+        Op::Linalg(LinalgOp::MatMul(_)) => {
+            let ins = graph.inputs_of(n);
+            Some((ins[0]?, ins[1]?))
+        }
+        _ => None,
+    }
+}
+
+impl AttentionPattern {
+    /// Returns the Attention op, its inputs and the node whose output it replaces.
+    fn match_at(graph: &Graph, s: NodeIndex) -> Option<(trtc_runtime::ops::fused::Attention, Vec<Option<Port>>, NodeIndex)> {
+        use trtc_runtime::ops::fused::{Attention, ScoreScale};
+        use trtc_runtime::ops::movement::MovementOp;
+        use trtc_runtime::ops::reduce::{ReduceOp, SoftmaxKind};
+        let Op::Reduce(ReduceOp::Softmax(sm)) = graph.node(s).op()? else { return None };
+        let s_out = Port { node: s, port: 0 };
+        if sm.kind != SoftmaxKind::Softmax || sm.flatten || sm.axis != 3 || graph.ty(s_out).shape.len() != 4 {
+            return None;
+        }
+        let pre = graph.inputs_of(s)[0]?;
+        sole(graph, pre)?;
+        // Scores (optionally scaled) and an optional additive mask.
+        let scores_of = |p: Port| -> Option<(Port, Option<ScoreScale>)> {
+            if is_matmul(graph, p.node).is_some() {
+                return Some((p, None));
+            }
+            for (kind, div) in [(BinaryKind::Mul, false), (BinaryKind::Div, true)] {
+                if let Some((a, b)) = binary(graph, p.node, kind) {
+                    let c = scalar(graph, b)? as f32;
+                    if is_matmul(graph, a.node).is_some() && sole(graph, a).is_some() && sole(graph, p).is_some() {
+                        return Some((a, Some(if div { ScoreScale::Div(c) } else { ScoreScale::Mul(c) })));
+                    }
+                }
+            }
+            None
+        };
+        let (mm, score_scale, mask) = if let Some((a, b)) = binary(graph, pre.node, BinaryKind::Add) {
+            if let Some((m, sc)) = scores_of(a).filter(|(m, _)| sole(graph, *m).is_some()) {
+                (m, sc, Some(b))
+            } else if let Some((m, sc)) = scores_of(b).filter(|(m, _)| sole(graph, *m).is_some()) {
+                (m, sc, Some(a))
+            } else {
+                return None;
+            }
+        } else {
+            let (m, sc) = scores_of(pre)?;
+            (m, sc, None)
+        };
+        let (qa, kb) = is_matmul(graph, mm.node)?;
+        let (qa, q_scale) = peel_scale(graph, qa);
+        let (kb, k_scale) = peel_scale(graph, kb);
+        let (q, heads) = head_split(graph, qa, &[0, 2, 1, 3])?;
+        let (k, heads_k) = key_split(graph, kb)?;
+        // The probabilities, possibly through the NaN guard.
+        let cons = graph.consumers(s_out);
+        let (probs, nan_to_zero) = match cons.as_slice() {
+            [(c, 0)] if is_matmul(graph, *c).is_some() => (s_out, false),
+            [(a, _), (b, _)] => {
+                use trtc_runtime::ops::elementwise::ElementwiseOp as E;
+                let (isnan, wh) = if matches!(graph.node(*a).op(), Some(Op::Elementwise(E::IsNaN(_)))) { (*a, *b) } else { (*b, *a) };
+                if !matches!(graph.node(isnan).op(), Some(Op::Elementwise(E::IsNaN(_)))) || !matches!(graph.node(wh).op(), Some(Op::Elementwise(E::Where(_)))) {
+                    return None;
+                }
+                let w = graph.inputs_of(wh);
+                let zero = w[1].and_then(|z| scalar(graph, z)).is_some_and(|z| z == 0.0);
+                if w[0] != Some(Port { node: isnan, port: 0 }) || w[2] != Some(s_out) || !zero {
+                    return None;
+                }
+                sole(graph, Port { node: isnan, port: 0 })?;
+                (Port { node: wh, port: 0 }, true)
+            }
+            _ => return None,
+        };
+        let pv = sole(graph, probs)?;
+        let (p0, vh) = is_matmul(graph, pv)?;
+        if p0 != probs {
+            return None;
+        }
+        let (v, heads_v) = head_split(graph, vh, &[0, 2, 1, 3])?;
+        let pv_out = Port { node: pv, port: 0 };
+        let t = sole(graph, pv_out)?;
+        let Op::Movement(MovementOp::Transpose(tr)) = graph.node(t).op()? else { return None };
+        if tr.perm != [0, 2, 1, 3] {
+            return None;
+        }
+        let t_out = Port { node: t, port: 0 };
+        let r = sole(graph, t_out)?;
+        let Op::Movement(MovementOp::Reshape(_)) = graph.node(r).op()? else { return None };
+        let rs = &graph.ty(Port { node: r, port: 0 }).shape;
+        let vs = &graph.ty(v).shape;
+        let qs = &graph.ty(q).shape;
+        let merged = [qs[0], qs[1], vs[2]];
+        if heads != heads_k || heads != heads_v || rs.iter().product::<usize>() != merged.iter().product::<usize>() {
+            return None;
+        }
+        let op = Attention { num_heads: heads, q_scale, k_scale, score_scale, mask: mask.is_some(), nan_to_zero };
+        Some((op, vec![Some(q), Some(k), Some(v), mask], r))
+    }
+}
+
+impl Pass for AttentionPattern {
+    fn name(&self) -> &'static str {
+        "attention-pattern"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let Some((op, mut inputs, last)) = Self::match_at(graph, n) else { continue };
+            if !op.mask {
+                inputs.truncate(3);
+            }
+            let name = format!("{} (attention)", graph.node(n).name);
+            let out_name = graph.node(last).outputs[0].name.clone();
+            // The op checks shapes (e.g. that the mask broadcasts); a graph
+            // it rejects is left as it is.
+            let Ok(ports) = graph.add_op(&name, op.into(), &inputs) else { continue };
+            let mut result = ports[0];
+            // The heads were merged straight into another shape (GPT-2 goes
+            // to [batch * seq, hidden] for its Gemm): keep that reshape.
+            let want = graph.ty(Port { node: last, port: 0 }).shape.clone();
+            if graph.ty(result).shape != want {
+                use trtc_runtime::ops::movement::Reshape;
+                result = graph.add_op(&format!("{name} reshape"), Reshape { shape: want }.into(), &[Some(result)])
+                    .map_err(|e| anyhow::anyhow!("{e}"))?[0];
+            }
+            graph.g[result.node].outputs[0].name = out_name;
+            graph.replace_uses(Port { node: last, port: 0 }, result);
+            graph.g.remove_node(last);
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}

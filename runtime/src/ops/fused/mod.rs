@@ -3,12 +3,15 @@
 //! precision, so the CPU executor's results do not change when a pass
 //! fuses; the GPU backend runs each as one kernel.
 
+mod attention;
 mod epilogue;
 mod linear;
 
+pub use attention::{Attention, ScoreScale};
 pub use epilogue::{Activation, Epilogue};
 pub use linear::{Linear, LinearKind};
 
 crate::op_family!(FusedOp => Fused {
     Linear(Linear),
+    Attention(Attention),
 });
