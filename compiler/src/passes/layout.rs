@@ -92,3 +92,79 @@ impl Pass for PadFolding {
         Ok(rewrites)
     }
 }
+
+/// `Reshape([M, K])(x) -> Gemm -> Reshape([..., N])`, the way exporters run a
+/// linear layer on a `[batch, seq, K]` tensor, becomes one MatMul on `x`
+/// (with bias), its weight pre-transposed to `[K, N]` when the Gemm had
+/// `transB`. The epilogue fusion can then absorb the residual Add and
+/// activation that follow.
+pub struct GemmToMatMul;
+
+impl Pass for GemmToMatMul {
+    fn name(&self) -> &'static str {
+        "gemm-to-matmul"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        use trtc_runtime::ops::fused::{Epilogue, Linear, LinearKind};
+        use trtc_runtime::ops::linalg::MatMul;
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let Some(Op::Linalg(LinalgOp::Gemm(gemm))) = graph.node(n).op().cloned() else { continue };
+            if gemm.alpha != 1.0 || gemm.trans_a {
+                continue;
+            }
+            let ins = graph.inputs_of(n);
+            let (Some(a), Some(b)) = (ins[0], ins[1]) else { continue };
+            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(a.node).op() else { continue };
+            let Some(x) = graph.inputs_of(a.node)[0] else { continue };
+            let out = Port { node: n, port: 0 };
+            let consumers = graph.consumers(out);
+            let [(r2, 0)] = consumers.as_slice() else { continue };
+            let r2 = *r2;
+            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(r2).op() else { continue };
+            if graph.is_output(out) {
+                continue;
+            }
+            let (xs, ys) = (graph.ty(x).shape.clone(), graph.ty(Port { node: r2, port: 0 }).shape.clone());
+            let Some(w) = graph.node(b.node).constant().cloned() else { continue };
+            if w.dtype() != trtc_runtime::DType::F32 || w.shape().len() != 2 || xs.len() < 2 || xs.len() != ys.len() {
+                continue;
+            }
+            let (k, nn) = if gemm.trans_b { (w.shape()[1], w.shape()[0]) } else { (w.shape()[0], w.shape()[1]) };
+            if xs[xs.len() - 1] != k || ys[ys.len() - 1] != nn || xs[..xs.len() - 1] != ys[..ys.len() - 1] {
+                continue;
+            }
+            // The bias: beta * C, which must be a constant vector of N.
+            let bias = match ins.get(2).copied().flatten() {
+                None => None,
+                Some(c) => {
+                    let Some(t) = graph.node(c.node).constant() else { continue };
+                    if t.len() != nn || t.dtype() != trtc_runtime::DType::F32 {
+                        continue;
+                    }
+                    let v: Vec<f32> = t.as_slice::<f32>()?.iter().map(|&v| if gemm.beta == 1.0 { v } else { gemm.beta * v }).collect();
+                    Some(graph.add_constant(&format!("{}.bias", graph.node(n).name), trtc_runtime::Tensor::from_vec(vec![nn], v)?))
+                }
+            };
+            let weight = if gemm.trans_b {
+                let t = Op::from(Transpose { perm: vec![1, 0] }).eval_owned(&[Some(&w)]).map_err(|e| anyhow::anyhow!("{e}"))?.remove(0);
+                graph.add_constant(&format!("{}.weight_kn", graph.node(n).name), t)
+            } else {
+                b
+            };
+            let op: Op = Linear { kind: LinearKind::MatMul(MatMul::default()), bias: bias.is_some(), epilogue: Epilogue::default() }.into();
+            let name = format!("{} + {} + {}", graph.node(a.node).name, graph.node(n).name, graph.node(r2).name);
+            let out_name = graph.node(r2).outputs[0].name.clone();
+            let Ok(ports) = graph.add_op(&name, op, &[Some(x), Some(weight), bias]) else { continue };
+            graph.g[ports[0].node].outputs[0].name = out_name;
+            graph.replace_uses(Port { node: r2, port: 0 }, ports[0]);
+            graph.g.remove_node(r2);
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}

@@ -21,7 +21,7 @@ pub use cleanup::{DeadNodes, NoOpRemoval};
 pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
 pub use fusion::{BatchNormFolding, LinearEpilogueFusion};
-pub use layout::{PadFolding, TransposeCancellation};
+pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
 pub use patterns::{AttentionPattern, GeluPattern};
 
 pub trait Pass {
@@ -58,6 +58,7 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(CommonSubexpressions),
         Box::new(TransposeCancellation),
         Box::new(PadFolding),
+        Box::new(GemmToMatMul),
         Box::new(BatchNormFolding),
         Box::new(GeluPattern),
         Box::new(AttentionPattern),

@@ -49,8 +49,8 @@ fn other(a: (Port, Port), this: Port) -> Option<Port> {
     }
 }
 
-/// GELU in its erf form, `x * 0.5 * (1 + erf(x / sqrt(2)))`, in the orders
-/// the exporters emit, becomes one `Gelu` node (which the epilogue fusion
+/// GELU in its erf form, `x * 0.5 * (1 + erf(x / sqrt(2)))`, or its tanh
+/// form, in the orders the exporters emit, becomes one `Gelu` node (which the epilogue fusion
 /// then folds into the MatMul before it).
 pub struct GeluPattern;
 
@@ -74,9 +74,15 @@ impl GeluPattern {
             }
         };
         sole(graph, scaled)?;
-        let erf_out = Port { node: erf, port: 0 };
-        let add = sole(graph, erf_out)?;
-        let one = other(binary(graph, add, BinaryKind::Add)?, erf_out)?;
+        Self::match_outer(graph, Port { node: erf, port: 0 }, x)
+    }
+
+    /// The part both forms share: `f` is erf(...) or tanh(...) of `x`;
+    /// matches `x * 0.5 * (1 + f)` in the exporters' orders and returns the
+    /// last node.
+    fn match_outer(graph: &Graph, f_out: Port, x: Port) -> Option<(Port, NodeIndex)> {
+        let add = sole(graph, f_out)?;
+        let one = other(binary(graph, add, BinaryKind::Add)?, f_out)?;
         if !scalar(graph, one).is_some_and(|c| close(c, 1.0)) {
             return None;
         }
@@ -86,22 +92,64 @@ impl GeluPattern {
         let m1_out = Port { node: m1, port: 0 };
         let is_half = |p: Port| scalar(graph, p).is_some_and(|c| close(c, 0.5));
         if f1 == x {
-            // (x * (1 + erf)) * 0.5
+            // (x * (1 + f)) * 0.5
             let m2 = sole(graph, m1_out)?;
             let f2 = other(binary(graph, m2, BinaryKind::Mul)?, m1_out)?;
             return is_half(f2).then_some((x, m2));
         }
         if is_half(f1) {
-            // x * ((1 + erf) * 0.5)
+            // x * ((1 + f) * 0.5)
             let m2 = sole(graph, m1_out)?;
             let f2 = other(binary(graph, m2, BinaryKind::Mul)?, m1_out)?;
             return (f2 == x).then_some((x, m2));
         }
-        // (x * 0.5) * (1 + erf)
+        // (x * 0.5) * (1 + f)
         let (a, b) = binary(graph, f1.node, BinaryKind::Mul)?;
         sole(graph, f1)?;
         let ok = (a == x && is_half(b)) || (b == x && is_half(a));
         ok.then_some((x, m1))
+    }
+
+    /// The tanh form, `x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`
+    /// (GPT-2's `gelu_new`), matched at the Tanh node.
+    fn match_tanh_at(graph: &Graph, t: NodeIndex) -> Option<(Port, NodeIndex)> {
+        match graph.node(t).op()? {
+            Op::Elementwise(ElementwiseOp::Unary(u)) if u.kind == UnaryKind::Tanh => {}
+            _ => return None,
+        }
+        let scaled = graph.inputs_of(t)[0]?;
+        sole(graph, scaled)?;
+        let (a, b) = binary(graph, scaled.node, BinaryKind::Mul)?;
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        let inner = match (scalar(graph, a), scalar(graph, b)) {
+            (_, Some(c)) if close(c, k) => a,
+            (Some(c), _) if close(c, k) => b,
+            _ => return None,
+        };
+        sole(graph, inner)?;
+        let (p, q) = binary(graph, inner.node, BinaryKind::Add)?;
+        // One side is x, the other 0.044715 * x^3.
+        let cubic_of = |c: Port| -> Option<Port> {
+            let (m, n) = binary(graph, c.node, BinaryKind::Mul)?;
+            let cube = match (scalar(graph, m), scalar(graph, n)) {
+                (_, Some(v)) if close(v, 0.044715) => m,
+                (Some(v), _) if close(v, 0.044715) => n,
+                _ => return None,
+            };
+            sole(graph, c)?;
+            sole(graph, cube)?;
+            use trtc_runtime::ops::elementwise::ElementwiseOp as E;
+            match graph.node(cube.node).op()? {
+                Op::Elementwise(E::Pow(_)) => {
+                    let ins = graph.inputs_of(cube.node);
+                    scalar(graph, ins[1]?).filter(|&e| e == 3.0)?;
+                    ins[0]
+                }
+                _ => None,
+            }
+        };
+        let x = if cubic_of(q) == Some(p) { p } else if cubic_of(p) == Some(q) { q } else { return None };
+        Self::match_outer(graph, Port { node: t, port: 0 }, x)
     }
 }
 
@@ -116,13 +164,20 @@ impl Pass for GeluPattern {
             if !graph.g.contains_node(n) {
                 continue;
             }
-            let Some((x, last)) = Self::match_at(graph, n) else { continue };
-            if graph.ty(x).dtype != trtc_runtime::DType::F32 && !graph.ty(x).dtype.is_float() {
+            let (found, kind) = match Self::match_at(graph, n) {
+                Some(f) => (f, UnaryKind::Gelu),
+                None => match Self::match_tanh_at(graph, n) {
+                    Some(f) => (f, UnaryKind::GeluTanh),
+                    None => continue,
+                },
+            };
+            let (x, last) = found;
+            if !graph.ty(x).dtype.is_float() {
                 continue;
             }
             let name = format!("{} (gelu)", graph.node(last).name);
             let out_name = graph.node(last).outputs[0].name.clone();
-            let g = graph.add_op(&name, Unary::new(UnaryKind::Gelu).into(), &[Some(x)]).map_err(|e| anyhow::anyhow!("{e}"))?[0];
+            let g = graph.add_op(&name, Unary::new(kind).into(), &[Some(x)]).map_err(|e| anyhow::anyhow!("{e}"))?[0];
             graph.g[g.node].outputs[0].name = out_name;
             graph.replace_uses(Port { node: last, port: 0 }, g);
             // The pattern's other nodes are now dead; dead-nodes removes them.
