@@ -258,3 +258,92 @@ impl Graph {
         matches!(self.node(n).kind, NodeKind::Op(Op::Fused(FusedOp::Linear(_))))
     }
 }
+
+/// Horizontal fusion: MatMuls that read the same tensor with constant
+/// weights (a transformer's Q, K and V projections) become one MatMul with
+/// the weights (and biases) concatenated, followed by a Split.
+pub struct SiblingMatMulMerge;
+
+impl Pass for SiblingMatMulMerge {
+    fn name(&self) -> &'static str {
+        "sibling-matmul-merge"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        use trtc_runtime::ops::linalg::MatMul;
+        use trtc_runtime::ops::movement::Split;
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            for port in 0..graph.node(n).outputs.len() {
+                let x = Port { node: n, port };
+                // Candidates: plain (bias-only) MatMul layers reading x at slot 0
+                // with a constant [K, N] weight and a constant bias (or none).
+                let mut group: Vec<(NodeIndex, Tensor, Option<Tensor>)> = Vec::new();
+                for (c, slot) in graph.consumers(x) {
+                    if slot != 0 || group.iter().any(|(g, _, _)| *g == c) {
+                        continue;
+                    }
+                    let Some((lin, ins)) = as_linear(graph, c) else { continue };
+                    if !matches!(lin.kind, LinearKind::MatMul(_)) || !lin.epilogue.is_empty() {
+                        continue;
+                    }
+                    let Some(w) = ins[1].and_then(|p| graph.node(p.node).constant().cloned()) else { continue };
+                    if w.shape().len() != 2 || w.dtype() != DType::F32 {
+                        continue;
+                    }
+                    let b = match ins[2] {
+                        None => None,
+                        Some(p) => match graph.node(p.node).constant() {
+                            Some(t) if t.len() == w.shape()[1] && t.dtype() == DType::F32 => Some(t.clone()),
+                            _ => continue,
+                        },
+                    };
+                    group.push((c, w, b));
+                }
+                if group.len() < 2 || graph.ty(x).shape.last() != Some(&group[0].1.shape()[0]) {
+                    continue;
+                }
+                let k = group[0].1.shape()[0];
+                if group.iter().any(|(_, w, _)| w.shape()[0] != k) {
+                    continue;
+                }
+                let any_bias = group.iter().any(|(_, _, b)| b.is_some());
+                let sizes: Vec<usize> = group.iter().map(|(_, w, _)| w.shape()[1]).collect();
+                let total: usize = sizes.iter().sum();
+                let mut w_cat = vec![0f32; k * total];
+                let mut b_cat = Vec::with_capacity(total);
+                let mut col = 0;
+                for (_, w, b) in &group {
+                    let nn = w.shape()[1];
+                    let wv = w.as_slice::<f32>()?;
+                    for r in 0..k {
+                        w_cat[r * total + col..r * total + col + nn].copy_from_slice(&wv[r * nn..(r + 1) * nn]);
+                    }
+                    match b {
+                        Some(b) => b_cat.extend_from_slice(b.as_slice::<f32>()?),
+                        None => b_cat.extend(std::iter::repeat(0f32).take(nn)),
+                    }
+                    col += nn;
+                }
+                let names: Vec<String> = group.iter().map(|(g, _, _)| graph.node(*g).name.clone()).collect();
+                let name = names.join(" | ");
+                let wp = graph.add_constant(&format!("{name}.weight"), Tensor::from_vec(vec![k, total], w_cat)?);
+                let bp = if any_bias { Some(graph.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![total], b_cat)?)) } else { None };
+                let lin = Linear { kind: LinearKind::MatMul(MatMul::default()), bias: any_bias, epilogue: Epilogue::default() };
+                let Ok(merged) = graph.add_op(&name, FusedOp::Linear(lin).into(), &[Some(x), Some(wp), bp]) else { continue };
+                let axis = graph.ty(merged[0]).shape.len() - 1;
+                let Ok(parts) = graph.add_op(&format!("{name} split"), Split { axis, sizes }.into(), &[Some(merged[0])]) else { continue };
+                for (i, (g, _, _)) in group.iter().enumerate() {
+                    graph.g[parts[i].node].outputs[i].name = graph.node(*g).outputs[0].name.clone();
+                    graph.replace_uses(Port { node: *g, port: 0 }, parts[i]);
+                    graph.g.remove_node(*g);
+                }
+                rewrites += 1;
+            }
+        }
+        Ok(rewrites)
+    }
+}

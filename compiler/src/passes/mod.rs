@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 pub use cleanup::{DeadNodes, NoOpRemoval};
 pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
-pub use fusion::{BatchNormFolding, LinearEpilogueFusion};
+pub use fusion::{BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
 pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
 pub use patterns::{AttentionPattern, GeluPattern};
 
@@ -64,6 +64,7 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(AttentionPattern),
         Box::new(DeadNodes),
         Box::new(LinearEpilogueFusion),
+        Box::new(SiblingMatMulMerge),
     ]
 }
 
