@@ -202,16 +202,26 @@ fn run_case_inner(dir: &Path, tol: Tolerance) -> Result<Outcome> {
                 }
             }
         };
-        let built = crate::build::build_graph(graph, &opts)?;
-        let engine = Engine::from_bytes(&built.engine)?;
-        let mut ctx = engine.create_context()?;
         let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        let outputs = ctx.run(&refs)?;
+        // Once with every pass, once with none: both must pass, and agree
+        // (passes preserve outputs).
+        let mut unoptimized = opts.clone();
+        unoptimized.passes.disable_all = true;
+        let run = |graph: crate::ir::Graph, opts: &BuildOptions| -> Result<Vec<(String, Tensor)>> {
+            let built = crate::build::build_graph(graph, opts)?;
+            let engine = Engine::from_bytes(&built.engine)?;
+            let mut ctx = engine.create_context()?;
+            Ok(ctx.run(&refs)?)
+        };
+        let outputs = run(graph.clone(), &opts)?;
+        let plain = run(graph, &unoptimized).context("with all passes disabled")?;
         if outputs.len() != expected.len() {
             bail!("{} outputs, expected {}", outputs.len(), expected.len());
         }
-        for ((name, ours), want) in outputs.iter().zip(&expected) {
+        for (((name, ours), want), (_, unopt)) in outputs.iter().zip(&expected).zip(&plain) {
             compare(name, ours, want, tol)?;
+            compare(name, unopt, want, tol).context("with all passes disabled")?;
+            compare(name, ours, unopt, Tolerance { rtol: 1e-5, atol: 1e-6 }).context("passes on vs off")?;
         }
     }
     Ok(Outcome::Passed)
