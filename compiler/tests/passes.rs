@@ -218,3 +218,104 @@ fn gelu_pattern_recognizes_the_erf_form() {
     assert!(d.max_rel_to_scale <= 1e-6, "GELU changed the output by {:.2e}", d.max_rel_to_scale);
     insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
 }
+
+#[test]
+fn attention_pattern_fuses_the_exported_spelling() {
+    use trtc_runtime::ops::elementwise::{ElementwiseOp, IsNaN, Where};
+    use trtc_runtime::ops::linalg::MatMul;
+    use trtc_runtime::ops::movement::Transpose;
+    use trtc_runtime::ops::reduce::Softmax;
+    let (b, s, h, d) = (1, 4, 2, 4);
+    let mut g = Graph::new();
+    let q = g.add_input("q", f32_ty(&[b, s, h * d]));
+    let k = g.add_input("k", f32_ty(&[b, s, h * d]));
+    let v = g.add_input("v", f32_ty(&[b, s, h * d]));
+    let mask = g.add_input("mask", f32_ty(&[b, 1, 1, s]));
+    let scale = g.add_constant("scale", Tensor::scalar((d as f32).powf(-0.25)));
+    let zero = g.add_constant("zero", Tensor::scalar(0f32));
+    let split = |g: &mut Graph, x, name: &str, perm: Vec<usize>| {
+        let r = g.add_op(&format!("{name}_reshape"), Reshape { shape: vec![b, s, h, d] }.into(), &[Some(x)]).unwrap()[0];
+        g.add_op(&format!("{name}_transpose"), Transpose { perm }.into(), &[Some(r)]).unwrap()[0]
+    };
+    let qh = split(&mut g, q, "q", vec![0, 2, 1, 3]);
+    let qs = g.add_op("q_scale", Binary::new(BinaryKind::Mul).into(), &[Some(qh), Some(scale)]).unwrap()[0];
+    let kh = split(&mut g, k, "k", vec![0, 2, 3, 1]);
+    let ks = g.add_op("k_scale", Binary::new(BinaryKind::Mul).into(), &[Some(kh), Some(scale)]).unwrap()[0];
+    let vh = split(&mut g, v, "v", vec![0, 2, 1, 3]);
+    let scores = g.add_op("scores", MatMul::default().into(), &[Some(qs), Some(ks)]).unwrap()[0];
+    let masked = g.add_op("masked", Binary::new(BinaryKind::Add).into(), &[Some(scores), Some(mask)]).unwrap()[0];
+    let p = g.add_op("softmax", Softmax::new(3).into(), &[Some(masked)]).unwrap()[0];
+    let nan = g.add_op("isnan", trtc_runtime::Op::Elementwise(ElementwiseOp::IsNaN(IsNaN)), &[Some(p)]).unwrap()[0];
+    let guarded = g.add_op("guard", trtc_runtime::Op::Elementwise(ElementwiseOp::Where(Where)), &[Some(nan), Some(zero), Some(p)]).unwrap()[0];
+    let o = g.add_op("context", MatMul::default().into(), &[Some(guarded), Some(vh)]).unwrap()[0];
+    let t = g.add_op("merge_transpose", Transpose { perm: vec![0, 2, 1, 3] }.into(), &[Some(o)]).unwrap()[0];
+    let y = g.add_op("merge", Reshape { shape: vec![b, s, h * d] }.into(), &[Some(t)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    assert_eq!(passes::AttentionPattern.run(&mut after).unwrap(), 1);
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    assert_eq!(after.op_count(), 1, "{}", after.dump());
+    let got = run(&after, &inputs);
+    assert_eq!(got[0].1, want[0].1, "attention changed the output");
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}
+
+#[test]
+fn sibling_matmuls_merge_into_one_with_a_split() {
+    use trtc_runtime::ops::linalg::MatMul;
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[2, 3, 4]));
+    let mut outs = Vec::new();
+    for (i, n) in [4usize, 4, 6].iter().enumerate() {
+        let w = g.add_constant(&format!("w{i}"), trtc::random::tensor(&f32_ty(&[4, *n]), 10 + i as u64));
+        let b = g.add_constant(&format!("b{i}"), trtc::random::tensor(&f32_ty(&[*n]), 20 + i as u64));
+        let m = g.add_op(&format!("proj{i}"), MatMul::default().into(), &[Some(x), Some(w)]).unwrap()[0];
+        outs.push(g.add_op(&format!("bias{i}"), Binary::new(BinaryKind::Add).into(), &[Some(m), Some(b)]).unwrap()[0]);
+    }
+    for (i, o) in outs.iter().enumerate() {
+        g.outputs.push(trtc::ir::GraphOutput { name: format!("y{i}"), port: *o });
+    }
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    passes::LinearEpilogueFusion.run(&mut after).unwrap();
+    let before = after.dump();
+    assert_eq!(passes::SiblingMatMulMerge.run(&mut after).unwrap(), 1);
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    let got = run(&after, &inputs);
+    for ((n, a), (_, b)) in got.iter().zip(&want) {
+        let d = trtc::compare::diff(n, a, b);
+        assert!(d.max_rel_to_scale <= 1e-6, "{n}: {:.2e}", d.max_rel_to_scale);
+    }
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}
+
+#[test]
+fn gemm_between_reshapes_becomes_a_matmul() {
+    use trtc_runtime::ops::linalg::Gemm;
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[2, 3, 4]));
+    let r = g.add_op("flatten", Reshape { shape: vec![6, 4] }.into(), &[Some(x)]).unwrap()[0];
+    let w = g.add_constant("w", trtc::random::tensor(&f32_ty(&[5, 4]), 3));
+    let c = g.add_constant("c", trtc::random::tensor(&f32_ty(&[5]), 4));
+    let gemm = Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true };
+    let y = g.add_op("gemm", gemm.into(), &[Some(r), Some(w), Some(c)]).unwrap()[0];
+    let y = g.add_op("unflatten", Reshape { shape: vec![2, 3, 5] }.into(), &[Some(y)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    assert_eq!(passes::GemmToMatMul.run(&mut after).unwrap(), 1);
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    let got = run(&after, &inputs);
+    let d = trtc::compare::diff("y", &got[0].1, &want[0].1);
+    assert!(d.max_rel_to_scale <= 1e-6, "{:.2e}", d.max_rel_to_scale);
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}
