@@ -319,3 +319,38 @@ fn gemm_between_reshapes_becomes_a_matmul() {
     assert!(d.max_rel_to_scale <= 1e-6, "{:.2e}", d.max_rel_to_scale);
     insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
 }
+
+#[test]
+fn layernorm_pattern_recognizes_the_spelled_out_form() {
+    use trtc_runtime::ops::elementwise::{ElementwiseOp, Pow};
+    use trtc_runtime::ops::reduce::{Reduce, ReduceKind};
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[2, 3, 8]));
+    let two = g.add_constant("two", Tensor::scalar(2f32));
+    let eps = g.add_constant("eps", Tensor::scalar(1e-5f32));
+    let gamma = g.add_constant("gamma", trtc::random::tensor(&f32_ty(&[8]), 8));
+    let beta = g.add_constant("beta", trtc::random::tensor(&f32_ty(&[8]), 9));
+    let mean = |g: &mut Graph, name: &str, x| g.add_op(name, Reduce { kind: ReduceKind::Mean, axes: vec![2], keepdims: true }.into(), &[Some(x)]).unwrap()[0];
+    let m = mean(&mut g, "mean", x);
+    let d = g.add_op("sub", Binary::new(BinaryKind::Sub).into(), &[Some(x), Some(m)]).unwrap()[0];
+    let sq = g.add_op("pow", trtc_runtime::Op::Elementwise(ElementwiseOp::Pow(Pow)), &[Some(d), Some(two)]).unwrap()[0];
+    let var = mean(&mut g, "var", sq);
+    let ve = g.add_op("add_eps", Binary::new(BinaryKind::Add).into(), &[Some(var), Some(eps)]).unwrap()[0];
+    let std = g.add_op("sqrt", Unary::new(UnaryKind::Sqrt).into(), &[Some(ve)]).unwrap()[0];
+    let n = g.add_op("div", Binary::new(BinaryKind::Div).into(), &[Some(d), Some(std)]).unwrap()[0];
+    let s = g.add_op("scale", Binary::new(BinaryKind::Mul).into(), &[Some(n), Some(gamma)]).unwrap()[0];
+    let y = g.add_op("shift", Binary::new(BinaryKind::Add).into(), &[Some(s), Some(beta)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    assert_eq!(passes::LayerNormPattern.run(&mut after).unwrap(), 1);
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    assert_eq!(after.op_count(), 1, "{}", after.dump());
+    let got = run(&after, &inputs);
+    let d = trtc::compare::diff("y", &got[0].1, &want[0].1);
+    assert!(d.max_rel_to_scale <= 1e-5, "{:.2e}", d.max_rel_to_scale);
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}

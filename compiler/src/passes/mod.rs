@@ -22,7 +22,7 @@ pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
 pub use fusion::{BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
 pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
-pub use patterns::{AttentionPattern, GeluPattern};
+pub use patterns::{AttentionPattern, GeluPattern, LayerNormPattern};
 
 pub trait Pass {
     /// The name users disable it by, e.g. `constant-folding`.
@@ -61,6 +61,7 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(GemmToMatMul),
         Box::new(BatchNormFolding),
         Box::new(GeluPattern),
+        Box::new(LayerNormPattern),
         Box::new(AttentionPattern),
         Box::new(DeadNodes),
         Box::new(LinearEpilogueFusion),

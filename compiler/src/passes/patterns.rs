@@ -388,3 +388,139 @@ impl Pass for AttentionPattern {
         Ok(rewrites)
     }
 }
+
+/// LayerNorm spelled out, `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)
+/// * gamma + beta` over the trailing axes (Pow or Mul for the square, with or
+/// without gamma and beta), becomes one `LayerNorm` node.
+pub struct LayerNormPattern;
+
+/// The trailing axes of a keepdims mean reduction over `x`, as the first
+/// normalized axis.
+fn trailing_mean(graph: &Graph, n: NodeIndex) -> Option<(Port, usize)> {
+    use trtc_runtime::ops::reduce::{ReduceKind, ReduceOp};
+    let Op::Reduce(ReduceOp::Reduce(r)) = graph.node(n).op()? else { return None };
+    let x = graph.inputs_of(n)[0]?;
+    let rank = graph.ty(x).shape.len();
+    let mut axes = r.axes.clone();
+    axes.sort();
+    let first = *axes.first()?;
+    let trailing = axes.iter().enumerate().all(|(i, &a)| a == first + i) && axes.last() == Some(&(rank - 1));
+    (r.kind == ReduceKind::Mean && r.keepdims && trailing).then_some((x, first))
+}
+
+impl LayerNormPattern {
+    /// Returns (x, axis, epsilon, gamma, beta, last node).
+    #[allow(clippy::type_complexity)]
+    fn match_at(graph: &Graph, m1: NodeIndex) -> Option<(Port, usize, f32, Option<Port>, Option<Port>, NodeIndex)> {
+        use trtc_runtime::ops::elementwise::ElementwiseOp as E;
+        let (x, axis) = trailing_mean(graph, m1)?;
+        let mean = Port { node: m1, port: 0 };
+        let sub = sole(graph, mean)?;
+        let (a, b) = binary(graph, sub, BinaryKind::Sub)?;
+        if a != x || b != mean {
+            return None;
+        }
+        let d = Port { node: sub, port: 0 };
+        let mut readers: Vec<NodeIndex> = graph.consumers(d).into_iter().map(|(c, _)| c).collect();
+        readers.dedup();
+        if readers.len() != 2 || graph.is_output(d) {
+            return None;
+        }
+        // One reader squares d, the other divides it by the deviation.
+        let is_square = |n: NodeIndex| -> bool {
+            if let Some((p, q)) = binary(graph, n, BinaryKind::Mul) {
+                return p == d && q == d;
+            }
+            matches!(graph.node(n).op(), Some(Op::Elementwise(E::Pow(_))))
+                && graph.inputs_of(n)[0] == Some(d)
+                && graph.inputs_of(n)[1].and_then(|e| scalar(graph, e)) == Some(2.0)
+        };
+        let (sq, div) = if is_square(readers[0]) { (readers[0], readers[1]) } else { (readers[1], readers[0]) };
+        if !is_square(sq) {
+            return None;
+        }
+        let m2 = sole(graph, Port { node: sq, port: 0 })?;
+        let (sq_in, axis2) = trailing_mean(graph, m2)?;
+        if sq_in.node != sq || axis2 != axis {
+            return None;
+        }
+        let var = Port { node: m2, port: 0 };
+        let add = sole(graph, var)?;
+        let eps = other(binary(graph, add, BinaryKind::Add)?, var)?;
+        let epsilon = scalar(graph, eps)? as f32;
+        let add_out = Port { node: add, port: 0 };
+        let sqrt = sole(graph, add_out)?;
+        if !matches!(graph.node(sqrt).op(), Some(Op::Elementwise(E::Unary(u))) if u.kind == UnaryKind::Sqrt) {
+            return None;
+        }
+        let std = Port { node: sqrt, port: 0 };
+        if sole(graph, std)? != div {
+            return None;
+        }
+        let (p, q) = binary(graph, div, BinaryKind::Div)?;
+        if p != d || q != std {
+            return None;
+        }
+        let norm_shape = graph.ty(x).shape[axis..].to_vec();
+        let fits = |t: Port| {
+            let s = &graph.ty(t).shape;
+            graph.node(t.node).constant().is_some() && s.len() <= norm_shape.len() && s.iter().rev().zip(norm_shape.iter().rev()).all(|(a, b)| a == b || *a == 1)
+        };
+        let mut last = div;
+        let mut gamma = None;
+        let mut beta = None;
+        if let Some(m) = sole(graph, Port { node: last, port: 0 }) {
+            if let Some(g) = binary(graph, m, BinaryKind::Mul).and_then(|ab| other(ab, Port { node: last, port: 0 })) {
+                if fits(g) {
+                    gamma = Some(g);
+                    last = m;
+                }
+            }
+        }
+        if let Some(a) = sole(graph, Port { node: last, port: 0 }) {
+            if let Some(bt) = binary(graph, a, BinaryKind::Add).and_then(|ab| other(ab, Port { node: last, port: 0 })) {
+                if fits(bt) {
+                    beta = Some(bt);
+                    last = a;
+                }
+            }
+        }
+        Some((x, axis, epsilon, gamma, beta, last))
+    }
+}
+
+impl Pass for LayerNormPattern {
+    fn name(&self) -> &'static str {
+        "layernorm-pattern"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        use trtc_runtime::ops::reduce::LayerNorm;
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let Some((x, axis, epsilon, gamma, beta, last)) = Self::match_at(graph, n) else { continue };
+            let ty = graph.ty(x).clone();
+            if ty.dtype != trtc_runtime::DType::F32 {
+                continue;
+            }
+            let gamma = match gamma {
+                Some(g) => g,
+                None => {
+                    let ones = trtc_runtime::Tensor::from_vec(ty.shape[axis..].to_vec(), vec![1f32; ty.shape[axis..].iter().product()])?;
+                    graph.add_constant(&format!("{}.ones", graph.node(n).name), ones)
+                }
+            };
+            let name = format!("{} (layernorm)", graph.node(last).name);
+            let out_name = graph.node(last).outputs[0].name.clone();
+            let Ok(ports) = graph.add_op(&name, LayerNorm::new(axis, epsilon).into(), &[Some(x), Some(gamma), beta]) else { continue };
+            graph.g[ports[0].node].outputs[0].name = out_name;
+            graph.replace_uses(Port { node: last, port: 0 }, ports[0]);
+            graph.g.remove_node(last);
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}
