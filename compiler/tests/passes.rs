@@ -354,3 +354,27 @@ fn layernorm_pattern_recognizes_the_spelled_out_form() {
     assert!(d.max_rel_to_scale <= 1e-5, "{:.2e}", d.max_rel_to_scale);
     insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
 }
+
+#[test]
+fn pointwise_fusion_makes_one_node_of_a_dag() {
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[2, 5]));
+    let b = g.add_input("b", f32_ty(&[5]));
+    let three = g.add_constant("three", Tensor::scalar(3f32));
+    let sq = g.add_op("square", Binary::new(BinaryKind::Mul).into(), &[Some(x), Some(x)]).unwrap()[0];
+    let t = g.add_op("tanh", Unary::new(UnaryKind::Tanh).into(), &[Some(sq)]).unwrap()[0];
+    let s = g.add_op("shift", Binary::new(BinaryKind::Add).into(), &[Some(t), Some(b)]).unwrap()[0];
+    let y = g.add_op("scale", Binary::new(BinaryKind::Div).into(), &[Some(s), Some(three)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    assert_eq!(passes::PointwiseFusion.run(&mut after).unwrap(), 1);
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    assert_eq!(after.op_count(), 1, "{}", after.dump());
+    let got = run(&after, &inputs);
+    assert_eq!(got[0].1, want[0].1, "pointwise fusion changed the output");
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}

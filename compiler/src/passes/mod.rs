@@ -12,6 +12,7 @@ mod cse;
 mod fusion;
 mod layout;
 mod patterns;
+mod pointwise;
 
 use crate::ir::Graph;
 use anyhow::{Context, Result};
@@ -23,6 +24,7 @@ pub use cse::CommonSubexpressions;
 pub use fusion::{BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
 pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
 pub use patterns::{AttentionPattern, GeluPattern, LayerNormPattern};
+pub use pointwise::PointwiseFusion;
 
 pub trait Pass {
     /// The name users disable it by, e.g. `constant-folding`.
@@ -69,8 +71,17 @@ pub fn all() -> Vec<Box<dyn Pass>> {
     ]
 }
 
+/// Passes run once after the others reach their fixed point.
+pub fn late() -> Vec<Box<dyn Pass>> {
+    vec![Box::new(PointwiseFusion), Box::new(DeadNodes)]
+}
+
 pub fn names() -> Vec<&'static str> {
-    all().iter().map(|p| p.name()).collect()
+    let mut v: Vec<&'static str> = all().iter().chain(late().iter()).map(|p| p.name()).collect();
+    v.dedup();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// Runs the enabled passes to a fixed point (at most 16 rounds).
@@ -100,6 +111,25 @@ pub fn optimize(graph: &mut Graph, opts: &PassOptions) -> Result<Vec<PassStats>>
         }
         if changed == 0 {
             break;
+        }
+    }
+    for p in late() {
+        if disable_all || opts.disabled.iter().any(|d| d == p.name()) {
+            continue;
+        }
+        let start = Instant::now();
+        let n = p.run(graph).with_context(|| format!("pass {}", p.name()))?;
+        let nodes_after = graph.op_count();
+        match stats.iter_mut().find(|s| s.name == p.name()) {
+            Some(s) => {
+                s.rewrites += n;
+                s.time += start.elapsed();
+                s.nodes_after = nodes_after;
+            }
+            None => stats.push(PassStats { name: p.name(), rewrites: n, time: start.elapsed(), nodes_after }),
+        }
+        if cfg!(debug_assertions) {
+            crate::ir::verify(graph).with_context(|| format!("IR invalid after pass {}", p.name()))?;
         }
     }
     Ok(stats)

@@ -6,12 +6,15 @@
 mod attention;
 mod epilogue;
 mod linear;
+mod pointwise;
 
 pub use attention::{Attention, ScoreScale};
 pub use epilogue::{Activation, Epilogue};
 pub use linear::{Linear, LinearKind};
+pub use pointwise::{Instr, Pointwise, PointwiseBinary};
 
 crate::op_family!(FusedOp => Fused {
     Linear(Linear),
     Attention(Attention),
+    Pointwise(Pointwise),
 });
