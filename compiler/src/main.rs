@@ -281,14 +281,21 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
 }
 
 fn main() {
+    // Errors are one line on stderr; a panic that escapes (a bug) is caught
+    // below and reported the same way, without a trace.
+    std::panic::set_hook(Box::new(|_| {}));
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = std::panic::catch_unwind(|| match cli.command {
         Command::Build(a) => cmd_build(a),
         Command::Run(a) => cmd_run(a),
         Command::Inspect(a) => cmd_inspect(a),
         Command::Compare(a) => cmd_compare(a),
         Command::Bench(a) => cmd_bench(a),
-    };
+    })
+    .unwrap_or_else(|e| {
+        let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+        Err(anyhow!("internal error: {msg} (please report it)"))
+    });
     if let Err(e) = result {
         // One line: every cause, outermost first.
         let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();

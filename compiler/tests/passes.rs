@@ -378,3 +378,32 @@ fn pointwise_fusion_makes_one_node_of_a_dag() {
     assert_eq!(got[0].1, want[0].1, "pointwise fusion changed the output");
     insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
 }
+
+#[test]
+fn affine_folding_scales_conv_weights_and_bias() {
+    use trtc_runtime::ops::linalg::Conv;
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[1, 2, 4, 4]));
+    let w = g.add_constant("w", trtc::random::tensor(&f32_ty(&[3, 2, 3, 3]), 1));
+    let b = g.add_constant("b", trtc::random::tensor(&f32_ty(&[3]), 2));
+    let s = g.add_constant("s", trtc::random::tensor(&f32_ty(&[1, 3, 1, 1]), 3));
+    let c = g.add_constant("c", trtc::random::tensor(&f32_ty(&[3, 1, 1]), 4));
+    let conv = g.add_op("conv", Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1).into(), &[Some(x), Some(w), Some(b)]).unwrap()[0];
+    let m = g.add_op("scale", Binary::new(BinaryKind::Mul).into(), &[Some(conv), Some(s)]).unwrap()[0];
+    let y = g.add_op("shift", Binary::new(BinaryKind::Add).into(), &[Some(c), Some(m)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    for _ in 0..2 {
+        passes::AffineFolding.run(&mut after).unwrap();
+    }
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    assert_eq!(after.op_count(), 1, "{}", after.dump());
+    let got = run(&after, &inputs);
+    let d = trtc::compare::diff("y", &got[0].1, &want[0].1);
+    assert!(d.max_rel_to_scale <= 1e-6, "{:.2e}", d.max_rel_to_scale);
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}

@@ -347,3 +347,94 @@ impl Pass for SiblingMatMulMerge {
         Ok(rewrites)
     }
 }
+
+/// A per-output-channel Mul or Add by a constant right after a Conv with
+/// constant weights is folded into the weights and bias:
+/// `(W*x + b) * s = (W*s)*x + b*s`, `(W*x + b) + c = W*x + (b + c)`.
+pub struct AffineFolding;
+
+/// The per-channel values of a constant that broadcasts along axis 1 of a
+/// `[N, C, ...]` output (`[C,1,..]`, `[1,C,1,..]` or a scalar).
+fn per_channel(graph: &Graph, p: Port, out: &trtc_runtime::TensorType) -> Option<Vec<f64>> {
+    let t = graph.node(p.node).constant()?;
+    if t.dtype() != DType::F32 || out.shape.len() < 2 {
+        return None;
+    }
+    let ch = out.shape[1];
+    let v = t.to_f64_vec();
+    if v.len() == 1 && t.shape().len() <= out.shape.len() {
+        return Some(vec![v[0]; ch]);
+    }
+    let s = t.shape();
+    let rank = out.shape.len();
+    if s.len() > rank || s.len() + 1 < rank || v.len() != ch {
+        return None;
+    }
+    let off = rank - s.len();
+    s.iter().enumerate().all(|(i, &d)| if i + off == 1 { d == ch } else { d == 1 }).then_some(v)
+}
+
+impl Pass for AffineFolding {
+    fn name(&self) -> &'static str {
+        "affine-folding"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let Some(Op::Linalg(LinalgOp::Conv(conv))) = graph.node(n).op().cloned() else { continue };
+            let Some((c, slot)) = sole_consumer(graph, n) else { continue };
+            let ins = graph.inputs_of(n);
+            let out_ty = graph.node(n).outputs[0].ty.clone();
+            let Some(w) = ins[1].and_then(|p| graph.node(p.node).constant().cloned()) else { continue };
+            let bias = match ins.get(2).copied().flatten() {
+                None => None,
+                Some(p) => match graph.node(p.node).constant() {
+                    Some(t) => Some(t.to_f64_vec()),
+                    None => continue,
+                },
+            };
+            if w.dtype() != DType::F32 || graph.ty(Port { node: c, port: 0 }) != &out_ty {
+                continue;
+            }
+            let oc = w.shape()[0];
+            let is_mul = binary_kind(graph, c) == Some(BinaryKind::Mul);
+            let is_add = binary_kind(graph, c) == Some(BinaryKind::Add);
+            if !(is_mul || is_add) || slot > 1 {
+                continue;
+            }
+            let Some(k) = graph.inputs_of(c)[1 - slot] else { continue };
+            let Some(vals) = per_channel(graph, k, &out_ty) else { continue };
+            if vals.len() != oc {
+                continue;
+            }
+            let b0 = bias.unwrap_or_else(|| vec![0.0; oc]);
+            let (new_w, new_b): (Vec<f32>, Vec<f32>) = if is_mul {
+                let per = w.len() / oc.max(1);
+                let wv = w.as_slice::<f32>()?;
+                (
+                    wv.iter().enumerate().map(|(i, &x)| (x as f64 * vals[i / per]) as f32).collect(),
+                    (0..oc).map(|o| (b0[o] * vals[o]) as f32).collect(),
+                )
+            } else {
+                (w.as_slice::<f32>()?.to_vec(), (0..oc).map(|o| (b0[o] + vals[o]) as f32).collect())
+            };
+            let base = graph.node(n).name.clone();
+            let wp = graph.add_constant(&format!("{base}.folded_weight"), Tensor::from_vec(w.shape().to_vec(), new_w)?);
+            let bp = graph.add_constant(&format!("{base}.folded_bias"), Tensor::from_vec(vec![oc], new_b)?);
+            replace_chain(graph, &[n, c], conv.into(), &[ins[0], Some(wp), Some(bp)])?;
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}
+
+fn binary_kind(graph: &Graph, n: NodeIndex) -> Option<BinaryKind> {
+    match graph.node(n).op()? {
+        Op::Elementwise(ElementwiseOp::Binary(b)) => Some(b.kind),
+        _ => None,
+    }
+}

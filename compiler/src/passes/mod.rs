@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub use cleanup::{DeadNodes, NoOpRemoval};
 pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
-pub use fusion::{BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
+pub use fusion::{AffineFolding, BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
 pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
 pub use patterns::{AttentionPattern, GeluPattern, LayerNormPattern};
 pub use pointwise::PointwiseFusion;
@@ -62,6 +62,7 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(PadFolding),
         Box::new(GemmToMatMul),
         Box::new(BatchNormFolding),
+        Box::new(AffineFolding),
         Box::new(GeluPattern),
         Box::new(LayerNormPattern),
         Box::new(AttentionPattern),
@@ -84,6 +85,18 @@ pub fn names() -> Vec<&'static str> {
     v
 }
 
+/// Runs one pass; a bug that panics inside it becomes an error naming the
+/// pass and the way around it, instead of a crash.
+fn run_guarded(p: &dyn Pass, graph: &mut Graph) -> Result<usize> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run(graph))) {
+        Ok(r) => r.with_context(|| format!("pass {}", p.name())),
+        Err(e) => {
+            let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            anyhow::bail!("internal error in pass {} ({msg}); please report it, and build with --disable-pass {} meanwhile", p.name(), p.name())
+        }
+    }
+}
+
 /// Runs the enabled passes to a fixed point (at most 16 rounds).
 pub fn optimize(graph: &mut Graph, opts: &PassOptions) -> Result<Vec<PassStats>> {
     let known = names();
@@ -100,7 +113,7 @@ pub fn optimize(graph: &mut Graph, opts: &PassOptions) -> Result<Vec<PassStats>>
         let mut changed = 0;
         for (p, s) in passes.iter().zip(&mut stats) {
             let start = Instant::now();
-            let n = p.run(graph).with_context(|| format!("pass {}", p.name()))?;
+            let n = run_guarded(p.as_ref(), graph)?;
             s.time += start.elapsed();
             s.rewrites += n;
             s.nodes_after = graph.op_count();
@@ -118,7 +131,7 @@ pub fn optimize(graph: &mut Graph, opts: &PassOptions) -> Result<Vec<PassStats>>
             continue;
         }
         let start = Instant::now();
-        let n = p.run(graph).with_context(|| format!("pass {}", p.name()))?;
+        let n = run_guarded(p.as_ref(), graph)?;
         let nodes_after = graph.op_count();
         match stats.iter_mut().find(|s| s.name == p.name()) {
             Some(s) => {
