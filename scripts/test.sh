@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-conformance.sh
+bash scripts/fetch-nvrtc.sh
+export TRTC_NVRTC_PATH="$PWD/.cache/nvrtc/nvidia/cu13/lib"
 cargo test --workspace --locked "$@"

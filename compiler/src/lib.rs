@@ -7,6 +7,7 @@
 pub mod build;
 pub mod compare;
 pub mod conformance;
+pub mod cuda;
 pub mod frontend;
 pub mod ir;
 pub mod lower;

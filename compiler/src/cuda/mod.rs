@@ -1,0 +1,3 @@
+//! The CUDA build side: finding NVRTC, compiling kernels to cubins.
+
+pub mod nvrtc;
