@@ -4,19 +4,18 @@
 //! `[batch, seq, heads * head_dim]` and an additive mask broadcastable to
 //! `[batch, heads, seq_q, seq_k]`; output `[batch, seq_q, heads * head_dim_v]`.
 //!
-//! The CPU reference runs the constituent ops in the exporters' order, so
-//! its results equal the unfused graph's.
+//! The CPU reference computes each head with strided GEMMs (no copies of
+//! Q, K, V) and the same Softmax, in the exporters' order of operations, so
+//! its results equal the unfused graph's bit for bit.
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::elementwise::{Binary, BinaryKind};
-use crate::ops::linalg::MatMul;
-use crate::ops::movement::{Reshape, Transpose};
+use crate::ops::linalg::{gemm_f32, GemmArgs};
 use crate::ops::reduce::Softmax;
-use crate::ops::util::broadcast_shapes;
-use crate::ops::{input, opt_input, Op, OpImpl};
-use crate::tensor::{Tensor, TensorType, TensorView, TensorViewMut};
-use crate::{bail_op, ensure_op};
+use crate::ops::util::{broadcast_index_map, broadcast_shapes, broadcast_strides};
+use crate::ops::{input, opt_input, OpImpl};
+use crate::tensor::{TensorType, TensorView, TensorViewMut};
+use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 /// How the scores are scaled after Q·Kᵀ.
@@ -42,24 +41,7 @@ pub struct Attention {
     pub nan_to_zero: bool,
 }
 
-fn run(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Tensor> {
-    let ins: Vec<Option<&Tensor>> = inputs.iter().map(|t| Some(*t)).collect();
-    Ok(op.into().eval_owned(&ins)?.remove(0))
-}
-
-fn scalar(v: f32) -> Tensor {
-    Tensor::scalar(v)
-}
-
 impl Attention {
-    /// `[B, S, H*D]` -> `[B, H, S, D]` (or `[B, H, D, S]` when `transposed`).
-    fn split_heads(&self, x: &Tensor, transposed: bool) -> Result<Tensor> {
-        let s = x.shape();
-        let d = s[2] / self.num_heads;
-        let r = run(Reshape { shape: vec![s[0], s[1], self.num_heads, d] }, &[x])?;
-        run(Transpose { perm: if transposed { vec![0, 2, 3, 1] } else { vec![0, 2, 1, 3] } }, &[&r])
-    }
-
     fn check(&self, q: &TensorType, k: &TensorType, v: &TensorType) -> Result<Vec<usize>> {
         for (n, t) in [("q", q), ("k", k), ("v", v)] {
             ensure_op!(t.dtype == DType::F32, "Attention: {n} must be f32, got {t}");
@@ -98,44 +80,88 @@ impl OpImpl for Attention {
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        let q = input(inputs, 0, "Attention")?.to_owned();
-        let k = input(inputs, 1, "Attention")?.to_owned();
-        let v = input(inputs, 2, "Attention")?.to_owned();
-        self.check(q.ty(), k.ty(), v.ty())?;
-        let mut qh = self.split_heads(&q, false)?;
-        if let Some(c) = self.q_scale {
-            qh = run(Binary::new(BinaryKind::Mul), &[&qh, &scalar(c)])?;
-        }
-        let mut kt = self.split_heads(&k, true)?;
-        if let Some(c) = self.k_scale {
-            kt = run(Binary::new(BinaryKind::Mul), &[&kt, &scalar(c)])?;
-        }
-        let mut s = run(MatMul::default(), &[&qh, &kt])?;
-        match self.score_scale {
-            Some(ScoreScale::Mul(c)) => s = run(Binary::new(BinaryKind::Mul), &[&s, &scalar(c)])?,
-            Some(ScoreScale::Div(c)) => s = run(Binary::new(BinaryKind::Div), &[&s, &scalar(c)])?,
-            None => {}
-        }
-        if self.mask {
-            let m = input(inputs, 3, "Attention")?.to_owned();
-            s = run(Binary::new(BinaryKind::Add), &[&s, &m])?;
-        }
-        let mut p = run(Softmax::new(3), &[&s])?;
-        if self.nan_to_zero {
-            for x in p.as_mut_slice::<f32>()? {
-                if x.is_nan() {
-                    *x = 0.0;
+        let (q, k, v) = (input(inputs, 0, "Attention")?, input(inputs, 1, "Attention")?, input(inputs, 2, "Attention")?);
+        self.check(&q.ty(), &k.ty(), &v.ty())?;
+        let (b, sq, sk, h) = (q.shape[0], q.shape[1], k.shape[1], self.num_heads);
+        let (hd, hdv) = (q.shape[2], v.shape[2]);
+        let (d, dv) = (hd / h, hdv / h);
+        // Scaled copies only when the exporter scaled Q or K (same f32
+        // products as its Mul nodes); otherwise the inputs are read in place
+        // through strides.
+        let scaled = |x: &[f32], c: Option<f32>| c.map(|c| x.iter().map(|&v| v * c).collect::<Vec<f32>>());
+        let qs_own = scaled(q.as_slice::<f32>()?, self.q_scale);
+        let ks_own = scaled(k.as_slice::<f32>()?, self.k_scale);
+        let qs: &[f32] = qs_own.as_deref().unwrap_or(q.as_slice::<f32>()?);
+        let ks: &[f32] = ks_own.as_deref().unwrap_or(k.as_slice::<f32>()?);
+        let vs = v.as_slice::<f32>()?;
+        let mask = if self.mask { Some(input(inputs, 3, "Attention")?) } else { None };
+        let mask_map = match mask {
+            Some(m) => {
+                let full = [b, h, sq, sk];
+                Some((m.as_slice::<f32>()?, broadcast_index_map(&broadcast_strides(m.shape, &full), &full)))
+            }
+            None => None,
+        };
+        let out = outputs[0].as_mut_slice::<f32>()?;
+        let mut scores = vec![0f32; sq * sk];
+        let mut probs = vec![0f32; sq * sk];
+        let softmax = Softmax::new(1);
+        let shape = [sq, sk];
+        for bi in 0..b {
+            for hi in 0..h {
+                // scores = Q_bh · K_bhᵀ, read through strides.
+                let args = GemmArgs {
+                    m: sq,
+                    k: d,
+                    n: sk,
+                    alpha: 1.0,
+                    beta: 0.0,
+                    rsa: hd as isize,
+                    csa: 1,
+                    rsb: 1,
+                    csb: hd as isize,
+                    rsc: sk as isize,
+                    csc: 1,
+                };
+                let qo = bi * sq * hd + hi * d;
+                let ko = bi * sk * hd + hi * d;
+                gemm_f32(&args, &qs[qo..], &ks[ko..], &mut scores);
+                match self.score_scale {
+                    Some(ScoreScale::Mul(c)) => scores.iter_mut().for_each(|x| *x *= c),
+                    Some(ScoreScale::Div(c)) => scores.iter_mut().for_each(|x| *x /= c),
+                    None => {}
                 }
+                if let Some((m, map)) = &mask_map {
+                    let base = (bi * h + hi) * sq * sk;
+                    for (x, &i) in scores.iter_mut().zip(&map[base..base + sq * sk]) {
+                        *x += m[i];
+                    }
+                }
+                let sv = TensorView { dtype: DType::F32, shape: &shape, bytes: bytemuck::cast_slice(&scores) };
+                let mut pv = TensorViewMut { dtype: DType::F32, shape: &shape, bytes: bytemuck::cast_slice_mut(&mut probs) };
+                softmax.eval(&[Some(sv)], std::slice::from_mut(&mut pv))?;
+                if self.nan_to_zero {
+                    probs.iter_mut().filter(|x| x.is_nan()).for_each(|x| *x = 0.0);
+                }
+                // out[b, i, h, :] = P · V_bh.
+                let args = GemmArgs {
+                    m: sq,
+                    k: sk,
+                    n: dv,
+                    alpha: 1.0,
+                    beta: 0.0,
+                    rsa: sk as isize,
+                    csa: 1,
+                    rsb: hdv as isize,
+                    csb: 1,
+                    rsc: hdv as isize,
+                    csc: 1,
+                };
+                let vo = bi * sk * hdv + hi * dv;
+                let oo = bi * sq * hdv + hi * dv;
+                gemm_f32(&args, &probs, &vs[vo..], &mut out[oo..]);
             }
         }
-        let vh = self.split_heads(&v, false)?;
-        let o = run(MatMul::default(), &[&p, &vh])?;
-        let o = run(Transpose { perm: vec![0, 2, 1, 3] }, &[&o])?;
-        let out = &mut outputs[0];
-        if out.bytes.len() != o.bytes().len() {
-            bail_op!("Attention: output size mismatch");
-        }
-        out.bytes.copy_from_slice(o.bytes());
         Ok(())
     }
 }
@@ -143,6 +169,8 @@ impl OpImpl for Attention {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::Op;
+    use crate::tensor::Tensor;
 
     /// Attention computed directly from its definition, in f64.
     fn naive(q: &[f32], k: &[f32], v: &[f32], mask: &[f32], b: usize, s: usize, h: usize, d: usize, scale: f64) -> Vec<f64> {
