@@ -100,6 +100,24 @@ fn compare(name: &str, ours: &Tensor, want: &Tensor, tol: Tolerance) -> Result<(
     Ok(())
 }
 
+/// The element type a value info declares, if it is a tensor trtc reads.
+fn declared_dtype(vi: &pb::ValueInfoProto) -> Option<trtc_runtime::DType> {
+    match vi.r#type.as_ref()?.value.as_ref()? {
+        pb::type_proto::Value::TensorType(t) => onnx::proto::dtype(t.elem_type).ok(),
+    }
+}
+
+/// onnx 1.16 stores bfloat16 test data as uint16 words: read those bits as
+/// the bfloat16 the graph declares.
+fn as_declared(t: Tensor, declared: Option<trtc_runtime::DType>) -> Result<Tensor> {
+    match declared {
+        Some(trtc_runtime::DType::BF16) if t.dtype() == trtc_runtime::DType::U16 => {
+            Ok(Tensor::from_bytes(trtc_runtime::TensorType::new(trtc_runtime::DType::BF16, t.shape().to_vec()), t.bytes())?)
+        }
+        _ => Ok(t),
+    }
+}
+
 /// Runs one case directory.
 pub fn run_case(dir: &Path, tol: Tolerance) -> Outcome {
     match std::panic::catch_unwind(|| run_case_inner(dir, tol)) {
@@ -153,11 +171,14 @@ fn run_case_inner(dir: &Path, tol: Tolerance) -> Result<Outcome> {
         for (i, p) in numbered(&set, "input").iter().enumerate() {
             let tp = read_pb(p)?;
             let name = if tp.name.is_empty() { graph_inputs.get(i).map(|s| s.to_string()).unwrap_or_default() } else { tp.name.clone() };
-            inputs.push((name, onnx::proto::tensor(&tp, &root)?));
+            let t = onnx::proto::tensor(&tp, &root)?;
+            let declared = g.input.iter().find(|vi| vi.name == name).and_then(declared_dtype);
+            inputs.push((name, as_declared(t, declared)?));
         }
         let mut expected = Vec::new();
-        for p in numbered(&set, "output") {
-            expected.push(onnx::proto::tensor(&read_pb(&p)?, &root)?);
+        for (i, p) in numbered(&set, "output").iter().enumerate() {
+            let t = onnx::proto::tensor(&read_pb(p)?, &root)?;
+            expected.push(as_declared(t, g.output.get(i).and_then(declared_dtype))?);
         }
         let mut opts = BuildOptions::default();
         for (name, t) in &inputs {
