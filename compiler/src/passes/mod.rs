@@ -23,7 +23,7 @@ pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
 pub use fusion::{AffineFolding, BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
 pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
-pub use patterns::{AttentionPattern, GeluPattern, LayerNormPattern};
+pub use patterns::{AttentionPattern, GeluPattern, LayerNormPattern, SoftmaxPattern};
 pub use pointwise::PointwiseFusion;
 
 pub trait Pass {
@@ -65,6 +65,7 @@ pub fn all() -> Vec<Box<dyn Pass>> {
         Box::new(AffineFolding),
         Box::new(GeluPattern),
         Box::new(LayerNormPattern),
+        Box::new(SoftmaxPattern),
         Box::new(AttentionPattern),
         Box::new(DeadNodes),
         Box::new(LinearEpilogueFusion),

@@ -524,3 +524,81 @@ impl Pass for LayerNormPattern {
         Ok(rewrites)
     }
 }
+
+/// Softmax spelled out over one axis, `exp(x - max(x)) / sum(exp(x - max(x)))`
+/// (or without the max), becomes one `Softmax` node.
+pub struct SoftmaxPattern;
+
+fn reduce_over(graph: &Graph, n: NodeIndex, kind: trtc_runtime::ops::reduce::ReduceKind) -> Option<(Port, usize)> {
+    use trtc_runtime::ops::reduce::ReduceOp;
+    let Op::Reduce(ReduceOp::Reduce(r)) = graph.node(n).op()? else { return None };
+    (r.kind == kind && r.keepdims && r.axes.len() == 1).then(|| Some((graph.inputs_of(n)[0]?, r.axes[0])))?
+}
+
+impl SoftmaxPattern {
+    /// Matches at the Exp node; returns (x, axis, last node).
+    fn match_at(graph: &Graph, e: NodeIndex) -> Option<(Port, usize, NodeIndex)> {
+        use trtc_runtime::ops::elementwise::ElementwiseOp as E;
+        use trtc_runtime::ops::reduce::ReduceKind;
+        match graph.node(e).op()? {
+            Op::Elementwise(E::Unary(u)) if u.kind == UnaryKind::Exp => {}
+            _ => return None,
+        }
+        let arg = graph.inputs_of(e)[0]?;
+        // x - max(x) over the same axis, or x itself.
+        let (x, max_axis) = match binary(graph, arg.node, BinaryKind::Sub) {
+            Some((a, m)) => match reduce_over(graph, m.node, ReduceKind::Max) {
+                Some((mx, axis)) if mx == a && sole(graph, arg).is_some() => (a, Some(axis)),
+                _ => (arg, None),
+            },
+            None => (arg, None),
+        };
+        let ex = Port { node: e, port: 0 };
+        let mut readers: Vec<NodeIndex> = graph.consumers(ex).into_iter().map(|(c, _)| c).collect();
+        readers.dedup();
+        if readers.len() != 2 || graph.is_output(ex) {
+            return None;
+        }
+        let (sum, div) = if reduce_over(graph, readers[0], ReduceKind::Sum).is_some() { (readers[0], readers[1]) } else { (readers[1], readers[0]) };
+        let (s_in, axis) = reduce_over(graph, sum, ReduceKind::Sum)?;
+        if s_in != ex || max_axis.is_some_and(|m| m != axis) {
+            return None;
+        }
+        let total = Port { node: sum, port: 0 };
+        sole(graph, total)?;
+        let (p, q) = binary(graph, div, BinaryKind::Div)?;
+        (p == ex && q == total).then_some((x, axis, div))
+    }
+}
+
+impl Pass for SoftmaxPattern {
+    fn name(&self) -> &'static str {
+        "softmax-pattern"
+    }
+
+    fn run(&self, graph: &mut Graph) -> Result<usize> {
+        use trtc_runtime::ops::reduce::Softmax;
+        let mut rewrites = 0;
+        for n in graph.topo_order() {
+            if !graph.g.contains_node(n) {
+                continue;
+            }
+            let Some((x, axis, last)) = Self::match_at(graph, n) else { continue };
+            if !graph.ty(x).dtype.is_float() {
+                continue;
+            }
+            let name = format!("{} (softmax)", graph.node(last).name);
+            let out_name = graph.node(last).outputs[0].name.clone();
+            let Ok(ports) = graph.add_op(&name, Softmax::new(axis).into(), &[Some(x)]) else { continue };
+            if graph.ty(ports[0]) != graph.ty(Port { node: last, port: 0 }) {
+                graph.g.remove_node(ports[0].node);
+                continue;
+            }
+            graph.g[ports[0].node].outputs[0].name = out_name;
+            graph.replace_uses(Port { node: last, port: 0 }, ports[0]);
+            graph.g.remove_node(last);
+            rewrites += 1;
+        }
+        Ok(rewrites)
+    }
+}
