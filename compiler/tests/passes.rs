@@ -407,3 +407,29 @@ fn affine_folding_scales_conv_weights_and_bias() {
     assert!(d.max_rel_to_scale <= 1e-6, "{:.2e}", d.max_rel_to_scale);
     insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
 }
+
+#[test]
+fn softmax_pattern_recognizes_the_spelled_out_form() {
+    use trtc_runtime::ops::reduce::{Reduce, ReduceKind};
+    let mut g = Graph::new();
+    let x = g.add_input("x", f32_ty(&[3, 5]));
+    let red = |g: &mut Graph, name: &str, kind, x| g.add_op(name, Reduce { kind, axes: vec![1], keepdims: true }.into(), &[Some(x)]).unwrap()[0];
+    let m = red(&mut g, "max", ReduceKind::Max, x);
+    let d = g.add_op("sub", Binary::new(BinaryKind::Sub).into(), &[Some(x), Some(m)]).unwrap()[0];
+    let e = g.add_op("exp", Unary::new(UnaryKind::Exp).into(), &[Some(d)]).unwrap()[0];
+    let s = red(&mut g, "sum", ReduceKind::Sum, e);
+    let y = g.add_op("div", Binary::new(BinaryKind::Div).into(), &[Some(e), Some(s)]).unwrap()[0];
+    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    let before = g.dump();
+    let inputs = random_inputs(&g);
+    let want = run(&g, &inputs);
+    let mut after = g;
+    assert_eq!(passes::SoftmaxPattern.run(&mut after).unwrap(), 1);
+    passes::DeadNodes.run(&mut after).unwrap();
+    trtc::ir::verify(&after).unwrap();
+    assert_eq!(after.op_count(), 1, "{}", after.dump());
+    let got = run(&after, &inputs);
+    let d = trtc::compare::diff("y", &got[0].1, &want[0].1);
+    assert!(d.max_rel_to_scale <= 1e-6, "{:.2e}", d.max_rel_to_scale);
+    insta::assert_snapshot!(format!("{before}---\n{}", after.dump()));
+}
