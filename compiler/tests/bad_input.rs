@@ -198,3 +198,17 @@ fn wrong_inputs_are_binding_errors() {
     let e = ctx.run(&[("x", &wrong_shape), ("nope", &wrong_shape)]).unwrap_err().to_string();
     assert!(e.contains("unknown input 'nope'"), "{e}");
 }
+
+#[test]
+fn a_huge_constant_is_an_error_not_an_abort() {
+    let dir = TempDir::new("huge");
+    let m = model(
+        vec![node("ConstantOfShape", "huge", &["shape"], &["big"]), node("Add", "add", &["x", "big"], &["y"])],
+        vec![value_info("x", F32, &[1])],
+        vec![value_info("y", F32, &[1])],
+        vec![i64_tensor("shape", &[3], &[100_000, 100_000, 1000])],
+    );
+    let path = dir.path("h.onnx");
+    std::fs::write(&path, encode(&m)).unwrap();
+    expect_error(&["build", path.to_str().unwrap(), "-o", dir.path("h.engine").to_str().unwrap()], "node 'huge'");
+}

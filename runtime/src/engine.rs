@@ -244,6 +244,6 @@ impl Engine {
 
     /// An execution context on the CPU executor.
     pub fn create_context(&self) -> Result<crate::ExecutionContext<'_>> {
-        Ok(crate::ExecutionContext::new(self))
+        crate::ExecutionContext::new(self)
     }
 }

@@ -91,6 +91,21 @@ impl Plan {
             }
             sizes.push(bytes as u64);
         }
+        // The arena is allocated when a context is created: it may not claim
+        // more than its tensors reach (rounded up to the planner's alignment).
+        let arena_end = self
+            .tensors
+            .iter()
+            .zip(&sizes)
+            .filter_map(|(t, &b)| match t.storage {
+                Storage::Arena { offset } => Some(offset + b),
+                Storage::Weight { .. } => None,
+            })
+            .max()
+            .unwrap_or(0);
+        if self.arena_bytes > arena_end.div_ceil(4096) * 4096 + 4096 {
+            return bad(format!("arena of {} bytes is larger than its tensors need ({arena_end})", self.arena_bytes));
+        }
         let check_id = |id: TensorId| if id < n { Ok(()) } else { Err(Error::invalid(format!("tensor id {id} out of range"))) };
         let is_arena = |id: TensorId| matches!(self.tensors[id].storage, Storage::Arena { .. });
         for &i in &self.inputs {

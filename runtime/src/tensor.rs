@@ -140,9 +140,22 @@ pub struct AlignedBytes {
 }
 
 impl AlignedBytes {
-    /// A zero-filled buffer of `len` bytes.
+    /// A zero-filled buffer of `len` bytes. Aborts if memory runs out; use
+    /// [`AlignedBytes::try_zeroed`] for sizes read from untrusted input.
     pub fn zeroed(len: usize) -> AlignedBytes {
         AlignedBytes { blocks: vec![Block([0; ALIGN]); len.div_ceil(ALIGN)], len }
+    }
+
+    /// A zero-filled buffer, or an error when the memory cannot be had
+    /// (a failed allocation would otherwise abort the process).
+    pub fn try_zeroed(len: usize) -> Result<AlignedBytes> {
+        let n = len.div_ceil(ALIGN);
+        let mut blocks = Vec::new();
+        blocks
+            .try_reserve_exact(n)
+            .map_err(|_| Error::op(format!("cannot allocate {len} bytes")))?;
+        blocks.resize(n, Block([0; ALIGN]));
+        Ok(AlignedBytes { blocks, len })
     }
 
     pub fn from_bytes(bytes: &[u8]) -> AlignedBytes {
@@ -209,7 +222,7 @@ impl Tensor {
         let bytes = ty
             .checked_bytes()
             .ok_or_else(|| Error::op(format!("tensor {ty} is too large")))?;
-        Ok(Tensor { ty, data: AlignedBytes::zeroed(bytes) })
+        Ok(Tensor { ty, data: AlignedBytes::try_zeroed(bytes)? })
     }
 
     /// A tensor from raw little-endian bytes; the length must match exactly.

@@ -104,3 +104,12 @@ fn engine_is_shared_across_threads_with_one_context_each() {
         }
     });
 }
+
+#[test]
+fn an_arena_larger_than_its_tensors_is_refused() {
+    let (mut plan, weights) = plan();
+    plan.arena_bytes = 1 << 50;
+    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights).unwrap();
+    let e = Engine::from_bytes(&bytes).unwrap_err().to_string();
+    assert!(e.contains("larger than its tensors need"), "{e}");
+}

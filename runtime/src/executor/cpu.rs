@@ -15,8 +15,11 @@ pub struct ExecutionContext<'e> {
 }
 
 impl<'e> ExecutionContext<'e> {
-    pub(crate) fn new(engine: &'e Engine) -> ExecutionContext<'e> {
-        ExecutionContext { engine, arena: AlignedBytes::zeroed(engine.plan().arena_bytes as usize) }
+    pub(crate) fn new(engine: &'e Engine) -> Result<ExecutionContext<'e>> {
+        let bytes = usize::try_from(engine.plan().arena_bytes).map_err(|_| Error::invalid("arena too large"))?;
+        let arena = AlignedBytes::try_zeroed(bytes)
+            .map_err(|_| Error::Device(format!("cannot allocate the engine's {bytes}-byte activation arena")))?;
+        Ok(ExecutionContext { engine, arena })
     }
 
     pub fn engine(&self) -> &'e Engine {
