@@ -32,18 +32,26 @@ fn main() -> anyhow::Result<()> {
         let path = std::path::Path::new(model);
         let built = build_file(path, &BuildOptions::default())?;
         let engine = Engine::from_bytes(&built.engine)?;
-        let npz = path.with_file_name(format!("{}.inputs.npz", path.file_stem().unwrap().to_string_lossy()));
+        let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+        let npz = path.with_file_name(format!("{stem}.inputs.npz"));
         let inputs: Vec<(String, Tensor)> = if npz.exists() {
             trtc::npz::read_npz(&npz)?
         } else {
-            engine.inputs().iter().map(|b| (b.name.clone(), trtc::random::tensor(&b.ty, 0))).collect()
+            engine.inputs().iter().map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, 0)?))).collect::<anyhow::Result<_>>()?
         };
         let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
         let mut ctx = engine.create_context()?;
         let tract = tract_onnx::onnx().model_for_path(path)?.into_optimized()?.into_runnable()?;
         // Tract takes inputs in the model's order: follow the engine's bindings.
         let tract_inputs = || -> anyhow::Result<TVec<TValue>> {
-            engine.inputs().iter().map(|b| to_tract(&inputs.iter().find(|(n, _)| *n == b.name).unwrap().1)).collect()
+            engine
+                .inputs()
+                .iter()
+                .map(|b| match inputs.iter().find(|(n, _)| *n == b.name) {
+                    Some((_, t)) => to_tract(t),
+                    None => anyhow::bail!("{} has no input '{}'", npz.display(), b.name),
+                })
+                .collect()
         };
         // Warm up both, then alternate runs so both see the same machine load.
         for _ in 0..3 {
@@ -61,7 +69,7 @@ fn main() -> anyhow::Result<()> {
             theirs.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let (a, b) = (median(ours), median(theirs));
-        println!("| {} | {a:.3} | {b:.3} | {:.2} |", path.file_stem().unwrap().to_string_lossy(), a / b);
+        println!("| {} | {a:.3} | {b:.3} | {:.2} |", stem, a / b);
     }
     Ok(())
 }

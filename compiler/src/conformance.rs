@@ -123,10 +123,7 @@ pub fn run_case(dir: &Path, tol: Tolerance) -> Outcome {
     match std::panic::catch_unwind(|| run_case_inner(dir, tol)) {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => Outcome::Failed(e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ")),
-        Err(p) => {
-            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-            Outcome::Failed(format!("PANIC: {}", msg.unwrap_or_default()))
-        }
+        Err(p) => Outcome::Failed(format!("PANIC: {}", crate::panic_message(p.as_ref()))),
     }
 }
 

@@ -16,3 +16,8 @@ pub mod npz;
 pub mod passes;
 pub mod random;
 pub mod stats;
+
+/// The message of a caught panic (for reporting a bug as one error line).
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}

@@ -93,14 +93,11 @@ pub fn lower(graph: &Graph, opts: LowerOptions) -> Result<Lowered> {
 
 fn assign_memory(plan: &mut Plan, opts: LowerOptions) -> Result<()> {
     let ranges = plan.live_ranges();
-    let arena_ids: Vec<TensorId> = (0..plan.tensors.len()).filter(|&i| ranges[i].is_some()).collect();
-    let intervals: Vec<Interval> = arena_ids
+    let (arena_ids, intervals): (Vec<TensorId>, Vec<Interval>) = ranges
         .iter()
-        .map(|&i| {
-            let (first, last) = ranges[i].unwrap();
-            Interval { bytes: plan.tensors[i].ty.bytes() as u64, first, last }
-        })
-        .collect();
+        .enumerate()
+        .filter_map(|(i, r)| r.map(|(first, last)| (i, Interval { bytes: plan.tensors[i].ty.bytes() as u64, first, last })))
+        .unzip();
     let align = trtc_runtime::tensor::ALIGN.max(256) as u64;
     let without = memory::plan_without_reuse(&intervals, align);
     let chosen = if opts.reuse_buffers { memory::plan_with_reuse(&intervals, align) } else { without.clone() };

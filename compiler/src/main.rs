@@ -185,7 +185,11 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
         Some(p) => trtc::npz::read_npz(p)?,
-        None => engine.inputs().iter().map(|b| (b.name.clone(), trtc::random::tensor(&b.ty, a.seed))).collect(),
+        None => engine
+            .inputs()
+            .iter()
+            .map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, a.seed)?)))
+            .collect::<Result<_>>()?,
     };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut ctx = engine.create_context()?;
@@ -253,7 +257,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     }
     let engine = trtc_runtime::Engine::load(&a.engine)?;
     let inputs: Vec<(String, trtc_runtime::Tensor)> =
-        engine.inputs().iter().map(|b| (b.name.clone(), trtc::random::tensor(&b.ty, 0))).collect();
+        engine.inputs().iter().map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, 0)?))).collect::<Result<_>>()?;
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut ctx = engine.create_context()?;
     for _ in 0..a.warmup {
@@ -293,8 +297,7 @@ fn main() {
         Command::Bench(a) => cmd_bench(a),
     })
     .unwrap_or_else(|e| {
-        let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-        Err(anyhow!("internal error: {msg} (please report it)"))
+        Err(anyhow!("internal error: {} (please report it)", trtc::panic_message(e.as_ref())))
     });
     if let Err(e) = result {
         // One line: every cause, outermost first.

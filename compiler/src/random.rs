@@ -28,19 +28,20 @@ impl Rng {
 /// are all 1: they are usually ids, indices or masks, and 1 is valid for
 /// every token-type, vocabulary and attention-mask input, where a random
 /// value could be out of range.
-pub fn tensor(ty: &TensorType, seed: u64) -> Tensor {
+pub fn tensor(ty: &TensorType, seed: u64) -> trtc_runtime::Result<Tensor> {
     let mut rng = Rng::new(seed);
     let n = ty.len();
     let vals: Vec<f64> = (0..n).map(|_| if ty.dtype.is_float() { rng.uniform() } else { 1.0 }).collect();
     from_f64(ty, &vals)
 }
 
-/// A tensor of `ty` holding `vals` converted with `as` semantics.
-pub fn from_f64(ty: &TensorType, vals: &[f64]) -> Tensor {
-    let mut t = Tensor::zeros(ty.clone()).expect("tensor");
+/// A tensor of `ty` holding `vals` converted with `as` semantics; fails only
+/// when the memory cannot be had.
+pub fn from_f64(ty: &TensorType, vals: &[f64]) -> trtc_runtime::Result<Tensor> {
+    let mut t = Tensor::zeros(ty.clone())?;
     macro_rules! fill {
         ($t:ty) => {{
-            for (o, &v) in t.as_mut_slice::<$t>().unwrap().iter_mut().zip(vals) {
+            for (o, &v) in t.as_mut_slice::<$t>()?.iter_mut().zip(vals) {
                 *o = <$t as trtc_runtime::tensor::Element>::from_f64(v);
             }
         }};
@@ -59,10 +60,10 @@ pub fn from_f64(ty: &TensorType, vals: &[f64]) -> Tensor {
         DType::U32 => fill!(u32),
         DType::U64 => fill!(u64),
         DType::Bool => {
-            for (o, &v) in t.as_mut_slice::<u8>().unwrap().iter_mut().zip(vals) {
+            for (o, &v) in t.as_mut_slice::<u8>()?.iter_mut().zip(vals) {
                 *o = (v as u64 % 2) as u8;
             }
         }
     }
-    t
+    Ok(t)
 }

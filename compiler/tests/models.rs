@@ -2,27 +2,17 @@
 //! CPU executor and matches onnxruntime's recorded outputs:
 //! max |ours - ort| / max |ort| <= 1e-4 on every output.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{testdata_models, testdata_npz};
+use std::path::Path;
 use trtc::build::{build_file, BuildOptions};
 use trtc_runtime::{Engine, Tensor};
 
-fn models() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("testdata/models")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    v.sort();
-    v
-}
-
 /// Builds and runs one model; returns the worst output error relative to scale.
 fn check(model: &Path) -> anyhow::Result<f64> {
-    let stem = model.file_stem().unwrap().to_string_lossy().to_string();
-    let dir = model.parent().unwrap();
-    let inputs = trtc::npz::read_npz(&dir.join(format!("{stem}.inputs.npz")))?;
-    let expected = trtc::npz::read_npz(&dir.join(format!("{stem}.outputs.npz")))?;
+    let inputs = testdata_npz(model, "inputs");
+    let expected = testdata_npz(model, "outputs");
     let built = build_file(model, &BuildOptions::default())?;
     let engine = Engine::from_bytes(&built.engine)?;
     let mut ctx = engine.create_context()?;
@@ -39,7 +29,7 @@ fn check(model: &Path) -> anyhow::Result<f64> {
 
 #[test]
 fn every_testdata_model_matches_onnxruntime() {
-    let models = models();
+    let models = testdata_models();
     assert!(models.len() >= 29, "expected the exported models in testdata/models, found {}", models.len());
     let mut failures = Vec::new();
     let mut passed = 0;

@@ -3,6 +3,8 @@
 //! sm_86, sm_89 and sm_90, without register spills. Needs libnvrtc (no
 //! GPU): `scripts/test.sh` installs it from PyPI (nvidia-cuda-nvrtc).
 
+mod common;
+
 use trtc::build::{build_graph, BuildOptions};
 use trtc::cuda::nvrtc;
 use trtc::ir::NodeKind;
@@ -86,16 +88,9 @@ fn every_gemm_tactic_is_valid_and_a_sample_compiles() {
 #[test]
 fn pointwise_kernels_of_the_testdata_models_compile() {
     require_nvrtc();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models");
-    let mut models: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    models.sort();
     let mut seen = std::collections::HashSet::new();
     let (mut compiled, mut without_kernel) = (0, 0);
-    for m in models {
+    for m in common::testdata_models() {
         let g = trtc::frontend::onnx::import_file(&m, &Default::default()).unwrap();
         let g = build_graph(g, &BuildOptions::default()).unwrap().graph;
         for n in g.g.node_indices() {

@@ -202,28 +202,28 @@ impl Plan {
     fn check_no_live_overlap(&self, sizes: &[u64]) -> Result<()> {
         let ranges = self.live_ranges();
         // Sweep by start step; compare against tensors still live.
-        let mut ids: Vec<usize> = (0..self.tensors.len()).filter(|&i| ranges[i].is_some() && sizes[i] > 0).collect();
-        ids.sort_by_key(|&i| ranges[i].unwrap().0);
-        let mut live: Vec<usize> = Vec::new();
-        for &i in &ids {
-            let (start, last) = ranges[i].unwrap();
-            live.retain(|&j| ranges[j].unwrap().1 >= start);
-            let off = |t: usize| match self.tensors[t].storage {
-                Storage::Arena { offset } => offset,
-                Storage::Weight { .. } => unreachable!(),
-            };
-            let (a0, a1) = (off(i), off(i) + sizes[i]);
-            for &j in &live {
-                let (b0, b1) = (off(j), off(j) + sizes[j]);
-                if a0 < b1 && b0 < a1 {
+        let mut live_tensors: Vec<(usize, usize, usize, u64)> = ranges
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match (r, &self.tensors[i].storage) {
+                (Some((first, last)), Storage::Arena { offset }) if sizes[i] > 0 => Some((*first, *last, i, *offset)),
+                _ => None,
+            })
+            .collect();
+        live_tensors.sort();
+        let mut live: Vec<(usize, usize, u64)> = Vec::new();
+        for (start, last, i, a0) in live_tensors {
+            live.retain(|&(j_last, _, _)| j_last >= start);
+            let a1 = a0 + sizes[i];
+            for &(_, j, b0) in &live {
+                if a0 < b0 + sizes[j] && b0 < a1 {
                     return Err(Error::invalid(format!(
                         "tensors {} and {} overlap in the arena while both are live",
                         self.tensors[i].name, self.tensors[j].name
                     )));
                 }
             }
-            let _ = last;
-            live.push(i);
+            live.push((last, i, a0));
         }
         Ok(())
     }

@@ -348,23 +348,10 @@ pub struct TensorViewMut<'a> {
     pub bytes: &'a mut [u8],
 }
 
-macro_rules! each_dtype_to_f64 {
-    ($self:expr, $conv:expr) => {
-        match $self.dtype {
-            DType::F32 => $self.as_slice::<f32>().unwrap().iter().map(|&v| $conv(v.to_f64())).collect(),
-            DType::F16 => $self.as_slice::<f16>().unwrap().iter().map(|&v| $conv(v.to_f64())).collect(),
-            DType::BF16 => $self.as_slice::<bf16>().unwrap().iter().map(|&v| $conv(v.to_f64())).collect(),
-            DType::F64 => $self.as_slice::<f64>().unwrap().iter().map(|&v| $conv(v)).collect(),
-            DType::I8 => $self.as_slice::<i8>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-            DType::I16 => $self.as_slice::<i16>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-            DType::I32 => $self.as_slice::<i32>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-            DType::I64 => $self.as_slice::<i64>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-            DType::U8 | DType::Bool => $self.as_slice::<u8>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-            DType::U16 => $self.as_slice::<u16>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-            DType::U32 => $self.as_slice::<u32>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-            DType::U64 => $self.as_slice::<u64>().unwrap().iter().map(|&v| $conv(v as f64)).collect(),
-        }
-    };
+/// Every element of little-endian `bytes` of type `T`, as f64. Reads with
+/// `pod_read_unaligned`, so any byte slice works, aligned or not.
+fn elements_f64<T: Element>(bytes: &[u8]) -> Vec<f64> {
+    bytes.chunks_exact(std::mem::size_of::<T>()).map(|c| bytemuck::pod_read_unaligned::<T>(c).to_f64()).collect()
 }
 
 impl<'a> TensorView<'a> {
@@ -389,7 +376,20 @@ impl<'a> TensorView<'a> {
     }
 
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        each_dtype_to_f64!(self, |v: f64| v)
+        match self.dtype {
+            DType::F32 => elements_f64::<f32>(self.bytes),
+            DType::F16 => elements_f64::<f16>(self.bytes),
+            DType::BF16 => elements_f64::<bf16>(self.bytes),
+            DType::F64 => elements_f64::<f64>(self.bytes),
+            DType::I8 => elements_f64::<i8>(self.bytes),
+            DType::I16 => elements_f64::<i16>(self.bytes),
+            DType::I32 => elements_f64::<i32>(self.bytes),
+            DType::I64 => elements_f64::<i64>(self.bytes),
+            DType::U8 | DType::Bool => elements_f64::<u8>(self.bytes),
+            DType::U16 => elements_f64::<u16>(self.bytes),
+            DType::U32 => elements_f64::<u32>(self.bytes),
+            DType::U64 => elements_f64::<u64>(self.bytes),
+        }
     }
 
     pub fn to_i64_vec(&self) -> Result<Vec<i64>> {

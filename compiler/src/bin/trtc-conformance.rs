@@ -72,7 +72,10 @@ fn main() {
         println!("skipped {n:4} : {why}");
     }
     if let Some(p) = write_passing {
-        std::fs::write(&p, passing.join("\n") + "\n").expect("write passing list");
+        if let Err(e) = std::fs::write(&p, passing.join("\n") + "\n") {
+            eprintln!("error: cannot write {p}: {e}");
+            std::process::exit(1);
+        }
     }
     println!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
 }

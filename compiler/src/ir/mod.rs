@@ -130,6 +130,11 @@ impl Graph {
     pub fn add_op(&mut self, name: &str, op: Op, inputs: &[Option<Port>]) -> trtc_runtime::Result<Vec<Port>> {
         let types: Vec<Option<&TensorType>> = inputs.iter().map(|p| p.map(|p| self.ty(p))).collect();
         let out_types = op.infer(&types)?;
+        // Every IR tensor's size fits in memory addresses, so later code may
+        // use `TensorType::len`/`bytes` freely.
+        if let Some(t) = out_types.iter().find(|t| t.checked_bytes().is_none()) {
+            return Err(trtc_runtime::Error::op(format!("{}: output {t} is too large", op.name())));
+        }
         let outputs = out_types
             .into_iter()
             .enumerate()

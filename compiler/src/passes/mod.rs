@@ -92,7 +92,7 @@ fn run_guarded(p: &dyn Pass, graph: &mut Graph) -> Result<usize> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run(graph))) {
         Ok(r) => r.with_context(|| format!("pass {}", p.name())),
         Err(e) => {
-            let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            let msg = crate::panic_message(e.as_ref());
             anyhow::bail!("internal error in pass {} ({msg}); please report it, and build with --disable-pass {} meanwhile", p.name(), p.name())
         }
     }

@@ -123,3 +123,26 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Every `.onnx` model in `testdata/models`, sorted.
+pub fn testdata_models() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models");
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("testdata/models")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A model's name without `.onnx`.
+pub fn stem(model: &std::path::Path) -> String {
+    model.file_stem().expect("model file name").to_string_lossy().to_string()
+}
+
+/// A testdata model's recorded `inputs` or `outputs` (onnxruntime's).
+pub fn testdata_npz(model: &std::path::Path, which: &str) -> Vec<(String, trtc_runtime::Tensor)> {
+    let path = model.with_file_name(format!("{}.{which}.npz", stem(model)));
+    trtc::npz::read_npz(&path).unwrap_or_else(|e| panic!("{e:#}"))
+}

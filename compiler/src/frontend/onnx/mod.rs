@@ -187,6 +187,9 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
             continue;
         }
         let ty = input_type(vi, opts)?;
+        if ty.checked_bytes().is_none() {
+            bail!("input '{}' of shape {} is too large", vi.name, ty);
+        }
         let p = graph.add_input(&vi.name, ty);
         values.insert(vi.name.clone(), p);
     }

@@ -60,9 +60,22 @@ pub struct Pointwise {
     pub program: Vec<Instr>,
 }
 
-enum Value {
+/// A step's value: one number, or the whole output's worth (an input of
+/// the output's shape is read in place).
+enum Value<'a> {
     Scalar(f32),
+    Input(&'a [f32]),
     Full(Vec<f32>),
+}
+
+impl Value<'_> {
+    fn full(&self) -> Option<&[f32]> {
+        match self {
+            Value::Scalar(_) => None,
+            Value::Input(v) => Some(v),
+            Value::Full(v) => Some(v),
+        }
+    }
 }
 
 impl Pointwise {
@@ -110,39 +123,46 @@ impl OpImpl for Pointwise {
                     if xs.len() == 1 {
                         Value::Scalar(xs[0])
                     } else if x.shape == out_shape.as_slice() {
-                        Value::Full(xs.to_vec())
+                        Value::Input(xs)
                     } else {
                         let map = broadcast_index_map(&broadcast_strides(x.shape, &out_shape), &out_shape);
                         Value::Full(map.iter().map(|&i| xs[i]).collect())
                     }
                 }
                 Instr::Const(c) => Value::Scalar(c),
-                Instr::Unary(k, a) => match &values[a] {
-                    Value::Scalar(s) => {
+                Instr::Unary(k, a) => match (&values[a], values[a].full()) {
+                    (Value::Scalar(s), _) => {
                         let mut one = [*s];
                         apply_in_place_f32(k, &mut one);
                         Value::Scalar(one[0])
                     }
-                    Value::Full(v) => {
-                        let mut v = v.clone();
+                    (_, Some(v)) => {
+                        let mut v = v.to_vec();
                         apply_in_place_f32(k, &mut v);
                         Value::Full(v)
                     }
+                    (_, None) => unreachable!("a non-scalar value has data"),
                 },
                 Instr::Binary(op, a, b) => match (&values[a], &values[b]) {
                     (Value::Scalar(x), Value::Scalar(y)) => Value::Scalar(op.apply(*x, *y)),
-                    (Value::Full(x), Value::Scalar(y)) => Value::Full(x.iter().map(|&x| op.apply(x, *y)).collect()),
-                    (Value::Scalar(x), Value::Full(y)) => Value::Full(y.iter().map(|&y| op.apply(*x, y)).collect()),
-                    (Value::Full(x), Value::Full(y)) => Value::Full(x.iter().zip(y).map(|(&x, &y)| op.apply(x, y)).collect()),
+                    (x, Value::Scalar(y)) => Value::Full(x.full().unwrap_or_default().iter().map(|&x| op.apply(x, *y)).collect()),
+                    (Value::Scalar(x), y) => Value::Full(y.full().unwrap_or_default().iter().map(|&y| op.apply(*x, y)).collect()),
+                    (x, y) => {
+                        let (x, y) = (x.full().unwrap_or_default(), y.full().unwrap_or_default());
+                        Value::Full(x.iter().zip(y).map(|(&x, &y)| op.apply(x, y)).collect())
+                    }
                 },
             };
             values.push(v);
         }
         let out = outputs[0].as_mut_slice::<f32>()?;
-        match values.pop() {
-            Some(Value::Full(v)) if v.len() == n => out.copy_from_slice(&v),
-            Some(Value::Scalar(s)) => out.fill(s),
-            _ => bail_op!("Pointwise: result has the wrong size"),
+        match values.last() {
+            Some(Value::Scalar(s)) => out.fill(*s),
+            Some(v) => match v.full() {
+                Some(v) if v.len() == n => out.copy_from_slice(v),
+                _ => bail_op!("Pointwise: result has the wrong size"),
+            },
+            None => bail_op!("Pointwise: empty program"),
         }
         Ok(())
     }
