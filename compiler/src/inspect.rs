@@ -43,6 +43,12 @@ pub fn text(engine: &Engine) -> String {
         mib(plan.arena_bytes),
         mib(plan.arena_bytes_without_reuse)
     );
+    let mut by_precision = std::collections::BTreeMap::new();
+    for l in &plan.layers {
+        *by_precision.entry(plan.layer_precision(l)).or_insert(0usize) += 1;
+    }
+    let counts: Vec<String> = by_precision.iter().map(|(p, n)| format!("{n} {}", p.name())).collect();
+    let _ = writeln!(s, "precision: {} layers", counts.join(", "));
     let _ = writeln!(s, "layers ({}):", plan.layers.len());
     for (i, l) in plan.layers.iter().enumerate() {
         let ins: Vec<String> = l
@@ -62,11 +68,12 @@ pub fn text(engine: &Engine) -> String {
         let outs: Vec<String> = l.outputs.iter().map(|&o| plan.tensors[o].ty.to_string()).collect();
         let _ = writeln!(
             s,
-            "  {i:4} {:<20} {}  ({}) -> {}  [cpu reference, fp32]",
-            l.op.name(),
+            "  {i:4} {:<20} {}  ({}) -> {}  [cpu reference, {}]",
+            l.op.display_name(),
             l.name,
             ins.join(", "),
-            outs.join(", ")
+            outs.join(", "),
+            plan.layer_precision(l).name()
         );
     }
     s
@@ -109,7 +116,14 @@ pub fn json(engine: &Engine) -> String {
     let layers = plan
         .layers
         .iter()
-        .map(|l| format!("{{\"name\":{},\"op\":\"{}\",\"tactic\":\"cpu-reference\",\"precision\":\"fp32\"}}", esc(&l.name), l.op.name()))
+        .map(|l| {
+            format!(
+                "{{\"name\":{},\"op\":\"{}\",\"tactic\":\"cpu-reference\",\"precision\":\"{}\"}}",
+                esc(&l.name),
+                l.op.name(),
+                plan.layer_precision(l).name()
+            )
+        })
         .collect::<Vec<_>>()
         .join(",");
     format!(

@@ -4,6 +4,7 @@
 //! [`passes`] (optimizations) → [`lower`] (IR → plan, memory plan, weights) →
 //! `trtc_runtime::Engine::serialize` (engine file).
 
+pub mod accuracy;
 pub mod build;
 pub mod compare;
 pub mod conformance;
@@ -14,6 +15,7 @@ pub mod lower;
 pub mod inspect;
 pub mod npz;
 pub mod passes;
+pub mod precision;
 pub mod random;
 pub mod stats;
 

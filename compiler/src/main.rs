@@ -25,6 +25,79 @@ enum Command {
     Compare(CompareArgs),
     /// Measures an engine's latency on random inputs (trtexec-style).
     Bench(BenchArgs),
+    /// Runs INT8 calibration only and writes the calibration cache
+    /// (TensorRT's text format).
+    Calibrate(CalibrateArgs),
+}
+
+/// Calibration flags shared by `build --int8` and `calibrate`.
+#[derive(clap::Args)]
+struct CalibFlags {
+    /// Calibration batches: a folder of .npz files (keys are input names) or
+    /// .npy files (single-input models), one batch per file.
+    #[arg(long, value_name = "DIR")]
+    calib: Option<PathBuf>,
+    /// Use at most N calibration batches.
+    #[arg(long, value_name = "N")]
+    calib_batches: Option<usize>,
+    /// entropy (TensorRT's EntropyCalibration2), minmax, or percentile[=P]
+    /// (default P = 99.99).
+    #[arg(long, default_value = "entropy")]
+    calibrator: String,
+    /// Calibration cache in TensorRT's format: reused when the file exists
+    /// (no calibration runs), written after calibrating otherwise.
+    #[arg(long, value_name = "FILE")]
+    calib_cache: Option<PathBuf>,
+}
+
+impl CalibFlags {
+    fn options(&self) -> Result<build::Int8Options> {
+        let calibrator = parse_calibrator(&self.calibrator)?;
+        if self.calib_batches == Some(0) {
+            bail!("--calib-batches must be at least 1");
+        }
+        Ok(build::Int8Options {
+            calib_dir: self.calib.clone(),
+            calib: trtc::precision::calib::CalibOptions {
+                calibrator,
+                max_batches: self.calib_batches,
+                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            },
+            cache: self.calib_cache.clone(),
+        })
+    }
+}
+
+fn parse_calibrator(s: &str) -> Result<trtc::precision::calib::Calibrator> {
+    use trtc::precision::calib::Calibrator;
+    let (name, arg) = match s.split_once('=') {
+        Some((n, a)) => (n, Some(a)),
+        None => (s, None),
+    };
+    match (name, arg) {
+        ("entropy", None) => Ok(Calibrator::Entropy),
+        ("minmax", None) => Ok(Calibrator::MinMax),
+        ("percentile", None) => Ok(Calibrator::Percentile(99.99)),
+        ("percentile", Some(p)) => match p.parse::<f64>() {
+            Ok(v) if v > 0.0 && v <= 100.0 => Ok(Calibrator::Percentile(v)),
+            _ => bail!("--calibrator {s}: the percentile must be in (0, 100]"),
+        },
+        _ => bail!("--calibrator {s}: expected entropy, minmax or percentile[=P]"),
+    }
+}
+
+#[derive(clap::Args)]
+struct CalibrateArgs {
+    /// The ONNX model.
+    model: PathBuf,
+    /// Where to write the calibration cache.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Input shape, resolving symbolic dimensions: NAME:1x3x224x224 (repeatable).
+    #[arg(long = "shape", value_name = "NAME:DIMS")]
+    shapes: Vec<String>,
+    #[command(flatten)]
+    calib: CalibFlags,
 }
 
 #[derive(clap::Args)]
@@ -81,6 +154,32 @@ struct BuildArgs {
     /// Print per-pass node counts and times, and the optimized IR.
     #[arg(short, long)]
     verbose: bool,
+    /// Run layers in f16 where safe (f32 accumulation; inputs and outputs
+    /// keep their dtypes).
+    #[arg(long)]
+    fp16: bool,
+    /// Run Conv/Gemm/MatMul layers in int8 with calibrated scales (needs
+    /// --calib or --calib-cache); other layers fall back to fp16 with --fp16,
+    /// else fp32.
+    #[arg(long)]
+    int8: bool,
+    #[command(flatten)]
+    calib: CalibFlags,
+    /// Pin layers to a precision: PATTERN=fp32|fp16|int8, globs over layer
+    /// names (repeatable; the last match wins), like trtexec's --layerPrecisions.
+    #[arg(long = "layer-precision", value_name = "PATTERN=PREC")]
+    layer_precisions: Vec<String>,
+    /// After building, compare the engine with the FP32 reference and print
+    /// cosine similarity, max relative error and top-1 agreement per output.
+    #[arg(long)]
+    accuracy_report: bool,
+    /// Held-out batches for --accuracy-report (as for --calib; keep them
+    /// disjoint from the calibration set). Random inputs when absent.
+    #[arg(long, value_name = "DIR")]
+    accuracy_data: Option<PathBuf>,
+    /// With --accuracy-report, also compare every layer, worst first.
+    #[arg(long)]
+    per_layer: bool,
 }
 
 #[derive(clap::Args)]
@@ -148,6 +247,27 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         opts.flags.push("--no-buffer-reuse".into());
     }
     opts.passes.disabled = a.disable_passes.clone();
+    opts.precision.fp16 = a.fp16;
+    opts.precision.int8 = a.int8;
+    for p in &a.layer_precisions {
+        opts.precision.layer_precisions.push(trtc::precision::PrecisionConfig::parse_pin(p)?);
+    }
+    if a.int8 {
+        opts.int8 = a.calib.options()?;
+    } else if a.calib.calib.is_some() || a.calib.calib_cache.is_some() {
+        bail!("--calib and --calib-cache need --int8");
+    }
+    if (a.accuracy_data.is_some() || a.per_layer) && !a.accuracy_report {
+        bail!("--accuracy-data and --per-layer go with --accuracy-report");
+    }
+    if a.fp16 {
+        opts.flags.push("--fp16".into());
+    }
+    if a.int8 {
+        opts.flags.push("--int8".into());
+        opts.flags.push(format!("--calibrator {}", a.calib.calibrator));
+    }
+    opts.flags.extend(a.layer_precisions.iter().map(|p| format!("--layer-precision {p}")));
     let start = std::time::Instant::now();
     let graph = trtc::frontend::onnx::import_file(&a.model, &opts.import)?;
     if let Some(dir) = &a.dump_graph {
@@ -157,6 +277,20 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     let built = build::build_graph(graph, &opts)?;
     if let Some(dir) = &a.dump_graph {
         std::fs::write(dir.join("optimized.dot"), built.graph.to_dot())?;
+    }
+    if let Some((cache, from_file)) = &built.calibration {
+        match (from_file, &a.calib.calib_cache) {
+            (true, Some(p)) => eprintln!("int8: {} scales from the calibration cache {}", cache.scales.len(), p.display()),
+            (false, Some(p)) => eprintln!("int8: calibrated {} tensors ({}), cache written to {}", cache.scales.len(), cache.calibrator, p.display()),
+            _ => eprintln!("int8: calibrated {} tensors ({})", cache.scales.len(), cache.calibrator),
+        }
+    }
+    if a.fp16 || a.int8 || !a.layer_precisions.is_empty() || built.precision.layers.contains_key(&trtc_runtime::ops::precision::Precision::Int8) {
+        let counts: Vec<String> = built.precision.layers.iter().map(|(p, n)| format!("{n} {}", p.name())).collect();
+        eprintln!("precision: {} layers", counts.join(", "));
+        for (layer, why) in &built.precision.int8_fallbacks {
+            eprintln!("  not int8: {layer}: {why}");
+        }
     }
     if a.verbose {
         eprintln!("imported: {} nodes", built.imported_nodes);
@@ -172,6 +306,56 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         built.graph.op_count(),
         built.engine.len(),
         start.elapsed().as_secs_f64()
+    );
+    if a.accuracy_report {
+        accuracy_report(&built, a.accuracy_data.as_deref(), a.per_layer)?;
+    }
+    Ok(())
+}
+
+fn accuracy_report(built: &build::Built, data: Option<&std::path::Path>, per_layer: bool) -> Result<()> {
+    let reference = trtc_runtime::Engine::from_bytes(&build::engine_of(&built.reference, Default::default(), vec![])?)?;
+    let engine = trtc_runtime::Engine::from_bytes(&built.engine)?;
+    let inputs = trtc::precision::calib::graph_inputs(&built.reference);
+    let (batches, source) = match data {
+        Some(dir) => (trtc::precision::calib::load_batches(dir, &inputs, None)?, format!("from {}", dir.display())),
+        None => {
+            let b = (0..4u64)
+                .map(|i| inputs.iter().map(|(n, ty)| Ok((n.clone(), trtc::random::tensor(ty, 1000 + i)?))).collect::<Result<Vec<_>>>())
+                .collect::<Result<Vec<_>>>()?;
+            (b, "of random inputs (give --accuracy-data DIR for real data)".to_string())
+        }
+    };
+    let report = trtc::accuracy::evaluate(&reference, &engine, &batches, per_layer)?;
+    println!("accuracy against the FP32 engine, {} batches {source}:", report.batches);
+    print!("{}", report.text(if per_layer { usize::MAX } else { 0 }));
+    Ok(())
+}
+
+fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
+    let mut import = trtc::frontend::onnx::ImportOptions::default();
+    for s in &a.shapes {
+        let (name, dims) = parse_shape(s)?;
+        import.shapes.insert(name, dims);
+    }
+    let mut opts = a.calib.options()?;
+    if opts.calib_dir.is_none() {
+        bail!("calibrate needs --calib DIR");
+    }
+    opts.cache = None;
+    let mut graph = trtc::frontend::onnx::import_file(&a.model, &import)?;
+    trtc::passes::optimize(&mut graph, &Default::default())?;
+    let start = std::time::Instant::now();
+    let batches = trtc::precision::calib::load_batches(opts.calib_dir.as_deref().unwrap_or(std::path::Path::new(".")), &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches)?;
+    let cache = trtc::precision::calib::calibrate(&graph, &batches, &opts.calib)?;
+    trtc::precision::calib::write_cache(&a.output, &cache)?;
+    eprintln!(
+        "calibrated {} tensors on {} batches ({}) in {:.2} s; wrote {}",
+        cache.scales.len(),
+        batches.len(),
+        cache.calibrator,
+        start.elapsed().as_secs_f64(),
+        a.output.display()
     );
     Ok(())
 }
@@ -295,6 +479,7 @@ fn main() {
         Command::Inspect(a) => cmd_inspect(a),
         Command::Compare(a) => cmd_compare(a),
         Command::Bench(a) => cmd_bench(a),
+        Command::Calibrate(a) => cmd_calibrate(a),
     })
     .unwrap_or_else(|e| {
         Err(anyhow!("internal error: {} (please report it)", trtc::panic_message(e.as_ref())))

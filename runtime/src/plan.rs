@@ -70,6 +70,14 @@ impl Plan {
     /// ids in range, sizes without overflow, storage in bounds, every layer's
     /// declared output types equal to what its op infers, and no two tensors
     /// that are live at the same time overlapping in the arena.
+    /// The arithmetic a layer runs in (fp32, fp16 or int8), from its op and
+    /// output types; see [`Op::precision`](crate::Op::precision).
+    pub fn layer_precision(&self, layer: &Layer) -> crate::ops::precision::Precision {
+        let tys: Vec<crate::tensor::TensorType> =
+            layer.outputs.iter().filter_map(|&o| self.tensors.get(o)).map(|t| t.ty.clone()).collect();
+        layer.op.precision(&tys)
+    }
+
     pub fn validate(&self, weights_len: u64) -> Result<()> {
         let bad = |m: String| Err(Error::invalid(m));
         let n = self.tensors.len();

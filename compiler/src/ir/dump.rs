@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 /// The op's attributes as text: its Debug form without the type name.
 pub fn op_attrs(op: &trtc_runtime::Op) -> String {
-    let dbg = format!("{:?}", op.as_impl());
+    let dbg = format!("{:?}", op.unwrapped().as_impl());
     match dbg.find(" {") {
         Some(i) if dbg.ends_with('}') => {
             let inner = dbg[i + 2..dbg.len() - 1].trim();
@@ -61,7 +61,7 @@ impl Graph {
                         s,
                         "{} = {}{}({})  # {}",
                         outs.join(", "),
-                        op.name(),
+                        op.display_name(),
                         op_attrs(op),
                         ins.join(", "),
                         node.name
@@ -99,7 +99,7 @@ impl Graph {
                         .map(|p| format!("w: {}", self.ty(p)))
                         .collect();
                     let extra = if consts.is_empty() { String::new() } else { format!("\\n{}", consts.join("\\n")) };
-                    let _ = writeln!(s, "  n{} [label=\"{}\\n{}{}\"];", n.index(), op.name(), esc(&node.name), extra);
+                    let _ = writeln!(s, "  n{} [label=\"{}\\n{}{}\"];", n.index(), op.display_name(), esc(&node.name), extra);
                 }
             }
             for (slot, p) in self.inputs_of(n).into_iter().enumerate() {

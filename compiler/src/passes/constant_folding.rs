@@ -39,6 +39,10 @@ impl Pass for ConstantFolding {
                 })
                 .collect();
             let Some(values) = values else { continue };
+            let first = values.first().copied().flatten().map(|t| t.dtype());
+            if crate::precision::keeps_weight_dequantize(op, first) {
+                continue;
+            }
             let in_bytes: usize = values.iter().flatten().map(|t| t.bytes().len()).sum();
             let out_bytes: usize = graph.node(n).outputs.iter().map(|o| o.ty.bytes()).sum();
             if out_bytes > self.max_growth_bytes && out_bytes > in_bytes {

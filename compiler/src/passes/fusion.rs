@@ -106,7 +106,7 @@ impl Pass for BatchNormFolding {
 pub struct LinearEpilogueFusion;
 
 /// A layer as a `Linear` with its current inputs `[x, w, bias?, residual?]`.
-fn as_linear(graph: &Graph, n: NodeIndex) -> Option<(Linear, Vec<Option<Port>>)> {
+pub(crate) fn as_linear(graph: &Graph, n: NodeIndex) -> Option<(Linear, Vec<Option<Port>>)> {
     let ins = graph.inputs_of(n);
     if graph.node(n).outputs.len() != 1 || graph.node(n).outputs[0].ty.dtype != DType::F32 {
         return None;

@@ -22,6 +22,7 @@ pub use cleanup::{DeadNodes, NoOpRemoval};
 pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
 pub use fusion::{AffineFolding, BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
+pub(crate) use fusion::as_linear;
 pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
 pub use patterns::{AttentionPattern, GeluPattern, LayerNormPattern, SoftmaxPattern};
 pub use pointwise::PointwiseFusion;

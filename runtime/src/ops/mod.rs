@@ -18,6 +18,7 @@ pub mod elementwise;
 pub mod fused;
 pub mod linalg;
 pub mod movement;
+pub mod precision;
 pub mod quant;
 pub mod reduce;
 pub mod util;
@@ -47,6 +48,7 @@ pub enum Op {
     Movement(movement::MovementOp),
     Quant(quant::QuantOp),
     Fused(fused::FusedOp),
+    Precision(precision::PrecisionOp),
 }
 
 impl Op {
@@ -58,11 +60,40 @@ impl Op {
             Op::Movement(op) => op.as_impl(),
             Op::Quant(op) => op.as_impl(),
             Op::Fused(op) => op.as_impl(),
+            Op::Precision(op) => op.as_impl(),
         }
     }
 
     pub fn name(&self) -> &'static str {
         self.as_impl().name()
+    }
+
+    /// The name with the precision of a reduced-precision layer, e.g.
+    /// `FusedConv@fp16` (int8 ops carry it in their name already).
+    pub fn display_name(&self) -> String {
+        match self {
+            Op::Precision(precision::PrecisionOp::HalfIo(_)) => format!("{}@fp16", self.name()),
+            _ => self.name().to_string(),
+        }
+    }
+
+    /// The op a precision wrapper runs, or the op itself.
+    pub fn unwrapped(&self) -> &Op {
+        match self {
+            Op::Precision(precision::PrecisionOp::HalfIo(h)) => &h.inner,
+            _ => self,
+        }
+    }
+
+    /// The arithmetic this op runs in, given its output types: int8 layers,
+    /// f16-wrapped layers and ops that produce f16 are reduced precision.
+    pub fn precision(&self, outputs: &[TensorType]) -> precision::Precision {
+        match self {
+            Op::Precision(precision::PrecisionOp::Int8Linear(_)) => precision::Precision::Int8,
+            Op::Precision(precision::PrecisionOp::HalfIo(_)) => precision::Precision::Fp16,
+            _ if outputs.iter().any(|t| t.dtype == crate::dtype::DType::F16) => precision::Precision::Fp16,
+            _ => precision::Precision::Fp32,
+        }
     }
 
     pub fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {

@@ -1,0 +1,193 @@
+//! INT8 calibration: runs the FP32 engine on calibration batches, collects
+//! per-tensor statistics of |x| and turns them into scales with a
+//! calibrator (entropy, min-max or percentile), stored in a calibration
+//! cache in TensorRT's text format.
+//!
+//! Statistics take two passes over the data, like TensorRT: the first finds
+//! each tensor's max |x|, the second fills a 2048-bin histogram over
+//! `[0, max]` (min-max needs only the first).
+
+pub mod calibrator;
+
+use crate::ir::Graph;
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use trtc_runtime::{DType, Engine, Tensor, Target, TensorType};
+
+pub use calibrator::{CalibrationCache, Calibrator, Histogram};
+
+/// One batch: a tensor per input binding, by name.
+pub type Batch = Vec<(String, Tensor)>;
+
+/// How to calibrate.
+#[derive(Clone, Debug)]
+pub struct CalibOptions {
+    pub calibrator: Calibrator,
+    /// Use at most this many batches (all when `None`).
+    pub max_batches: Option<usize>,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+impl Default for CalibOptions {
+    fn default() -> CalibOptions {
+        CalibOptions { calibrator: Calibrator::Entropy, max_batches: None, progress: false }
+    }
+}
+
+/// Loads calibration (or evaluation) batches from a folder: one batch per
+/// `.npz` file (keys are input names) or `.npy` file (for a single-input
+/// model), taken in file-name order. Every batch must match the inputs'
+/// dtypes and shapes exactly, since engines have static shapes.
+pub fn load_batches(dir: &Path, inputs: &[(String, TensorType)], max: Option<usize>) -> Result<Vec<Batch>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read the calibration folder {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("npz" | "npy")))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("{}: no .npz or .npy batches found", dir.display());
+    }
+    if let Some(m) = max {
+        files.truncate(m);
+    }
+    files.iter().map(|f| load_batch(f, inputs)).collect()
+}
+
+fn load_batch(file: &Path, inputs: &[(String, TensorType)]) -> Result<Batch> {
+    let tensors: Vec<(String, Tensor)> = if file.extension().and_then(|e| e.to_str()) == Some("npy") {
+        if inputs.len() != 1 {
+            bail!("{}: a .npy batch only works for a model with one input; this one has {} (use .npz)", file.display(), inputs.len());
+        }
+        vec![(inputs[0].0.clone(), crate::npz::read_npy_file(file)?)]
+    } else {
+        crate::npz::read_npz(file)?
+    };
+    let mut batch = Vec::with_capacity(inputs.len());
+    for (name, ty) in inputs {
+        let Some((_, t)) = tensors.iter().find(|(n, _)| n == name) else {
+            bail!("{}: no array named '{name}' (the model's inputs: {})", file.display(), names(inputs));
+        };
+        let t = if t.ty() != ty && t.dtype() == DType::F64 && ty.dtype == DType::F32 && t.shape() == ty.shape.as_slice() {
+            // numpy's default dtype; narrowing is what the user means.
+            let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32).collect();
+            Tensor::from_vec(ty.shape.clone(), v)?
+        } else {
+            t.clone()
+        };
+        if t.ty() != ty {
+            bail!("{}: '{name}' is {}, but the engine's input is {ty}", file.display(), t.ty());
+        }
+        batch.push((name.clone(), t));
+    }
+    Ok(batch)
+}
+
+fn names(inputs: &[(String, TensorType)]) -> String {
+    inputs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// The graph's input bindings (fixed inputs excluded).
+pub fn graph_inputs(graph: &Graph) -> Vec<(String, TensorType)> {
+    graph
+        .inputs
+        .iter()
+        .map(|&n| graph.node(n).outputs[0].clone())
+        .filter(|o| !graph.fixed_inputs.iter().any(|(f, _)| f == &o.name))
+        .map(|o| (o.name, o.ty))
+        .collect()
+}
+
+/// Runs an FP32 engine over the batches and calls `f(tensor name, values)`
+/// for every f32 input binding and every f32 layer output.
+fn for_each_tensor(engine: &Engine, batches: &[Batch], bar: &Option<indicatif::ProgressBar>, mut f: impl FnMut(&str, &[f32])) -> Result<()> {
+    let plan = engine.plan();
+    let mut ctx = engine.create_context()?;
+    for batch in batches {
+        for (name, t) in batch {
+            if t.dtype() == DType::F32 {
+                f(name, t.as_slice::<f32>()?);
+            }
+        }
+        let refs: Vec<(&str, &Tensor)> = batch.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        ctx.run_observed(&refs, |layer, outs| {
+            for (id, v) in layer.outputs.iter().zip(outs) {
+                if v.dtype == DType::F32 {
+                    if let Ok(values) = v.as_slice::<f32>() {
+                        f(&plan.tensors[*id].name, values);
+                    }
+                }
+            }
+        })?;
+        if let Some(b) = bar {
+            b.inc(1);
+        }
+    }
+    Ok(())
+}
+
+/// Calibrates an optimized FP32 graph: returns the cache with a scale for
+/// every f32 activation (inputs and layer outputs).
+pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
+    if batches.is_empty() {
+        bail!("calibration needs at least one batch");
+    }
+    let lowered = crate::lower::lower(graph, crate::lower::LowerOptions::default())?;
+    let bytes = Engine::serialize(Target::Cpu, vec!["calibration".into()], &lowered.plan, &lowered.weights)?;
+    let engine = Engine::from_bytes(&bytes)?;
+    let passes = if matches!(opts.calibrator, Calibrator::MinMax) { 1 } else { 2 };
+    let bar = opts.progress.then(|| {
+        let b = indicatif::ProgressBar::new((batches.len() * passes) as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("calibrating [{bar:30}] {pos}/{len} batches ({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        b
+    });
+    let mut max_abs: BTreeMap<String, f32> = BTreeMap::new();
+    for_each_tensor(&engine, batches, &bar, |name, v| {
+        let m = v.iter().fold(0f32, |m, x| if x.is_nan() { m } else { m.max(x.abs()) });
+        let e = max_abs.entry(name.to_string()).or_insert(0.0);
+        *e = e.max(m);
+    })?;
+    let mut cache = CalibrationCache::new(&opts.calibrator);
+    if passes == 2 {
+        let mut hists: BTreeMap<String, Histogram> =
+            max_abs.iter().map(|(n, &m)| (n.clone(), Histogram::with_range(m))).collect();
+        for_each_tensor(&engine, batches, &bar, |name, v| {
+            if let Some(h) = hists.get_mut(name) {
+                h.add(v);
+            }
+        })?;
+        for (name, h) in &hists {
+            cache.insert_amax(name, opts.calibrator.amax(h, max_abs[name]));
+        }
+    } else {
+        for (name, &m) in &max_abs {
+            cache.insert_amax(name, calibrator::minmax_amax(m));
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(cache)
+}
+
+/// Reads a calibration cache file (TensorRT's text format).
+pub fn read_cache(path: &Path) -> Result<CalibrationCache> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the calibration cache {}", path.display()))?;
+    CalibrationCache::parse(&text).with_context(|| format!("calibration cache {}", path.display()))
+}
+
+/// Writes a calibration cache file.
+pub fn write_cache(path: &Path, cache: &CalibrationCache) -> Result<()> {
+    std::fs::write(path, cache.to_text()).with_context(|| format!("cannot write the calibration cache {}", path.display()))
+}
+
+/// Per-tensor scales from a cache, for [`crate::precision::apply`].
+pub fn scales(cache: &CalibrationCache) -> BTreeMap<String, f32> {
+    cache.scales.clone()
+}

@@ -1,0 +1,107 @@
+//! Explicit quantization: ONNX models with QuantizeLinear/DequantizeLinear
+//! (Q/DQ) pairs, as onnxruntime's quantization tool (QDQ format) and
+//! PyTorch's quantized export write them. A Conv, Gemm or MatMul that reads
+//! `DequantizeLinear(q, s)` with `q` int8 and a per-tensor scale, and a
+//! weight `DequantizeLinear(w_q, s_w)` of a constant int8 weight with
+//! per-tensor or per-output-channel scales (zero points 0), runs as an
+//! `Int8Linear` on `q` and `w_q` directly. Like TensorRT, this needs no
+//! `--int8` flag and no calibration: the model carries its scales.
+//!
+//! The frontend and constant folding leave int8 weight DequantizeLinear
+//! nodes in place ([`keeps_weight_dequantize`]) so that this rewrite still
+//! sees the int8 weights.
+
+use super::int8::{make_int8, weight_channel_axis};
+use super::PrecisionConfig;
+use crate::ir::{Graph, Port};
+use anyhow::Result;
+use trtc_runtime::ops::precision::Precision;
+use trtc_runtime::ops::quant::QuantOp;
+use trtc_runtime::{DType, Op, Tensor};
+
+/// Whether constant folding must keep this node: a DequantizeLinear of an
+/// int8 tensor (a quantized weight, folded into an int8 layer later).
+pub fn keeps_weight_dequantize(op: &Op, first_input: Option<DType>) -> bool {
+    matches!(op, Op::Quant(QuantOp::DequantizeLinear(_))) && first_input == Some(DType::I8)
+}
+
+/// `(x_q, scale)` when `p` is `DequantizeLinear(x_q: i8, scalar scale, zero point 0)`.
+fn dequantized_activation(graph: &Graph, p: Port) -> Option<(Port, f32)> {
+    let Some(Op::Quant(QuantOp::DequantizeLinear(dq))) = graph.node(p.node).op() else { return None };
+    if dq.block_size != 0 {
+        return None;
+    }
+    let ins = graph.inputs_of(p.node);
+    let q = ins.first().copied().flatten()?;
+    if graph.ty(q).dtype != DType::I8 {
+        return None;
+    }
+    let (scales, zero) = scale_and_zero(graph, &ins)?;
+    (scales.len() == 1 && zero).then_some((q, scales[0]))
+}
+
+/// The constant scales of a DequantizeLinear, and whether its zero points
+/// (if any) are all 0.
+fn scale_and_zero(graph: &Graph, ins: &[Option<Port>]) -> Option<(Vec<f32>, bool)> {
+    let s = graph.node(ins.get(1).copied().flatten()?.node).constant()?;
+    if s.dtype() != DType::F32 {
+        return None;
+    }
+    let scales = s.as_slice::<f32>().ok()?.to_vec();
+    if scales.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+        return None;
+    }
+    let zero = match ins.get(2).copied().flatten() {
+        None => true,
+        Some(z) => graph.node(z.node).constant()?.to_f64_vec().iter().all(|&v| v == 0.0),
+    };
+    Some((scales, zero))
+}
+
+/// `(w_q, per-channel scales)` when `p` is the DequantizeLinear of a constant
+/// int8 weight whose scales are per tensor or along `channel_axis`.
+fn dequantized_weight(graph: &Graph, p: Port, channel_axis: impl Fn(usize) -> Option<usize>) -> Option<(Tensor, Vec<f32>)> {
+    let Some(Op::Quant(QuantOp::DequantizeLinear(dq))) = graph.node(p.node).op() else { return None };
+    if dq.block_size != 0 {
+        return None;
+    }
+    let ins = graph.inputs_of(p.node);
+    let w = graph.node(ins.first().copied().flatten()?.node).constant()?;
+    if w.dtype() != DType::I8 {
+        return None;
+    }
+    let axis = channel_axis(w.shape().len())?;
+    let channels = *w.shape().get(axis)?;
+    let (scales, zero) = scale_and_zero(graph, &ins)?;
+    if !zero {
+        return None;
+    }
+    let scales = if scales.len() == 1 {
+        vec![scales[0]; channels]
+    } else if scales.len() == channels && dq.axis == axis {
+        scales
+    } else {
+        return None;
+    };
+    Some((w.clone(), scales))
+}
+
+/// Rewrites every Q/DQ linear layer into an int8 layer (unless pinned to a
+/// float precision). Returns how many.
+pub fn fold_qdq(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<usize> {
+    let mut folded = 0;
+    for n in graph.topo_order() {
+        let Some((linear, ins)) = crate::passes::as_linear(graph, n) else { continue };
+        let (Some(x), Some(w)) = (ins.first().copied().flatten(), ins.get(1).copied().flatten()) else { continue };
+        if matches!(cfg.pinned(&graph.node(n).name), Some(Precision::Fp32 | Precision::Fp16)) {
+            continue;
+        }
+        let Some((x_q, x_scale)) = dequantized_activation(graph, x) else { continue };
+        let Some(weight) = dequantized_weight(graph, w, |rank| weight_channel_axis(&linear.kind, rank)) else { continue };
+        if make_int8(graph, n, &linear, &ins, x_q, x_scale, weight)?.is_ok() {
+            folded += 1;
+        }
+    }
+    graph.remove_dead_nodes();
+    Ok(folded)
+}
