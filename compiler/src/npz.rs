@@ -83,10 +83,13 @@ pub fn read_npy<R: std::io::Read>(npy: npyz::NpyFile<R>) -> Result<Tensor> {
     })
 }
 
-/// Reads every array of an npz file, in archive order.
+/// Reads every array of an npz file, sorted by name.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
     let mut ar = NpzArchive::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let names: Vec<String> = ar.array_names().map(str::to_string).collect();
+    // The zip reader lists names in hash order, which changes from run to
+    // run; sort them so that results never depend on it.
+    let mut names: Vec<String> = ar.array_names().map(str::to_string).collect();
+    names.sort();
     let mut out = Vec::new();
     for name in names {
         let npy = ar.by_name(&name)?.ok_or_else(|| anyhow!("array {name} vanished"))?;

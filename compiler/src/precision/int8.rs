@@ -76,7 +76,10 @@ pub(super) fn make_int8(
     };
     let residual = if linear.epilogue.residual { ins.get(3).copied().flatten() } else { None };
     let op = Int8Linear { kind: linear.kind.clone(), x_scale, bias: b.is_some(), epilogue: linear.epilogue.clone(), output: Int8Output::F32 };
-    let inputs = [Some(x_q), Some(wq), Some(ws), b, residual];
+    let mut inputs = vec![Some(x_q), Some(wq), Some(ws), b, residual];
+    while inputs.last() == Some(&None) {
+        inputs.pop();
+    }
     let types: Vec<Option<&trtc_runtime::TensorType>> = inputs.iter().map(|p| p.map(|p| graph.ty(p))).collect();
     if let Err(e) = Op::from(op.clone()).infer(&types) {
         return Ok(Err(e.to_string()));

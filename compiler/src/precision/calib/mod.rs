@@ -191,3 +191,39 @@ pub fn write_cache(path: &Path, cache: &CalibrationCache) -> Result<()> {
 pub fn scales(cache: &CalibrationCache) -> BTreeMap<String, f32> {
     cache.scales.clone()
 }
+
+/// Synthetic batches for tests and benchmarks, one per seed: float inputs
+/// uniform in [-1, 1) (`crate::random`), integer inputs (token ids, masks)
+/// copied from `template` (e.g. a model's recorded inputs), with tensors
+/// named `*input_ids*` shuffled by the seed so that batches differ but stay
+/// valid ids.
+pub fn synthetic_batches(inputs: &[(String, TensorType)], template: &[(String, Tensor)], seeds: std::ops::Range<u64>) -> Result<Vec<Batch>> {
+    let mut out = Vec::new();
+    for seed in seeds {
+        let mut batch = Vec::with_capacity(inputs.len());
+        for (name, ty) in inputs {
+            if ty.dtype.is_float() {
+                batch.push((name.clone(), crate::random::tensor(ty, seed)?));
+                continue;
+            }
+            let Some((_, t)) = template.iter().find(|(n, _)| n == name) else {
+                bail!("no template value for the integer input '{name}'");
+            };
+            if !name.contains("input_ids") || t.dtype() != DType::I64 {
+                batch.push((name.clone(), t.clone()));
+                continue;
+            }
+            let mut v = t.as_slice::<i64>()?.to_vec();
+            let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for i in (1..v.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                v.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+            batch.push((name.clone(), Tensor::from_vec(t.shape().to_vec(), v)?));
+        }
+        out.push(batch);
+    }
+    Ok(out)
+}
