@@ -23,7 +23,7 @@ use trtc_runtime::Op;
 
 pub use fp16::to_fp16;
 pub use int8::{fold_requantization, to_int8};
-pub use qdq::{fold_qdq, keeps_weight_dequantize};
+pub use qdq::{fold_int8_relu, fold_qdq, keeps_weight_dequantize};
 
 /// Which precisions a build may use.
 #[derive(Clone, Debug, Default)]
@@ -88,6 +88,7 @@ pub fn apply(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<String,
         report.int8_fallbacks = to_int8(graph, cfg, scales)?;
     }
     fold_requantization(graph)?;
+    fold_int8_relu(graph)?;
     if cfg.fp16 || cfg.layer_precisions.iter().any(|(_, p)| *p == Precision::Fp16) {
         to_fp16(graph, cfg)?;
     }

@@ -105,3 +105,55 @@ pub fn fold_qdq(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<usize> {
     graph.remove_dead_nodes();
     Ok(folded)
 }
+
+/// Q/DQ models keep a Relu between two Q/DQ pairs of one scale, as
+/// onnxruntime writes them: `Int8Linear (int8 out, scale s) → DequantizeLinear(s)
+/// → Relu → QuantizeLinear(s)`. That chain equals the int8 layer with a Relu
+/// in its epilogue, exactly: requantization rounds monotonically and maps 0
+/// to 0, so `q(relu(y)) = max(q(y), 0)`. Returns how many were folded.
+pub fn fold_int8_relu(graph: &mut Graph) -> Result<usize> {
+    use trtc_runtime::ops::elementwise::{ElementwiseOp, UnaryKind};
+    use trtc_runtime::ops::fused::Activation;
+    use trtc_runtime::ops::precision::{Int8Output, PrecisionOp};
+    let mut folded = 0;
+    for n in graph.topo_order() {
+        if !graph.g.contains_node(n) {
+            continue;
+        }
+        let Some(Op::Precision(PrecisionOp::Int8Linear(l))) = graph.node(n).op() else { continue };
+        let Int8Output::Int8 { scale } = l.output else { continue };
+        if l.epilogue.activation.is_some() {
+            continue;
+        }
+        let out = Port { node: n, port: 0 };
+        // The layer's only consumer is one DequantizeLinear of its scale...
+        let [(dq, 0)] = graph.consumers(out)[..] else { continue };
+        if graph.is_output(out) || dequantized_activation(graph, Port { node: dq, port: 0 }) != Some((out, scale)) {
+            continue;
+        }
+        // ...whose only consumer is a Relu...
+        let dq_out = Port { node: dq, port: 0 };
+        let [(relu, 0)] = graph.consumers(dq_out)[..] else { continue };
+        let is_relu = matches!(graph.node(relu).op(), Some(Op::Elementwise(ElementwiseOp::Unary(u))) if u.kind == UnaryKind::Relu);
+        if !is_relu || graph.is_output(dq_out) {
+            continue;
+        }
+        // ...read only by int8 quantizers of the same scale.
+        let relu_out = Port { node: relu, port: 0 };
+        let consumers = graph.consumers(relu_out);
+        let same_scale = consumers.iter().all(|&(c, slot)| slot == 0 && super::int8::int8_quantizer_scale(graph, c) == Some(scale));
+        if consumers.is_empty() || !same_scale || graph.is_output(relu_out) {
+            continue;
+        }
+        let mut l = l.clone();
+        l.epilogue.activation = Some(Activation::Unary(UnaryKind::Relu));
+        let inputs = graph.inputs_of(n);
+        let new = super::rebuild(graph, n, l.into(), &inputs)?;
+        for (c, _) in consumers {
+            graph.replace_uses(Port { node: c, port: 0 }, Port { node: new, port: 0 });
+        }
+        folded += 1;
+    }
+    graph.remove_dead_nodes();
+    Ok(folded)
+}
