@@ -119,7 +119,13 @@ pub fn to_int8(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<Strin
             fallback(format!("the scale of '{x_name}' is {scale}"));
             continue;
         }
-        let (w_q, w_scale) = quantize_weight_per_channel(&weight, axis)?;
+        let (w_q, w_scale) = match quantize_weight_per_channel(&weight, axis) {
+            Ok(q) => q,
+            Err(e) => {
+                fallback(e.to_string());
+                continue;
+            }
+        };
         let w_scale = w_scale.as_slice::<f32>()?.to_vec();
         let x_q = match quantized.get(&(x, scale.to_bits())) {
             Some(&q) => q,
