@@ -11,3 +11,13 @@ mkdir -p target/example
   --inputs testdata/models/example_cnn.inputs.npz \
   --save-outputs target/example/example_cnn.outputs.npz
 ./target/debug/trtc compare target/example/example_cnn.outputs.npz testdata/models/example_cnn.outputs.npz
+# The same model in FP16, with an accuracy report against the FP32 engine.
+./target/debug/trtc build testdata/models/example_cnn.onnx -o target/example/example_cnn_fp16.engine \
+  --fp16 --accuracy-report --per-layer
+# Its onnxruntime-quantized (Q/DQ) export builds into int8 layers and gives
+# onnxruntime's int8 result.
+./target/debug/trtc build testdata/qdq/example_cnn_qdq.onnx -o target/example/example_cnn_int8.engine
+./target/debug/trtc run target/example/example_cnn_int8.engine \
+  --inputs testdata/qdq/example_cnn_qdq.inputs.npz \
+  --save-outputs target/example/example_cnn_int8.outputs.npz
+./target/debug/trtc compare target/example/example_cnn_int8.outputs.npz testdata/qdq/example_cnn_qdq.outputs.npz
