@@ -265,7 +265,11 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     }
     if a.int8 {
         opts.flags.push("--int8".into());
-        opts.flags.push(format!("--calibrator {}", a.calib.calibrator));
+        // An existing cache decides the scales, whatever --calibrator says.
+        match &a.calib.calib_cache {
+            Some(p) if p.exists() => opts.flags.push("--calib-cache (reused)".into()),
+            _ => opts.flags.push(format!("--calibrator {}", a.calib.calibrator)),
+        }
     }
     opts.flags.extend(a.layer_precisions.iter().map(|p| format!("--layer-precision {p}")));
     let start = std::time::Instant::now();
