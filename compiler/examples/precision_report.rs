@@ -49,7 +49,7 @@ fn main() -> anyhow::Result<()> {
             let mut o = BuildOptions::default();
             o.precision.int8 = true;
             o.int8.calib_dir = Some(tmp.clone());
-            o.int8.calib.calibrator = c.clone();
+            o.int8.calib.calibrator = *c;
             let built = build_file(m, &o)?;
             let r = trtc::accuracy::evaluate(&reference, &Engine::from_bytes(&built.engine)?, &eval, false)?;
             cells.push(format!("{:.6}", worst(&r)));

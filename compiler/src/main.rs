@@ -342,15 +342,12 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
         let (name, dims) = parse_shape(s)?;
         import.shapes.insert(name, dims);
     }
-    let mut opts = a.calib.options()?;
-    if opts.calib_dir.is_none() {
-        bail!("calibrate needs --calib DIR");
-    }
-    opts.cache = None;
+    let opts = a.calib.options()?;
+    let Some(dir) = opts.calib_dir.as_deref() else { bail!("calibrate needs --calib DIR") };
     let mut graph = trtc::frontend::onnx::import_file(&a.model, &import)?;
     trtc::passes::optimize(&mut graph, &Default::default())?;
     let start = std::time::Instant::now();
-    let batches = trtc::precision::calib::load_batches(opts.calib_dir.as_deref().unwrap_or(std::path::Path::new(".")), &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches)?;
+    let batches = trtc::precision::calib::load_batches(dir, &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches)?;
     let cache = trtc::precision::calib::calibrate(&graph, &batches, &opts.calib)?;
     trtc::precision::calib::write_cache(&a.output, &cache)?;
     eprintln!(

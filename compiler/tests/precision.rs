@@ -43,9 +43,7 @@ fn is_cnn(model: &Path) -> bool {
 }
 
 fn opts(fp16: bool, int8: bool) -> BuildOptions {
-    let mut o = BuildOptions::default();
-    o.precision = PrecisionConfig { fp16, int8, layer_precisions: vec![] };
-    o
+    BuildOptions { precision: PrecisionConfig { fp16, int8, layer_precisions: vec![] }, ..Default::default() }
 }
 
 #[test]
@@ -194,7 +192,8 @@ fn layer_precision_pins_override_the_build_flags() {
     o.precision.layer_precisions = vec![("/conv1/*".into(), Precision::Fp16)];
     let built = build_file(&m, &o).unwrap();
     assert!(built.precision.layers.get(&Precision::Fp16).copied().unwrap_or(0) >= 1);
-    assert_eq!(PrecisionConfig::parse_pin("x=bf16").map(|_| ()).unwrap_err().to_string().contains("not a precision"), true);
+    let e = PrecisionConfig::parse_pin("x=bf16").map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("not a precision"), "{e}");
 }
 
 #[test]

@@ -138,7 +138,14 @@ pub fn to_fp16(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<()> {
         let name = graph.node(n).name.clone();
         // Int8 layers choose their float output's dtype.
         if let Op::Precision(PrecisionOp::Int8Linear(l)) = &op {
-            if l.output == Int8Output::F32 && cfg.allows(&name, Precision::Fp16) || cfg.pinned(&name) == Some(Precision::Int8) && cfg.fp16 && l.output == Int8Output::F32 {
+            // Its float output is f16 in an fp16 build (or when pinned to
+            // fp16), unless the layer is pinned to fp32.
+            let half_output = match cfg.pinned(&name) {
+                Some(Precision::Fp32) => false,
+                Some(Precision::Fp16) => true,
+                _ => cfg.fp16,
+            };
+            if l.output == Int8Output::F32 && half_output {
                 let mut l = l.clone();
                 l.output = Int8Output::F16;
                 let inputs = graph.inputs_of(n);

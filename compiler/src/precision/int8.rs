@@ -141,11 +141,29 @@ pub fn to_int8(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<Strin
             }
         };
         if let Err(why) = make_int8(graph, n, &linear, &ins, x_q, scale, (w_q, w_scale))? {
-            fallbacks.push((name, why));
+            fallback(why);
         }
     }
     graph.remove_dead_nodes();
     Ok(fallbacks)
+}
+
+/// The constant scales (input 1) of a QuantizeLinear or DequantizeLinear,
+/// and whether its zero points (input 2, if any) are all 0.
+pub(super) fn scale_and_zero(graph: &Graph, ins: &[Option<Port>]) -> Option<(Vec<f32>, bool)> {
+    let s = graph.node(ins.get(1).copied().flatten()?.node).constant()?;
+    if s.dtype() != DType::F32 {
+        return None;
+    }
+    let scales = s.as_slice::<f32>().ok()?.to_vec();
+    if scales.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+        return None;
+    }
+    let zero = match ins.get(2).copied().flatten() {
+        None => true,
+        Some(z) => graph.node(z.node).constant()?.to_f64_vec().iter().all(|&v| v == 0.0),
+    };
+    Some((scales, zero))
 }
 
 /// The scale of a per-tensor, zero-point-0 int8 QuantizeLinear node.
@@ -154,19 +172,8 @@ pub(super) fn int8_quantizer_scale(graph: &Graph, n: NodeIndex) -> Option<f32> {
     if q.output_dtype != DType::I8 || q.block_size != 0 {
         return None;
     }
-    let ins = graph.inputs_of(n);
-    let s = graph.node(ins.get(1).copied().flatten()?.node).constant()?;
-    if s.len() != 1 || s.dtype() != DType::F32 {
-        return None;
-    }
-    if let Some(z) = ins.get(2).copied().flatten() {
-        let z = graph.node(z.node).constant()?;
-        if z.to_f64_vec().iter().any(|&v| v != 0.0) {
-            return None;
-        }
-    }
-    let s = s.as_slice::<f32>().ok()?[0];
-    (s.is_finite() && s > 0.0).then_some(s)
+    let (scales, zero) = scale_and_zero(graph, &graph.inputs_of(n))?;
+    (scales.len() == 1 && zero).then_some(scales[0])
 }
 
 /// Int8 layers whose output only feeds int8 quantizers of one scale write

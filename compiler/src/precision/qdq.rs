@@ -11,7 +11,7 @@
 //! nodes in place ([`keeps_weight_dequantize`]) so that this rewrite still
 //! sees the int8 weights.
 
-use super::int8::{make_int8, weight_channel_axis};
+use super::int8::{make_int8, scale_and_zero, weight_channel_axis};
 use super::PrecisionConfig;
 use crate::ir::{Graph, Port};
 use anyhow::Result;
@@ -38,24 +38,6 @@ fn dequantized_activation(graph: &Graph, p: Port) -> Option<(Port, f32)> {
     }
     let (scales, zero) = scale_and_zero(graph, &ins)?;
     (scales.len() == 1 && zero).then_some((q, scales[0]))
-}
-
-/// The constant scales of a DequantizeLinear, and whether its zero points
-/// (if any) are all 0.
-fn scale_and_zero(graph: &Graph, ins: &[Option<Port>]) -> Option<(Vec<f32>, bool)> {
-    let s = graph.node(ins.get(1).copied().flatten()?.node).constant()?;
-    if s.dtype() != DType::F32 {
-        return None;
-    }
-    let scales = s.as_slice::<f32>().ok()?.to_vec();
-    if scales.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
-        return None;
-    }
-    let zero = match ins.get(2).copied().flatten() {
-        None => true,
-        Some(z) => graph.node(z.node).constant()?.to_f64_vec().iter().all(|&v| v == 0.0),
-    };
-    Some((scales, zero))
 }
 
 /// `(w_q, per-channel scales)` when `p` is the DequantizeLinear of a constant
@@ -117,9 +99,6 @@ pub fn fold_int8_relu(graph: &mut Graph) -> Result<usize> {
     use trtc_runtime::ops::precision::{Int8Output, PrecisionOp};
     let mut folded = 0;
     for n in graph.topo_order() {
-        if !graph.g.contains_node(n) {
-            continue;
-        }
         let Some(Op::Precision(PrecisionOp::Int8Linear(l))) = graph.node(n).op() else { continue };
         let Int8Output::Int8 { scale } = l.output else { continue };
         if l.epilogue.activation.is_some() {

@@ -13,7 +13,7 @@ use crate::ir::Graph;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use trtc_runtime::{DType, Engine, Tensor, Target, TensorType};
+use trtc_runtime::{DType, Engine, Tensor, TensorType};
 
 pub use calibrator::{CalibrationCache, Calibrator, Histogram};
 
@@ -134,9 +134,7 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
     if batches.is_empty() {
         bail!("calibration needs at least one batch");
     }
-    let lowered = crate::lower::lower(graph, crate::lower::LowerOptions::default())?;
-    let bytes = Engine::serialize(Target::Cpu, vec!["calibration".into()], &lowered.plan, &lowered.weights)?;
-    let engine = Engine::from_bytes(&bytes)?;
+    let engine = Engine::from_bytes(&crate::build::engine_of(graph, Default::default(), vec![])?)?;
     let passes = if matches!(opts.calibrator, Calibrator::MinMax) { 1 } else { 2 };
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new((batches.len() * passes) as u64);
@@ -185,11 +183,6 @@ pub fn read_cache(path: &Path) -> Result<CalibrationCache> {
 /// Writes a calibration cache file.
 pub fn write_cache(path: &Path, cache: &CalibrationCache) -> Result<()> {
     std::fs::write(path, cache.to_text()).with_context(|| format!("cannot write the calibration cache {}", path.display()))
-}
-
-/// Per-tensor scales from a cache, for [`crate::precision::apply`].
-pub fn scales(cache: &CalibrationCache) -> BTreeMap<String, f32> {
-    cache.scales.clone()
 }
 
 /// Synthetic batches for tests and benchmarks, one per seed: float inputs
