@@ -83,7 +83,7 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
     let scales: BTreeMap<String, f32> = calibration.as_ref().map(|(c, _)| c.scales.clone()).unwrap_or_default();
     let precision = crate::precision::apply(&mut graph, &opts.precision, &scales)?;
     let lowered = lower::lower(&graph, opts.lower)?;
-    let engine = Engine::serialize(Target::Cpu, opts.flags.clone(), &lowered.plan, &lowered.weights)?;
+    let engine = Engine::serialize(Target::Cpu, opts.flags.clone(), &lowered.plan, &lowered.weights, None)?;
     Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, engine })
 }
 
@@ -96,5 +96,5 @@ pub fn build_file(model: &Path, opts: &BuildOptions) -> Result<Built> {
 /// Engine bytes of a graph as it is (no passes), e.g. the FP32 reference.
 pub fn engine_of(graph: &Graph, opts: LowerOptions, flags: Vec<String>) -> Result<Vec<u8>> {
     let lowered = lower::lower(graph, opts)?;
-    Ok(Engine::serialize(Target::Cpu, flags, &lowered.plan, &lowered.weights)?)
+    Ok(Engine::serialize(Target::Cpu, flags, &lowered.plan, &lowered.weights, None)?)
 }

@@ -12,3 +12,27 @@ __device__ __forceinline__ float trtc_gelu_tanh(float x) {
 __device__ __forceinline__ float trtc_hard_sigmoid(float x, float a, float b) {
     return fmaxf(0.0f, fminf(1.0f, a * x + b));
 }
+
+// Half precision without cuda_fp16.h: an IEEE binary16 value is stored as its
+// 16 bits; conversions go through PTX `cvt` (round to nearest even, like the
+// CPU executor's `half` crate). A struct, so that overloads can tell it from
+// 16-bit integers.
+struct __align__(2) f16 { unsigned short bits; };
+typedef signed char i8;
+__device__ __forceinline__ float f16_to_f32(f16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+__device__ __forceinline__ f16 f32_to_f16(float f) {
+    f16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+    return h;
+}
+// Loads widen to f32 and stores round once from f32: a kernel written with
+// ld/st computes in f32 whatever its storage type, which is what the CPU
+// executor's HalfIo does.
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const f16* p) { return f16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(f16* p, float v) { *p = f32_to_f16(v); }

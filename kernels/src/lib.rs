@@ -1,14 +1,29 @@
 //! trtc's CUDA kernels: the C sources (in `kernels/cuda/`, self-contained,
 //! no CUDA headers so NVRTC alone compiles them) and, per kernel family, its
 //! tunable parameters (the tactics the autotuner searches) and the code that
-//! instantiates a source for one node.
+//! instantiates a source for one layer.
 //!
-//! Families so far: `gemm` (SIMT f32 GEMM with a fused epilogue) and
-//! `pointwise` (one kernel generated per pointwise expression).
+//! [`select`] is the entry point: given a layer (its op and the types of its
+//! tensors) and the target's limits, it returns the launches that compute
+//! the layer with the heuristic tactic, or why the layer has no kernel (it
+//! then runs on the host). Each family lives in its own module and follows
+//! the CPU reference op of the runtime exactly, including the f16 rounding
+//! of `HalfIo` layers (load widens to f32, store rounds once).
 
 pub mod activation;
+pub mod attention;
+pub mod elementwise;
 pub mod gemm;
+pub mod linear;
+pub mod movement;
+pub mod nvrtc;
 pub mod pointwise;
+pub mod reduce;
+
+use trtc_runtime::kernels::KernelArg;
+use trtc_runtime::ops::precision::PrecisionOp;
+use trtc_runtime::ops::Op;
+use trtc_runtime::{DType, TensorType};
 
 /// Device helpers every kernel source starts with.
 pub const COMMON: &str = include_str!("../cuda/common.cuh");
@@ -34,4 +49,99 @@ impl SmLimits {
     pub fn for_sm(sm: u32) -> SmLimits {
         SmLimits { sm, max_threads_per_block: 1024, max_shared_bytes_per_block: 48 * 1024 }
     }
+}
+
+/// A layer as the kernel families see it: the op (precision wrappers
+/// removed) and the types of its tensors, which say the storage dtype (an
+/// `HalfIo` layer's tensors are f16).
+#[derive(Clone, Debug)]
+pub struct LayerIo<'a> {
+    pub op: &'a Op,
+    /// `None` is an absent optional input.
+    pub inputs: Vec<Option<&'a TensorType>>,
+    pub outputs: Vec<&'a TensorType>,
+}
+
+/// One launch of one kernel instantiation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelLaunch {
+    pub kernel: KernelSource,
+    /// The family and tactic, for `inspect` and the timing cache, e.g.
+    /// `gemm_simt 64x64x8/4x4`.
+    pub tactic: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub args: Vec<KernelArg>,
+}
+
+/// Why a layer has no kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported(pub String);
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a family returns for one layer.
+pub type Selection = Result<Vec<KernelLaunch>, Unsupported>;
+
+/// Shorthand for a family's refusal.
+pub fn unsupported<T>(why: impl Into<String>) -> Result<T, Unsupported> {
+    Err(Unsupported(why.into()))
+}
+
+/// The launches that compute a layer, with the heuristic (untuned) tactic.
+pub fn select(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
+    let op = match io.op {
+        Op::Precision(PrecisionOp::HalfIo(h)) => &h.inner,
+        op => op,
+    };
+    let io = LayerIo { op, ..io.clone() };
+    match op {
+        Op::Elementwise(_) | Op::Quant(_) => elementwise::select(&io, limits),
+        Op::Fused(trtc_runtime::ops::fused::FusedOp::Pointwise(_)) => elementwise::select(&io, limits),
+        Op::Fused(trtc_runtime::ops::fused::FusedOp::Attention(_)) => attention::select(&io, limits),
+        Op::Fused(trtc_runtime::ops::fused::FusedOp::Linear(_)) | Op::Linalg(_) => {
+            match op {
+                Op::Linalg(trtc_runtime::ops::linalg::LinalgOp::Pool(_)) => reduce::select(&io, limits),
+                _ => linear::select(&io, limits),
+            }
+        }
+        Op::Precision(PrecisionOp::Int8Linear(_)) => linear::select(&io, limits),
+        Op::Reduce(_) => reduce::select(&io, limits),
+        Op::Movement(_) => movement::select(&io, limits),
+        Op::Precision(PrecisionOp::HalfIo(_)) => unsupported("nested HalfIo"),
+    }
+}
+
+/// The CUDA C type that stores `dtype` (f16 is the `f16` struct of
+/// `common.cuh`); `None` for types no kernel handles (bf16, f64).
+pub fn c_type(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::F32 => "float",
+        DType::F16 => "f16",
+        DType::I8 => "signed char",
+        DType::U8 | DType::Bool => "unsigned char",
+        DType::I16 => "short",
+        DType::U16 => "unsigned short",
+        DType::I32 => "int",
+        DType::U32 => "unsigned int",
+        DType::I64 => "long long",
+        DType::U64 => "unsigned long long",
+        DType::BF16 | DType::F64 => return None,
+    })
+}
+
+/// Threads per block of the simple one-element-per-thread kernels.
+pub const BLOCK_1D: u32 = 256;
+
+/// Grid and block for `n` independent elements, one per thread, with a
+/// grid-stride loop in the kernel when `n` needs more than the grid's cap
+/// (enough blocks to fill any GPU trtc targets several times over).
+pub fn geometry_1d(n: u64) -> ([u32; 3], [u32; 3]) {
+    let blocks = n.div_ceil(BLOCK_1D as u64).clamp(1, 65535 * 8);
+    ([blocks as u32, 1, 1], [BLOCK_1D, 1, 1])
 }

@@ -9,7 +9,9 @@
 //! 16  H bytes       header (postcard-encoded `Header`)
 //! 16+H u32          CRC-32 of the header bytes
 //! ... sections at 256-byte aligned offsets, each with its CRC-32 in the header:
-//!     PLAN (postcard-encoded `Plan`), WEIGHTS (raw tensors, 256-byte aligned)
+//!     PLAN (postcard-encoded `Plan`), WEIGHTS (raw tensors, 256-byte aligned),
+//!     and for GPU targets KERNELS (postcard-encoded `KernelTable`: cubins and
+//!     per-layer launches)
 //! ```
 //!
 //! Nothing read from the file is trusted before it is checked: lengths are
@@ -17,13 +19,14 @@
 //! before decoding, and the decoded plan is validated (`Plan::validate`).
 
 use crate::error::{Error, Result};
+use crate::kernels::KernelTable;
 use crate::plan::{Plan, TensorId};
 use crate::tensor::{AlignedBytes, TensorType};
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// The newest format this runtime reads and the one it writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Alignment of sections in the file and of weights inside their section.
 pub const SECTION_ALIGN: u64 = 256;
 /// The version of trtc that writes engines.
@@ -52,6 +55,7 @@ impl std::fmt::Display for Target {
 pub enum SectionKind {
     Plan,
     Weights,
+    Kernels,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +91,7 @@ pub struct Engine {
     format_version: u32,
     plan: Plan,
     weights: AlignedBytes,
+    kernels: Option<KernelTable>,
     inputs: Vec<BindingInfo>,
     outputs: Vec<BindingInfo>,
 }
@@ -131,8 +136,12 @@ fn read_header(bytes: &[u8]) -> Result<(u32, Header)> {
 }
 
 fn section<'a>(bytes: &'a [u8], header: &Header, kind: SectionKind) -> Result<&'a [u8]> {
+    optional_section(bytes, header, kind)?.ok_or_else(|| Error::invalid(format!("missing {kind:?} section")))
+}
+
+fn optional_section<'a>(bytes: &'a [u8], header: &Header, kind: SectionKind) -> Result<Option<&'a [u8]>> {
     let mut found = header.sections.iter().filter(|s| s.kind == kind);
-    let s = found.next().ok_or_else(|| Error::invalid(format!("missing {kind:?} section")))?;
+    let Some(s) = found.next() else { return Ok(None) };
     if found.next().is_some() {
         return Err(Error::invalid(format!("duplicate {kind:?} section")));
     }
@@ -144,7 +153,7 @@ fn section<'a>(bytes: &'a [u8], header: &Header, kind: SectionKind) -> Result<&'
     if crc32fast::hash(data) != s.crc32 {
         return Err(Error::invalid(format!("{kind:?} section checksum mismatch (the file is corrupted)")));
     }
-    Ok(data)
+    Ok(Some(data))
 }
 
 impl Engine {
@@ -163,29 +172,60 @@ impl Engine {
         let plan: Plan =
             postcard::from_bytes(plan_bytes).map_err(|e| Error::invalid(format!("plan does not decode: {e}")))?;
         plan.validate(weight_bytes.len() as u64)?;
+        let kernels = match (&header.target, optional_section(bytes, &header, SectionKind::Kernels)?) {
+            (Target::Cpu, None) => None,
+            (Target::Cpu, Some(_)) => return Err(Error::invalid("a CPU engine carries a KERNELS section")),
+            (Target::Cuda { .. }, None) => return Err(Error::invalid("a CUDA engine without its KERNELS section")),
+            (Target::Cuda { sm, .. }, Some(k)) => {
+                let table: KernelTable =
+                    postcard::from_bytes(k).map_err(|e| Error::invalid(format!("kernel table does not decode: {e}")))?;
+                if table.sm != *sm {
+                    return Err(Error::invalid(format!("kernels for sm_{} in an engine for sm_{sm}", table.sm)));
+                }
+                table.validate(&plan)?;
+                Some(table)
+            }
+        };
         let weights = AlignedBytes::from_bytes(weight_bytes);
         let binding = |id: TensorId, name: &str| BindingInfo { name: name.to_string(), ty: plan.tensors[id].ty.clone() };
         let inputs = plan.inputs.iter().map(|&i| binding(i, &plan.tensors[i].name)).collect();
         let outputs = plan.outputs.iter().map(|(n, i)| binding(*i, n)).collect();
-        Ok(Engine { header, format_version, plan, weights, inputs, outputs })
+        Ok(Engine { header, format_version, plan, weights, kernels, inputs, outputs })
     }
 
-    /// Serializes a plan and its weights into engine file bytes. Deterministic:
-    /// the same arguments give the same bytes.
-    pub fn serialize(target: Target, build_flags: Vec<String>, plan: &Plan, weights: &[u8]) -> Result<Vec<u8>> {
-        let plan_bytes = postcard::to_stdvec(plan).map_err(|e| Error::invalid(format!("plan does not encode: {e}")))?;
-        // The header's size depends on the section offsets; fix it with a
-        // first pass using placeholder values of the same encoded width.
+    /// Serializes a plan and its weights (and, for a GPU target, its kernel
+    /// table) into engine file bytes. Deterministic: the same arguments give
+    /// the same bytes.
+    pub fn serialize(
+        target: Target,
+        build_flags: Vec<String>,
+        plan: &Plan,
+        weights: &[u8],
+        kernels: Option<&KernelTable>,
+    ) -> Result<Vec<u8>> {
+        let encode = |what: &str, r: std::result::Result<Vec<u8>, postcard::Error>| {
+            r.map_err(|e| Error::invalid(format!("{what} does not encode: {e}")))
+        };
+        let mut payloads: Vec<(SectionKind, Vec<u8>)> =
+            vec![(SectionKind::Plan, encode("plan", postcard::to_stdvec(plan))?)];
+        match (&target, kernels) {
+            (Target::Cpu, None) => {}
+            (Target::Cuda { .. }, Some(k)) => payloads.push((SectionKind::Kernels, encode("kernel table", postcard::to_stdvec(k))?)),
+            _ => return Err(Error::invalid("a kernel table goes with a CUDA target and only with it")),
+        }
+        // Weights last, so that a reader can map them at an aligned offset.
         let sections_for = |base: u64| {
-            let plan_off = base;
-            let w_off = (plan_off + plan_bytes.len() as u64).div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
-            vec![
-                Section { kind: SectionKind::Plan, offset: plan_off, len: plan_bytes.len() as u64, crc32: crc32fast::hash(&plan_bytes) },
-                Section { kind: SectionKind::Weights, offset: w_off, len: weights.len() as u64, crc32: crc32fast::hash(weights) },
-            ]
+            let mut at = base;
+            let mut v = Vec::new();
+            for (kind, data) in payloads.iter().map(|(k, d)| (*k, d.as_slice())).chain([(SectionKind::Weights, weights)]) {
+                v.push(Section { kind, offset: at, len: data.len() as u64, crc32: crc32fast::hash(data) });
+                at = (at + data.len() as u64).div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
+            }
+            v
         };
         let mut header = Header { trtc_version: TRTC_VERSION.to_string(), target, build_flags, sections: sections_for(0) };
-        // Iterate until the header length is stable (varints may grow).
+        // The header's size depends on the section offsets (varints may
+        // grow): iterate until it is stable.
         let mut base = 0u64;
         let mut header_bytes;
         loop {
@@ -197,17 +237,17 @@ impl Engine {
             }
             base = needed;
         }
-        let total = header.sections[1].offset + weights.len() as u64;
-        let mut out = Vec::with_capacity(total as usize);
+        let last = header.sections.last().expect("weights section");
+        let mut out = Vec::with_capacity((last.offset + last.len) as usize);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         out.extend_from_slice(&(header_bytes.len() as u32).to_le_bytes());
         out.extend_from_slice(&header_bytes);
         out.extend_from_slice(&crc32fast::hash(&header_bytes).to_le_bytes());
-        out.resize(header.sections[0].offset as usize, 0);
-        out.extend_from_slice(&plan_bytes);
-        out.resize(header.sections[1].offset as usize, 0);
-        out.extend_from_slice(weights);
+        for (s, data) in header.sections.iter().zip(payloads.iter().map(|(_, d)| d.as_slice()).chain([weights])) {
+            out.resize(s.offset as usize, 0);
+            out.extend_from_slice(data);
+        }
         Ok(out)
     }
 
@@ -225,6 +265,11 @@ impl Engine {
 
     pub fn weights(&self) -> &[u8] {
         self.weights.as_slice()
+    }
+
+    /// The cubins and per-layer launches of an engine built for a GPU.
+    pub fn kernels(&self) -> Option<&KernelTable> {
+        self.kernels.as_ref()
     }
 
     /// Input bindings, in the ONNX model's order. Inputs fixed at build time

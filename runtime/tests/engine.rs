@@ -32,7 +32,7 @@ fn plan() -> (Plan, Vec<u8>) {
 
 fn engine_bytes() -> Vec<u8> {
     let (plan, weights) = plan();
-    Engine::serialize(Target::Cpu, vec!["test".into()], &plan, &weights).unwrap()
+    Engine::serialize(Target::Cpu, vec!["test".into()], &plan, &weights, None).unwrap()
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn overlapping_live_tensors_are_refused() {
     let (mut plan, weights) = plan();
     // `s` and `x` are both live at step 1: placing them together is invalid.
     plan.tensors[2].storage = Storage::Arena { offset: 0 };
-    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights).unwrap();
+    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights, None).unwrap();
     let e = Engine::from_bytes(&bytes).unwrap_err().to_string();
     assert!(e.contains("overlap"), "{e}");
 }
@@ -68,7 +68,7 @@ fn overlapping_live_tensors_are_refused() {
 fn declared_types_must_match_inference() {
     let (mut plan, weights) = plan();
     plan.tensors[3].ty = TensorType::new(DType::F32, vec![2, 2]);
-    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights).unwrap();
+    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights, None).unwrap();
     let e = Engine::from_bytes(&bytes).unwrap_err().to_string();
     assert!(e.contains("declared f32[2,2] but the op makes f32[4]"), "{e}");
 }
@@ -77,7 +77,7 @@ fn declared_types_must_match_inference() {
 fn storage_outside_the_arena_is_refused() {
     let (mut plan, weights) = plan();
     plan.tensors[3].storage = Storage::Arena { offset: 1 << 40 };
-    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights).unwrap();
+    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights, None).unwrap();
     assert!(Engine::from_bytes(&bytes).unwrap_err().to_string().contains("outside its storage"));
 }
 
@@ -109,7 +109,7 @@ fn engine_is_shared_across_threads_with_one_context_each() {
 fn an_arena_larger_than_its_tensors_is_refused() {
     let (mut plan, weights) = plan();
     plan.arena_bytes = 1 << 50;
-    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights).unwrap();
+    let bytes = Engine::serialize(Target::Cpu, vec![], &plan, &weights, None).unwrap();
     let e = Engine::from_bytes(&bytes).unwrap_err().to_string();
     assert!(e.contains("larger than its tensors need"), "{e}");
 }
