@@ -1,8 +1,8 @@
-//! Placeholder: filled in by the linear family.
+//! Placeholder: filled in by the conv family.
 
 use crate::{unsupported, LayerIo, Selection, SmLimits};
 
-/// The launches of a linear layer.
+/// The launches of a conv layer.
 pub fn select(io: &LayerIo<'_>, _limits: &SmLimits) -> Selection {
     unsupported(format!("no CUDA kernel for {} yet", io.op.name()))
 }

@@ -1,0 +1,30 @@
+//! Layers whose core is a matrix product: Gemm and MatMul (`gemm`), Conv and
+//! ConvTranspose (`conv`), plain, fused (`Linear`: bias, residual and
+//! activation in the epilogue) or int8 (`Int8Linear`).
+
+pub mod conv;
+pub mod gemm;
+
+use crate::{unsupported, LayerIo, Selection, SmLimits};
+use trtc_runtime::ops::fused::{FusedOp, LinearKind};
+use trtc_runtime::ops::linalg::LinalgOp;
+use trtc_runtime::ops::precision::PrecisionOp;
+use trtc_runtime::Op;
+
+/// The launches of a Gemm, MatMul, Conv or ConvTranspose layer, plain, fused
+/// or int8.
+pub fn select(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
+    match io.op {
+        Op::Linalg(LinalgOp::Gemm(_) | LinalgOp::MatMul(_)) => gemm::select(io, limits),
+        Op::Linalg(LinalgOp::Conv(_) | LinalgOp::ConvTranspose(_)) => conv::select(io, limits),
+        Op::Fused(FusedOp::Linear(l)) => match l.kind {
+            LinearKind::Conv(_) => conv::select(io, limits),
+            LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::select(io, limits),
+        },
+        Op::Precision(PrecisionOp::Int8Linear(l)) => match l.kind {
+            LinearKind::Conv(_) => conv::select(io, limits),
+            LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::select(io, limits),
+        },
+        op => unsupported(format!("no CUDA kernel for {} yet", op.name())),
+    }
+}
