@@ -2,7 +2,7 @@
 
 use crate::{unsupported, LayerIo, Selection, SmLimits};
 
-/// The launches of a attention layer.
-pub fn select(io: &LayerIo<'_>, _limits: &SmLimits) -> Selection {
+/// The candidates of a attention layer.
+pub fn candidates(io: &LayerIo<'_>, _limits: &SmLimits) -> Selection {
     unsupported(format!("no CUDA kernel for {} yet", io.op.name()))
 }

@@ -3,10 +3,12 @@
 //! tunable parameters (the tactics the autotuner searches) and the code that
 //! instantiates a source for one layer.
 //!
-//! [`select`] is the entry point: given a layer (its op and the types of its
-//! tensors) and the target's limits, it returns the launches that compute
-//! the layer with the heuristic tactic, or why the layer has no kernel (it
-//! then runs on the host). Each family lives in its own module and follows
+//! [`candidates`] is the entry point: given a layer (its op and the types of
+//! its tensors) and the target's limits, it returns every valid tactic for
+//! the layer, each with the launches that compute it, the heuristic choice
+//! first; or why the layer has no kernel (it then runs on the host). The
+//! autotuner times the candidates; without tuning, [`select`] takes the
+//! first. Each family lives in its own module and follows
 //! the CPU reference op of the runtime exactly, including the f16 rounding
 //! of `HalfIo` layers (load widens to f32, store rounds once).
 
@@ -66,9 +68,6 @@ pub struct LayerIo<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelLaunch {
     pub kernel: KernelSource,
-    /// The family and tactic, for `inspect` and the timing cache, e.g.
-    /// `gemm_simt 64x64x8/4x4`.
-    pub tactic: String,
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_bytes: u32,
@@ -85,34 +84,54 @@ impl std::fmt::Display for Unsupported {
     }
 }
 
-/// What a family returns for one layer.
-pub type Selection = Result<Vec<KernelLaunch>, Unsupported>;
+/// One way to compute a layer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The family and its tactic parameters, unique among the layer's
+    /// candidates and stable across builds (the timing cache stores it),
+    /// e.g. `gemm_simt 64x64x8/4x4`.
+    pub tactic: String,
+    /// The launches, in order, on one stream.
+    pub launches: Vec<KernelLaunch>,
+}
+
+/// What a family returns for one layer: its valid candidates, the
+/// heuristic choice first (never empty when `Ok`).
+pub type Selection = Result<Vec<Candidate>, Unsupported>;
 
 /// Shorthand for a family's refusal.
 pub fn unsupported<T>(why: impl Into<String>) -> Result<T, Unsupported> {
     Err(Unsupported(why.into()))
 }
 
-/// The launches that compute a layer, with the heuristic (untuned) tactic.
-pub fn select(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
+/// The heuristic (untuned) candidate of a layer.
+pub fn select(io: &LayerIo<'_>, limits: &SmLimits) -> Result<Candidate, Unsupported> {
+    match candidates(io, limits)?.into_iter().next() {
+        Some(c) => Ok(c),
+        None => unsupported(format!("{}: no valid tactic", io.op.name())),
+    }
+}
+
+/// Every valid candidate of a layer, the heuristic choice first.
+pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     let op = match io.op {
         Op::Precision(PrecisionOp::HalfIo(h)) => &h.inner,
         op => op,
     };
     let io = LayerIo { op, ..io.clone() };
     match op {
-        Op::Elementwise(_) | Op::Quant(_) => elementwise::select(&io, limits),
-        Op::Fused(trtc_runtime::ops::fused::FusedOp::Pointwise(_)) => elementwise::select(&io, limits),
-        Op::Fused(trtc_runtime::ops::fused::FusedOp::Attention(_)) => attention::select(&io, limits),
+        Op::Elementwise(_) | Op::Quant(_) => elementwise::candidates(&io, limits),
+        Op::Fused(trtc_runtime::ops::fused::FusedOp::Pointwise(_)) => elementwise::candidates(&io, limits),
+        Op::Fused(trtc_runtime::ops::fused::FusedOp::Attention(_)) => attention::candidates(&io, limits),
         Op::Fused(trtc_runtime::ops::fused::FusedOp::Linear(_)) | Op::Linalg(_) => {
             match op {
-                Op::Linalg(trtc_runtime::ops::linalg::LinalgOp::Pool(_)) => reduce::select(&io, limits),
-                _ => linear::select(&io, limits),
+                Op::Linalg(trtc_runtime::ops::linalg::LinalgOp::Pool(_)) => reduce::candidates(&io, limits),
+                _ => linear::candidates(&io, limits),
             }
         }
-        Op::Precision(PrecisionOp::Int8Linear(_)) => linear::select(&io, limits),
-        Op::Reduce(_) => reduce::select(&io, limits),
-        Op::Movement(_) => movement::select(&io, limits),
+        Op::Precision(PrecisionOp::Int8Linear(_)) => linear::candidates(&io, limits),
+        Op::Reduce(_) => reduce::candidates(&io, limits),
+        Op::Movement(_) => movement::candidates(&io, limits),
         Op::Precision(PrecisionOp::HalfIo(_)) => unsupported("nested HalfIo"),
     }
 }

@@ -11,19 +11,19 @@ use trtc_runtime::ops::linalg::LinalgOp;
 use trtc_runtime::ops::precision::PrecisionOp;
 use trtc_runtime::Op;
 
-/// The launches of a Gemm, MatMul, Conv or ConvTranspose layer, plain, fused
+/// The candidates of a Gemm, MatMul, Conv or ConvTranspose layer, plain, fused
 /// or int8.
-pub fn select(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
+pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     match io.op {
-        Op::Linalg(LinalgOp::Gemm(_) | LinalgOp::MatMul(_)) => gemm::select(io, limits),
-        Op::Linalg(LinalgOp::Conv(_) | LinalgOp::ConvTranspose(_)) => conv::select(io, limits),
+        Op::Linalg(LinalgOp::Gemm(_) | LinalgOp::MatMul(_)) => gemm::candidates(io, limits),
+        Op::Linalg(LinalgOp::Conv(_) | LinalgOp::ConvTranspose(_)) => conv::candidates(io, limits),
         Op::Fused(FusedOp::Linear(l)) => match l.kind {
-            LinearKind::Conv(_) => conv::select(io, limits),
-            LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::select(io, limits),
+            LinearKind::Conv(_) => conv::candidates(io, limits),
+            LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::candidates(io, limits),
         },
         Op::Precision(PrecisionOp::Int8Linear(l)) => match l.kind {
-            LinearKind::Conv(_) => conv::select(io, limits),
-            LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::select(io, limits),
+            LinearKind::Conv(_) => conv::candidates(io, limits),
+            LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::candidates(io, limits),
         },
         op => unsupported(format!("no CUDA kernel for {} yet", op.name())),
     }
