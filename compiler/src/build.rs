@@ -1,7 +1,8 @@
 //! The build pipeline: ONNX file → engine bytes.
 //!
 //! import → optimize (FP32) → calibrate (with `--int8`) → precision
-//! (explicit Q/DQ, INT8, FP16) → lower → serialize.
+//! (explicit Q/DQ, INT8, FP16) → lower → kernels (GPU targets: tactic
+//! choice and NVRTC) → serialize.
 
 use crate::frontend::onnx::{self, ImportOptions};
 use crate::ir::Graph;
@@ -32,6 +33,11 @@ pub struct BuildOptions {
     pub passes: crate::passes::PassOptions,
     pub precision: PrecisionConfig,
     pub int8: Int8Options,
+    /// What the engine runs on: the CPU only, or a GPU of one compute
+    /// capability (its kernels compiled in).
+    pub target: Target,
+    /// How GPU targets choose their tactics.
+    pub tuning: crate::cuda::TuningOptions,
     /// The flags as the user wrote them, recorded in the engine.
     pub flags: Vec<String>,
 }
@@ -50,6 +56,8 @@ pub struct Built {
     /// The calibration used by an INT8 build, and whether it was read from a
     /// cache file rather than computed.
     pub calibration: Option<(CalibrationCache, bool)>,
+    /// For GPU targets, what the kernel table holds.
+    pub kernels: Option<crate::cuda::kernel_table::KernelReport>,
     pub engine: Vec<u8>,
 }
 
@@ -83,8 +91,15 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
     let scales: BTreeMap<String, f32> = calibration.as_ref().map(|(c, _)| c.scales.clone()).unwrap_or_default();
     let precision = crate::precision::apply(&mut graph, &opts.precision, &scales)?;
     let lowered = lower::lower(&graph, opts.lower)?;
-    let engine = Engine::serialize(Target::Cpu, opts.flags.clone(), &lowered.plan, &lowered.weights, None)?;
-    Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, engine })
+    let (table, kernels) = match &opts.target {
+        Target::Cpu => (None, None),
+        Target::Cuda { sm, .. } => {
+            let (table, report) = crate::cuda::build_kernels(&lowered.plan, *sm, &opts.tuning)?;
+            (Some(table), Some(report))
+        }
+    };
+    let engine = Engine::serialize(opts.target.clone(), opts.flags.clone(), &lowered.plan, &lowered.weights, table.as_ref())?;
+    Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, engine })
 }
 
 /// Compiles an ONNX file into engine bytes.

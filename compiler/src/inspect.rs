@@ -1,8 +1,30 @@
 //! `trtc inspect`: what an engine holds, without running it.
 
 use std::fmt::Write;
+use trtc_runtime::kernels::LayerKernels;
 use trtc_runtime::plan::Storage;
 use trtc_runtime::Engine;
+
+/// How a layer runs: its tactic(s) and launch geometry on a GPU engine, the
+/// host fallback with its reason, or the CPU reference.
+fn execution(engine: &Engine, layer: usize) -> (String, Vec<String>) {
+    let Some(k) = engine.kernels() else { return ("cpu reference".into(), Vec::new()) };
+    match &k.layers[layer] {
+        LayerKernels::Host { reason } => (format!("host fallback: {reason}"), Vec::new()),
+        LayerKernels::Device(launches) => {
+            let mut tactics: Vec<&str> = launches.iter().map(|l| k.modules[l.module as usize].tactic.as_str()).collect();
+            tactics.dedup();
+            let geometry = launches
+                .iter()
+                .map(|l| {
+                    let m = &k.modules[l.module as usize];
+                    format!("{} grid {:?} block {:?} smem {}", m.entry, l.grid, l.block, l.shared_bytes)
+                })
+                .collect();
+            (if tactics.is_empty() { "no launch".into() } else { tactics.join(" + ") }, geometry)
+        }
+    }
+}
 
 /// Bytes in the largest unit that keeps the number at least 1.
 fn mib(b: u64) -> String {
@@ -49,6 +71,19 @@ pub fn text(engine: &Engine) -> String {
     }
     let counts: Vec<String> = by_precision.iter().map(|(p, n)| format!("{n} {}", p.name())).collect();
     let _ = writeln!(s, "precision: {} layers", counts.join(", "));
+    if let Some(k) = engine.kernels() {
+        let host = k.host_layers(plan).count();
+        let bytes: usize = k.modules.iter().map(|m| m.cubin.len()).sum();
+        let _ = writeln!(
+            s,
+            "kernels: {} cubins for sm_{} ({}, NVRTC {}); {} layers on the GPU, {host} on the host",
+            k.modules.len(),
+            k.sm,
+            mib(bytes as u64),
+            k.nvrtc_version,
+            plan.layers.len() - host
+        );
+    }
     let _ = writeln!(s, "layers ({}):", plan.layers.len());
     for (i, l) in plan.layers.iter().enumerate() {
         let ins: Vec<String> = l
@@ -66,15 +101,19 @@ pub fn text(engine: &Engine) -> String {
             })
             .collect();
         let outs: Vec<String> = l.outputs.iter().map(|&o| plan.tensors[o].ty.to_string()).collect();
+        let (tactic, geometry) = execution(engine, i);
         let _ = writeln!(
             s,
-            "  {i:4} {:<20} {}  ({}) -> {}  [cpu reference, {}]",
+            "  {i:4} {:<20} {}  ({}) -> {}  [{tactic}, {}]",
             l.op.display_name(),
             l.name,
             ins.join(", "),
             outs.join(", "),
             plan.layer_precision(l).name()
         );
+        for g in geometry {
+            let _ = writeln!(s, "         {g}");
+        }
     }
     s
 }
@@ -116,11 +155,15 @@ pub fn json(engine: &Engine) -> String {
     let layers = plan
         .layers
         .iter()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
+            let (tactic, geometry) = execution(engine, i);
             format!(
-                "{{\"name\":{},\"op\":\"{}\",\"tactic\":\"cpu-reference\",\"precision\":\"{}\"}}",
+                "{{\"name\":{},\"op\":\"{}\",\"tactic\":{},\"launches\":[{}],\"precision\":\"{}\"}}",
                 esc(&l.name),
                 l.op.name(),
+                esc(&tactic),
+                geometry.iter().map(|g| esc(g)).collect::<Vec<_>>().join(","),
                 plan.layer_precision(l).name()
             )
         })

@@ -18,6 +18,7 @@ pub mod passes;
 pub mod precision;
 pub mod random;
 pub mod stats;
+pub mod tuning;
 
 /// The message of a caught panic (for reporting a bug as one error line).
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {

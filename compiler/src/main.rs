@@ -4,6 +4,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use trtc::build::{self, BuildOptions};
+use trtc::cuda::kernel_table::TargetSpec;
 use trtc::inspect;
 
 #[derive(Parser)]
@@ -103,15 +104,23 @@ struct CalibrateArgs {
 #[derive(clap::Args)]
 struct BenchArgs {
     engine: PathBuf,
-    /// Timed runs.
+    /// Timed runs (at least this many; see --duration).
     #[arg(long, default_value_t = 20)]
     iterations: usize,
+    /// Keep running until this many seconds have passed (and --iterations
+    /// runs were made).
+    #[arg(long, value_name = "S")]
+    duration: Option<f64>,
     /// Untimed runs first.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// auto or cpu.
+    /// auto (the GPU when the engine has kernels for it, else the CPU), cpu
+    /// or cuda.
     #[arg(long, default_value = "auto")]
     device: String,
+    /// On the GPU, launch layer by layer instead of replaying a CUDA graph.
+    #[arg(long)]
+    no_cuda_graph: bool,
     #[arg(long)]
     json: bool,
 }
@@ -138,9 +147,25 @@ struct BuildArgs {
     /// Fix an input's value at build time (a shape tensor): NAME:FILE.npy (repeatable).
     #[arg(long = "input-value", value_name = "NAME:FILE")]
     input_values: Vec<String>,
-    /// Target: cpu (default).
+    /// Target: cpu (default), cuda (the GPU of this machine) or sm_XX (a
+    /// compute capability, e.g. sm_80, sm_86, sm_89, sm_90; no GPU needed).
+    /// GPU engines carry their kernels as cubins and still run on the CPU.
     #[arg(long, default_value = "cpu")]
     target: String,
+    /// How hard to tune GPU kernels, like TensorRT's builderOptimizationLevel:
+    /// 0 = heuristic tactics only (no GPU needed); 1-5 time 4, 8, 16, 64 or
+    /// all candidates per layer. Default: 3 with the target's GPU present or
+    /// a timing cache, else 0.
+    #[arg(long, value_name = "0-5", value_parser = clap::value_parser!(u8).range(0..=5))]
+    opt_level: Option<u8>,
+    /// A timing cache file: read (timings found there are not measured
+    /// again) and updated after tuning; shared between builds and models.
+    #[arg(long, value_name = "FILE")]
+    timing_cache: Option<PathBuf>,
+    /// Fail when a tactic's timing is not in the timing cache, instead of
+    /// measuring it (reproducible CI builds).
+    #[arg(long)]
+    error_on_cache_miss: bool,
     /// Do not reuse activation buffers (for comparison).
     #[arg(long)]
     no_buffer_reuse: bool,
@@ -233,10 +258,14 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         let t = trtc::npz::read_npy_file(std::path::Path::new(file))?;
         opts.import.input_values.insert(name.to_string(), t);
     }
-    match a.target.as_str() {
-        "cpu" => {}
-        t => bail!("--target {t}: only 'cpu' is available in this build"),
-    }
+    opts.target = match a.target.parse::<trtc::cuda::kernel_table::TargetSpec>()? {
+        TargetSpec::Cpu => trtc_runtime::Target::Cpu,
+        TargetSpec::Sm(sm) => trtc_runtime::Target::Cuda { sm, gpu_name: None },
+        TargetSpec::Cuda => {
+            let gpu = trtc::cuda::present_gpu().context("--target cuda compiles for the GPU of this machine (use --target sm_XX to build for another)")?;
+            trtc_runtime::Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) }
+        }
+    };
     opts.lower.reuse_buffers = !a.no_buffer_reuse;
     // Record what changes the engine, not where files live, so that the same
     // model and flags give byte-identical engines wherever they are written.
@@ -245,6 +274,22 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     opts.flags.extend(a.disable_passes.iter().map(|p| format!("--disable-pass {p}")));
     if a.no_buffer_reuse {
         opts.flags.push("--no-buffer-reuse".into());
+    }
+    if let trtc_runtime::Target::Cuda { sm, .. } = &opts.target {
+        opts.flags.push(format!("--target sm_{sm}"));
+        opts.tuning = trtc::cuda::TuningOptions {
+            opt_level: a.opt_level,
+            timing_cache: a.timing_cache.clone(),
+            error_on_cache_miss: a.error_on_cache_miss,
+        };
+        if let Some(l) = a.opt_level {
+            opts.flags.push(format!("--opt-level {l}"));
+        }
+        if a.timing_cache.is_some() {
+            opts.flags.push("--timing-cache".into());
+        }
+    } else if a.opt_level.is_some() || a.timing_cache.is_some() || a.error_on_cache_miss {
+        bail!("--opt-level, --timing-cache and --error-on-cache-miss tune GPU kernels: give --target cuda or sm_XX");
     }
     opts.passes.disabled = a.disable_passes.clone();
     opts.precision.fp16 = a.fp16;
@@ -294,6 +339,29 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         eprintln!("precision: {} layers", counts.join(", "));
         for (layer, why) in &built.precision.int8_fallbacks {
             eprintln!("  not int8: {layer}: {why}");
+        }
+    }
+    if let Some(k) = &built.kernels {
+        eprintln!(
+            "kernels: {} layers on the GPU, {} on the host; {} cubins ({} KiB) compiled in {:.2} s",
+            k.device_layers,
+            k.host_layers.len(),
+            k.modules,
+            k.cubin_bytes / 1024,
+            k.compile_time.as_secs_f64()
+        );
+        for (layer, why) in &k.host_layers {
+            eprintln!("  on the host: {layer}: {why}");
+        }
+        for (tactic, bytes) in &k.spills {
+            eprintln!("  warning: kernel {tactic} spills {bytes} bytes of registers");
+        }
+        if let Some(t) = k.tuning_time {
+            eprint!("{}", k.tuning_summary);
+            eprintln!("tactic selection took {:.2} s", t.as_secs_f64());
+        }
+        for w in &k.warnings {
+            eprintln!("{w}");
         }
     }
     if a.verbose {
@@ -361,13 +429,37 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-fn cmd_run(a: RunArgs) -> Result<()> {
-    let engine = trtc_runtime::Engine::load(&a.engine)?;
-    match a.device.as_str() {
-        "auto" | "cpu" => {}
-        "cuda" => bail!("--device cuda: this build of trtc has no CUDA executor yet; use --device cpu"),
+/// Where `--device` runs an engine.
+enum Device<'e> {
+    Cpu,
+    Cuda(trtc_runtime::executor::cuda::CudaEngine<'e>),
+}
+
+/// Resolves `--device auto|cpu|cuda`. `auto` takes the GPU when the engine
+/// carries kernels for it and it is present, and says why not otherwise.
+fn device<'e>(engine: &'e trtc_runtime::Engine, wanted: &str) -> Result<Device<'e>> {
+    match wanted {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Ok(Device::Cuda(engine.cuda(0)?)),
+        "auto" => {
+            if engine.kernels().is_none() {
+                return Ok(Device::Cpu);
+            }
+            match engine.cuda(0) {
+                Ok(gpu) => Ok(Device::Cuda(gpu)),
+                Err(e) => {
+                    eprintln!("running on the cpu: {e}");
+                    Ok(Device::Cpu)
+                }
+            }
+        }
         d => bail!("--device {d}: expected auto, cpu or cuda"),
     }
+}
+
+fn cmd_run(a: RunArgs) -> Result<()> {
+    let engine = trtc_runtime::Engine::load(&a.engine)?;
+    let device = device(&engine, &a.device)?;
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
         Some(p) => trtc::npz::read_npz(p)?,
         None => engine
@@ -377,16 +469,18 @@ fn cmd_run(a: RunArgs) -> Result<()> {
             .collect::<Result<_>>()?,
     };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let mut ctx = engine.create_context()?;
     let start = std::time::Instant::now();
-    let outputs = ctx.run(&refs)?;
+    let (outputs, on) = match &device {
+        Device::Cpu => (engine.create_context()?.run(&refs)?, "cpu".to_string()),
+        Device::Cuda(gpu) => (gpu.create_context()?.run(&refs)?, gpu.gpu_name().to_string()),
+    };
     let elapsed = start.elapsed();
     for (name, t) in &outputs {
         let v = t.to_f64_vec();
         let preview: Vec<String> = v.iter().take(6).map(|x| format!("{x:.5}")).collect();
         println!("{name}: {} [{}{}]", t.ty(), preview.join(", "), if v.len() > 6 { ", ..." } else { "" });
     }
-    eprintln!("ran on cpu in {:.2} ms", elapsed.as_secs_f64() * 1e3);
+    eprintln!("ran on {on} in {:.2} ms (first run, set-up included)", elapsed.as_secs_f64() * 1e3);
     if let Some(p) = &a.save_outputs {
         trtc::npz::write_npz(p, &outputs)?;
     }
@@ -433,38 +527,78 @@ fn cmd_compare(a: CompareArgs) -> Result<()> {
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<()> {
-    match a.device.as_str() {
-        "auto" | "cpu" => {}
-        d => bail!("--device {d}: this build of trtc benchmarks the CPU executor only"),
-    }
     if a.iterations == 0 {
         bail!("--iterations must be at least 1");
     }
+    if a.duration.is_some_and(|d| !(d.is_finite() && d >= 0.0)) {
+        bail!("--duration must be a number of seconds");
+    }
     let engine = trtc_runtime::Engine::load(&a.engine)?;
+    let device = device(&engine, &a.device)?;
     let inputs: Vec<(String, trtc_runtime::Tensor)> =
         engine.inputs().iter().map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, 0)?))).collect::<Result<_>>()?;
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let mut ctx = engine.create_context()?;
-    for _ in 0..a.warmup {
-        ctx.run(&refs)?;
-    }
+    let deadline = a.duration.map(|d| std::time::Instant::now() + std::time::Duration::from_secs_f64(d));
+    let more = |n: usize| n < a.iterations || deadline.is_some_and(|d| std::time::Instant::now() < d);
+    // End to end (host inputs in, host outputs out), then on the GPU the
+    // compute alone (enqueues timed with CUDA events, no copies).
     let mut ms = Vec::with_capacity(a.iterations);
-    for _ in 0..a.iterations {
-        let t = std::time::Instant::now();
-        ctx.run(&refs)?;
-        ms.push(t.elapsed().as_secs_f64() * 1e3);
-    }
+    let mut gpu_ms = Vec::new();
+    let (name, graph) = match &device {
+        Device::Cpu => {
+            let mut ctx = engine.create_context()?;
+            for _ in 0..a.warmup {
+                ctx.run(&refs)?;
+            }
+            while more(ms.len()) {
+                let t = std::time::Instant::now();
+                ctx.run(&refs)?;
+                ms.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            ("cpu (reference executor)".to_string(), false)
+        }
+        Device::Cuda(gpu) => {
+            let mut ctx = gpu.create_context()?;
+            ctx.set_cuda_graph(!a.no_cuda_graph);
+            for _ in 0..a.warmup.max(1) {
+                ctx.run(&refs)?;
+            }
+            while more(ms.len()) {
+                let t = std::time::Instant::now();
+                ctx.run(&refs)?;
+                ms.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            while gpu_ms.len() < ms.len() {
+                gpu_ms.push(ctx.time_enqueues(1)? as f64);
+            }
+            (format!("{} (sm_{}, driver {})", gpu.gpu_name(), gpu.device().sm, gpu.driver_version()), ctx.cuda_graph())
+        }
+    };
     let s = trtc::stats::Latency::from_ms(&ms);
     let batch = engine.inputs().first().and_then(|b| b.ty.shape.first().copied()).unwrap_or(1);
+    let compute = (!gpu_ms.is_empty()).then(|| trtc::stats::Latency::from_ms(&gpu_ms));
     if a.json {
+        let compute_json = compute.map_or("null".to_string(), |c| {
+            format!("{{\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4}}}", c.min, c.median, c.p90, c.p99, c.max)
+        });
         println!(
-            "{{\"device\":\"cpu\",\"iterations\":{},\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4},\"throughput_per_s\":{:.2}}}",
-            a.iterations, s.min, s.median, s.p90, s.p99, s.max, batch as f64 * 1e3 / s.median
+            "{{\"device\":\"{}\",\"cuda_graph\":{graph},\"batch\":{batch},\"iterations\":{},\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4},\"throughput_per_s\":{:.2},\"gpu_compute\":{compute_json}}}",
+            name.replace('"', "'"),
+            ms.len(),
+            s.min,
+            s.median,
+            s.p90,
+            s.p99,
+            s.max,
+            batch as f64 * 1e3 / s.median
         );
     } else {
-        println!("device: cpu (reference executor), {} iterations after {} warm-up", a.iterations, a.warmup);
-        println!("latency ms: min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}", s.min, s.median, s.p90, s.p99, s.max);
-        println!("throughput: {:.2} inferences/s (batch {batch})", batch as f64 * 1e3 / s.median);
+        println!("device: {name}, {} iterations after {} warm-up{}", ms.len(), a.warmup, if graph { ", CUDA graph" } else { "" });
+        println!("end-to-end latency ms (host copies included): min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}", s.min, s.median, s.p90, s.p99, s.max);
+        if let Some(c) = compute {
+            println!("GPU compute ms (CUDA events, no copies):      min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}", c.min, c.median, c.p90, c.p99, c.max);
+        }
+        println!("throughput: {:.2} inferences/s (batch {batch}, end to end)", batch as f64 * 1e3 / s.median);
     }
     Ok(())
 }

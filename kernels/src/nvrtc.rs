@@ -137,9 +137,25 @@ impl Compiled {
     }
 }
 
+/// Cubins already compiled in this process, by (SM, source): a build, or a
+/// test building many models, compiles each distinct source once.
+static COMPILED: OnceLock<std::sync::Mutex<std::collections::HashMap<(u32, String), Compiled>>> = OnceLock::new();
+
 /// Compiles CUDA C source to a cubin for `sm_<sm>` (e.g. 90). Errors carry
-/// NVRTC's log.
+/// NVRTC's log. Sources compiled before in this process are not compiled
+/// again.
 pub fn compile(source: &str, name: &str, sm: u32) -> Result<Compiled> {
+    let memo = COMPILED.get_or_init(Default::default);
+    let key = (sm, source.to_string());
+    if let Some(c) = memo.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(c.clone());
+    }
+    let c = compile_uncached(source, name, sm)?;
+    memo.lock().unwrap_or_else(|p| p.into_inner()).insert(key, c.clone());
+    Ok(c)
+}
+
+fn compile_uncached(source: &str, name: &str, sm: u32) -> Result<Compiled> {
     ensure_loaded()?;
     let src = CString::new(source).map_err(|_| anyhow!("kernel source contains a NUL byte"))?;
     let cname = CString::new(name).map_err(|_| anyhow!("kernel name contains a NUL byte"))?;

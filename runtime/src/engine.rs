@@ -33,9 +33,10 @@ pub const SECTION_ALIGN: u64 = 256;
 pub const TRTC_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What an engine was built for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Target {
     /// Any machine; only the CPU executor.
+    #[default]
     Cpu,
     /// NVIDIA GPUs of one compute capability (e.g. 90 for sm_90).
     Cuda { sm: u32, gpu_name: Option<String> },

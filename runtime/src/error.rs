@@ -16,6 +16,10 @@ pub enum Error {
     /// A device was asked for that is not available.
     #[error("{0}")]
     Device(String),
+    /// A CUDA driver call failed; the message names the call, the layer
+    /// when there is one, and the driver's error.
+    #[error("{0}")]
+    Cuda(String),
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
 }

@@ -33,3 +33,5 @@ pub mod plan;
 
 pub use engine::{BindingInfo, Engine, Target};
 pub use executor::ExecutionContext;
+#[cfg(feature = "cuda")]
+pub use executor::cuda::{CudaEngine, CudaExecutionContext};

@@ -1,0 +1,350 @@
+//! The reduce family: candidates for realistic layers (ResNet-50,
+//! MobileNet, BERT-base shapes and odd sizes, f32 and f16), their validity,
+//! the cases that stay on the host, and NVRTC compiles of the heuristic
+//! candidates for every SM trtc targets.
+
+use trtc_kernels::{candidates, nvrtc, Candidate, LayerIo, SmLimits};
+use trtc_runtime::kernels::KernelArg;
+use trtc_runtime::ops::linalg::{Pool, PoolKind};
+use trtc_runtime::ops::precision::HalfIo;
+use trtc_runtime::ops::reduce::{
+    ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LpNorm, Lrn, Mvn, Reduce, ReduceKind,
+    Softmax, SoftmaxKind, TopK,
+};
+use trtc_runtime::ops::Op;
+use trtc_runtime::{DType, TensorType};
+
+const SMS: [u32; 4] = [80, 86, 89, 90];
+
+/// A layer: the op as the plan holds it (wrapped in HalfIo for f16), its
+/// input types and the output types its inference gives.
+struct Layer {
+    op: Op,
+    inputs: Vec<Option<TensorType>>,
+    outputs: Vec<TensorType>,
+}
+
+impl Layer {
+    /// `inputs` as (dtype-less) shapes, all of `dtype`; `None` for an
+    /// absent optional input.
+    fn new(op: impl Into<Op>, dtype: DType, inputs: &[Option<&[usize]>]) -> Layer {
+        let op: Op = op.into();
+        let op = if dtype == DType::F16 { HalfIo::new(op).into() } else { op };
+        let inputs: Vec<Option<TensorType>> = inputs.iter().map(|s| s.map(|s| TensorType::new(dtype, s))).collect();
+        Layer::typed(op, inputs)
+    }
+
+    fn typed(op: Op, inputs: Vec<Option<TensorType>>) -> Layer {
+        let refs: Vec<Option<&TensorType>> = inputs.iter().map(|t| t.as_ref()).collect();
+        let outputs = op.as_impl().infer(&refs).unwrap_or_else(|e| panic!("{}: {e}", op.name()));
+        Layer { op, inputs, outputs }
+    }
+
+    fn io(&self) -> LayerIo<'_> {
+        LayerIo {
+            op: &self.op,
+            inputs: self.inputs.iter().map(|t| t.as_ref()).collect(),
+            outputs: self.outputs.iter().collect(),
+        }
+    }
+
+    fn candidates(&self) -> Vec<Candidate> {
+        let c = candidates(&self.io(), &SmLimits::for_sm(80)).unwrap_or_else(|e| panic!("{}: {e}", self.op.name()));
+        check_candidates(self, &c);
+        c
+    }
+
+    fn refused(&self) -> String {
+        match candidates(&self.io(), &SmLimits::for_sm(80)) {
+            Ok(c) => panic!("{}: expected no kernel, got {}", self.op.name(), c[0].tactic),
+            Err(e) => e.0,
+        }
+    }
+}
+
+/// What the executor checks, and unique tactics.
+fn check_candidates(layer: &Layer, cands: &[Candidate]) {
+    assert!(!cands.is_empty());
+    let mut tactics: Vec<&str> = cands.iter().map(|c| c.tactic.as_str()).collect();
+    tactics.sort();
+    tactics.dedup();
+    assert_eq!(
+        tactics.len(),
+        cands.len(),
+        "duplicate tactics: {:?}",
+        cands.iter().map(|c| &c.tactic).collect::<Vec<_>>()
+    );
+    for c in cands {
+        assert!(!c.launches.is_empty());
+        for l in &c.launches {
+            let threads: u32 = l.block.iter().product();
+            assert!((1..=1024).contains(&threads), "{}: block {:?}", c.tactic, l.block);
+            assert!(
+                l.grid.iter().all(|&g| g > 0) && l.grid[1] <= 65535 && l.grid[2] <= 65535,
+                "{}: grid {:?}",
+                c.tactic,
+                l.grid
+            );
+            assert!(l.shared_bytes <= 48 * 1024);
+            assert!(l.kernel.entry.starts_with("trtc_"));
+            for a in &l.args {
+                match *a {
+                    KernelArg::Input(k) => {
+                        assert!(layer.inputs.get(k as usize).is_some_and(|t| t.is_some()), "{}: {a:?}", c.tactic)
+                    }
+                    KernelArg::Output(k) => assert!((k as usize) < layer.outputs.len(), "{}: {a:?}", c.tactic),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Compiles every launch of `c` for `sms`: a cubin, no spills.
+fn compile(c: &Candidate, sms: &[u32]) {
+    for l in &c.launches {
+        for &sm in sms {
+            let out = nvrtc::compile(&l.kernel.source, &format!("{}.cu", l.kernel.entry), sm)
+                .unwrap_or_else(|e| panic!("{} ({}) for sm_{sm}: {e}", c.tactic, l.kernel.entry));
+            assert!(out.cubin.starts_with(b"\x7fELF"), "{}: not a cubin", c.tactic);
+            assert_eq!(out.spill_store_bytes(), 0, "{} spills on sm_{sm}:\n{}", c.tactic, out.log);
+        }
+    }
+}
+
+/// Compiles the heuristic candidate of each layer for every SM; returns the
+/// heuristic tactics.
+fn compile_heuristic(layers: &[Layer]) -> Vec<String> {
+    layers
+        .iter()
+        .map(|l| {
+            let c = l.candidates();
+            compile(&c[0], &SMS);
+            c[0].tactic.clone()
+        })
+        .collect()
+}
+
+fn reduce(kind: ReduceKind, axes: &[usize], keepdims: bool, dtype: DType, shape: &[usize]) -> Layer {
+    Layer::new(Reduce::new(kind, axes.to_vec(), keepdims), dtype, &[Some(shape)])
+}
+
+fn pool(kind: PoolKind, k: &[usize], s: &[usize], pads: &[usize], dtype: DType, shape: &[usize]) -> Pool {
+    let mut p = Pool::new(kind, k.to_vec());
+    p.strides = s.to_vec();
+    p.pads = pads.to_vec();
+    let _ = (dtype, shape);
+    p
+}
+
+#[test]
+fn reductions_compile() {
+    let mut layers = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        // MobileNetV3 squeeze-excite: mean over H, W with keepdims.
+        layers.push(reduce(ReduceKind::Mean, &[2, 3], true, dtype, &[1, 576, 14, 14]));
+        // A middle axis (column teams) and per-channel statistics over N, H, W.
+        layers.push(reduce(ReduceKind::Sum, &[1], false, dtype, &[2, 3, 4]));
+        layers.push(reduce(ReduceKind::Max, &[0, 2, 3], false, dtype, &[8, 32, 17, 17]));
+    }
+    let tactics = compile_heuristic(&layers);
+    assert!(tactics[0].starts_with("reduce_axis rows"), "{tactics:?}");
+    assert!(tactics[1].starts_with("reduce_axis cols"), "{tactics:?}");
+    // Every kind, on one SM.
+    use ReduceKind::*;
+    for kind in [Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare] {
+        for keep in [false, true] {
+            let c = reduce(kind, &[1], keep, DType::F32, &[3, 1000, 7]).candidates();
+            compile(&c[0], &[80]);
+        }
+    }
+}
+
+#[test]
+fn every_team_tactic_compiles() {
+    // Rows, columns and two reduced runs, all tactics, one SM; and the
+    // team reductions of (value, index) pairs and of f64 sums.
+    let layers = [
+        reduce(ReduceKind::LogSumExp, &[1], false, DType::F16, &[64, 4096]),
+        reduce(ReduceKind::LogSumExp, &[0, 2], false, DType::F16, &[5, 6, 7]),
+        Layer::new(ArgMinMax::new(ArgKind::Max, 1, false, true), DType::F32, &[Some(&[3, 100, 7])]),
+        Layer::new(Mvn::new(vec![0, 2, 3]), DType::F32, &[Some(&[2, 3, 9, 9])]),
+    ];
+    for layer in &layers {
+        let cands = layer.candidates();
+        assert_eq!(cands.len(), 14);
+        for c in &cands {
+            compile(c, &[80]);
+        }
+    }
+}
+
+#[test]
+fn arg_and_softmax_compile() {
+    let mut layers = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        // BERT-base attention probabilities and an ImageNet classifier.
+        layers.push(Layer::new(Softmax::new(3), dtype, &[Some(&[1, 12, 128, 128])]));
+        layers.push(Layer::new(Softmax::with_kind(SoftmaxKind::LogSoftmax, 1, false), dtype, &[Some(&[1, 1000])]));
+        // Softmax over a middle axis of odd size, and pre-opset-13 flatten.
+        layers.push(Layer::new(Softmax::new(1), dtype, &[Some(&[3, 37, 7])]));
+        layers.push(Layer::new(Softmax::with_kind(SoftmaxKind::Softmax, 1, true), dtype, &[Some(&[2, 3, 5, 5])]));
+        layers.push(Layer::new(Softmax::with_kind(SoftmaxKind::Hardmax, 2, false), dtype, &[Some(&[2, 3, 10])]));
+        layers.push(Layer::new(ArgMinMax::new(ArgKind::Max, 1, false, false), dtype, &[Some(&[8, 1000])]));
+        layers.push(Layer::new(ArgMinMax::new(ArgKind::Min, 0, true, true), dtype, &[Some(&[50, 9])]));
+    }
+    compile_heuristic(&layers);
+}
+
+#[test]
+fn normalizations_compile() {
+    let mut layers = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        let h = if dtype == DType::F16 { DType::F16 } else { DType::F32 };
+        // BERT-base LayerNorm, with the statistics outputs and without bias.
+        layers.push(Layer::new(LayerNorm::new(2, 1e-12), dtype, &[Some(&[1, 128, 768]), Some(&[768]), Some(&[768])]));
+        layers.push(Layer::new(LayerNorm::with_stats(1, 1e-5, h), dtype, &[Some(&[6, 5, 7]), Some(&[7]), None]));
+        // Stable Diffusion's GroupNorm, InstanceNorm, BatchNorm, LRN.
+        layers.push(Layer::new(
+            GroupNorm::new(32, 1e-5),
+            dtype,
+            &[Some(&[1, 320, 64, 64]), Some(&[320]), Some(&[320])],
+        ));
+        layers.push(Layer::new(GroupNorm::new(2, 1e-5), dtype, &[Some(&[3, 4, 5]), Some(&[2]), Some(&[2])]));
+        layers.push(Layer::new(InstanceNorm::new(1e-5), dtype, &[Some(&[1, 64, 56, 56]), Some(&[64]), Some(&[64])]));
+        let c: &[usize] = &[64];
+        layers.push(Layer::new(
+            BatchNorm::new(1e-5),
+            dtype,
+            &[Some(&[2, 64, 56, 56]), Some(c), Some(c), Some(c), Some(c)],
+        ));
+        layers.push(Layer::new(Lrn::new(5, 1e-4, 0.75, 2.0), dtype, &[Some(&[1, 96, 55, 55])]));
+        layers.push(Layer::new(LpNorm::new(1, 2), dtype, &[Some(&[4, 256, 3])]));
+        layers.push(Layer::new(Mvn::new(vec![0, 2, 3]), dtype, &[Some(&[2, 3, 9, 9])]));
+    }
+    compile_heuristic(&layers);
+    // f16 activations with f32 BatchNorm parameters (opset 15).
+    let c = TensorType::new(DType::F32, vec![8]);
+    let layer = Layer::typed(
+        BatchNorm::new(1e-3).into(),
+        vec![Some(TensorType::new(DType::F16, vec![4, 8])), Some(c.clone()), Some(c.clone()), Some(c.clone()), Some(c)],
+    );
+    compile(&layer.candidates()[0], &[80]);
+}
+
+#[test]
+fn pools_compile() {
+    let mut layers = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        let x = [1usize, 64, 112, 112];
+        // ResNet-50 stem MaxPool and its GlobalAveragePool.
+        layers.push(Layer::new(pool(PoolKind::Max, &[3, 3], &[2, 2], &[1, 1, 1, 1], dtype, &x), dtype, &[Some(&x)]));
+        let g = [1usize, 2048, 7, 7];
+        layers.push(Layer::new(
+            Pool::new(PoolKind::Average { count_include_pad: false }, vec![7, 7]),
+            dtype,
+            &[Some(&g)],
+        ));
+        layers.push(Layer::new(Pool::new(PoolKind::Max, vec![7, 7]), dtype, &[Some(&g)]));
+        layers.push(Layer::new(Pool::new(PoolKind::Lp { p: 3.0 }, vec![7, 7]), dtype, &[Some(&g)]));
+        // Inception's padded average pools, ceil mode, 1-D and 3-D pools.
+        let mut avg = pool(PoolKind::Average { count_include_pad: true }, &[3, 3], &[2, 2], &[0, 0, 1, 1], dtype, &x);
+        avg.ceil_mode = true;
+        layers.push(Layer::new(avg, dtype, &[Some(&[1, 64, 35, 35])]));
+        let mut lp = pool(PoolKind::Lp { p: 2.0 }, &[3], &[2], &[1, 1], dtype, &x);
+        lp.dilations = vec![2];
+        layers.push(Layer::new(lp, dtype, &[Some(&[2, 8, 31])]));
+        layers.push(Layer::new(
+            pool(PoolKind::Max, &[2, 2, 2], &[2, 2, 2], &[0; 6], dtype, &x),
+            dtype,
+            &[Some(&[1, 4, 8, 9, 10])],
+        ));
+    }
+    let tactics = compile_heuristic(&layers);
+    assert!(tactics[0].starts_with("pool_window"), "{tactics:?}");
+    assert!(tactics[1].starts_with("pool_global rows"), "{tactics:?}");
+    // MaxPool with indices (both layouts) and on int8 tensors.
+    for column_major in [false, true] {
+        let mut p = pool(PoolKind::Max, &[2, 2], &[2, 2], &[0; 4], DType::F32, &[]);
+        p.indices = true;
+        p.column_major_indices = column_major;
+        let layer = Layer::new(p, DType::F32, &[Some(&[1, 3, 9, 9])]);
+        compile(&layer.candidates()[0], &SMS);
+    }
+    for dtype in [DType::I8, DType::U8] {
+        let p = pool(PoolKind::Max, &[3, 3], &[2, 2], &[1; 4], dtype, &[]);
+        let layer = Layer::typed(p.into(), vec![Some(TensorType::new(dtype, vec![1, 32, 28, 28]))]);
+        compile(&layer.candidates()[0], &[80]);
+    }
+}
+
+#[test]
+fn launch_geometry() {
+    // One team per row, teams past the cap loop inside the kernel.
+    let c = Layer::new(Softmax::new(3), DType::F32, &[Some(&[1, 12, 128, 128])]).candidates();
+    let l = &c[0].launches[0];
+    assert_eq!(c[0].tactic, "softmax_axis rows 64x4");
+    assert_eq!((l.grid, l.block), ([384, 1, 1], [64, 4, 1]));
+    let big = Layer::new(Softmax::new(1), DType::F32, &[Some(&[1 << 24, 8])]).candidates();
+    assert_eq!(big[0].launches[0].grid[0], 65535 * 8);
+    // The LayerNorm arguments: x, scale, bias, y, rows, n, ns, nb, eps.
+    let ln = Layer::new(LayerNorm::new(2, 1e-12), DType::F32, &[Some(&[2, 128, 768]), Some(&[1, 768]), Some(&[768])]);
+    let args = &ln.candidates()[0].launches[0].args;
+    assert_eq!(
+        args,
+        &vec![
+            KernelArg::Input(0),
+            KernelArg::Input(1),
+            KernelArg::Input(2),
+            KernelArg::Output(0),
+            KernelArg::I64(256),
+            KernelArg::I32(768),
+            KernelArg::I32(768),
+            KernelArg::I32(768),
+            KernelArg::F32(1e-12),
+        ]
+    );
+    // Reduce over the middle of [2, 3, 4]: view (q1 2, q0 4, r 3).
+    let r = reduce(ReduceKind::Sum, &[1], false, DType::F32, &[2, 3, 4]).candidates();
+    assert_eq!(
+        r[0].launches[0].args[2..10],
+        [
+            KernelArg::I64(8),
+            KernelArg::I64(4),
+            KernelArg::I64(12),
+            KernelArg::I64(1),
+            KernelArg::I32(3),
+            KernelArg::I32(3),
+            KernelArg::I64(0),
+            KernelArg::I64(4),
+        ]
+    );
+}
+
+#[test]
+fn host_fallbacks() {
+    let f32s = |s: &[usize]| Some(TensorType::new(DType::F32, s));
+    // Integer reductions are exact on the CPU.
+    let r = Layer::typed(
+        Reduce::new(ReduceKind::Sum, vec![1], false).into(),
+        vec![Some(TensorType::new(DType::I32, vec![4, 5]))],
+    );
+    assert!(r.refused().contains("i32"), "{}", r.refused());
+    // Three kept runs.
+    let r = Layer::typed(Reduce::new(ReduceKind::Sum, vec![1, 3], false).into(), vec![f32s(&[2, 3, 4, 5, 6])]);
+    assert!(r.refused().contains("interleave"));
+    // Scans, sorts, empty tensors, bf16.
+    assert!(Layer::typed(CumSum::new(0, false, false).into(), vec![f32s(&[5])]).refused().contains("scan"));
+    let topk = Layer::typed(TopK::new(0, 2, true, true).into(), vec![f32s(&[5])]);
+    assert!(topk.refused().contains("sort"));
+    let empty = Layer::typed(Softmax::new(1).into(), vec![f32s(&[0, 5])]);
+    assert!(empty.refused().contains("empty"));
+    let bf = Layer::typed(Softmax::new(1).into(), vec![Some(TensorType::new(DType::BF16, vec![2, 5]))]);
+    assert!(bf.refused().contains("bf16"), "{}", bf.refused());
+    // A LayerNorm scale that broadcasts along a leading normalized dim.
+    let ln = Layer::typed(LayerNorm::new(1, 1e-5).into(), vec![f32s(&[2, 3, 4]), f32s(&[3, 1])]);
+    assert!(ln.refused().contains("trailing"));
+    // 4-D pooling.
+    let p = Layer::typed(Pool::new(PoolKind::Max, vec![2, 2, 2, 2]).into(), vec![f32s(&[1, 1, 4, 4, 4, 4])]);
+    assert!(p.refused().contains("4-D"));
+}

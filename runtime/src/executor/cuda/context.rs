@@ -1,0 +1,702 @@
+//! Execution contexts of the CUDA executor: a stream, an activation arena,
+//! the plan's launches with their arguments resolved, and a CUDA graph.
+
+use super::driver::{cuda_error, DeviceBuffer};
+use super::CudaEngine;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::kernels::{KernelArg, LayerKernels};
+use crate::plan::{Layer, Plan, Storage, TensorId};
+use crate::tensor::{Tensor, TensorView, TensorViewMut};
+use cudarc::driver::{result, sys, CudaEvent, CudaGraph, CudaStream};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+// Kernel arguments are stored in 8-byte slots whose first bytes are the
+// value; that is the value's layout only on little-endian machines.
+#[cfg(not(target_endian = "little"))]
+compile_error!("the CUDA executor packs kernel arguments for little-endian hosts");
+
+/// One kernel launch with its arguments resolved to values.
+struct PreparedLaunch {
+    /// Index into the kernel table's modules (for error messages).
+    module: u32,
+    function: sys::CUfunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared_bytes: u32,
+    /// One 8-byte slot per kernel parameter, in order. A 4-byte argument
+    /// occupies the low bytes of its slot; the driver reads as many bytes as
+    /// the kernel's parameter has, from the slot's start.
+    values: Box<[u64]>,
+    /// Pointers to each slot of `values`: the array `cuLaunchKernel` takes.
+    /// `values` is boxed and never modified or reallocated, so the pointers
+    /// stay valid for the life of this struct, wherever it moves.
+    params: Box<[*mut c_void]>,
+}
+
+// SAFETY: the raw pointers are a driver function handle (usable from any
+// thread once the context is current) and pointers into this struct's own
+// heap allocation `values`; moving the struct to another thread moves
+// ownership of both. It is not `Sync`: launching needs `&mut`.
+unsafe impl Send for PreparedLaunch {}
+
+impl PreparedLaunch {
+    fn new(
+        module: u32,
+        function: sys::CUfunction,
+        launch: &crate::kernels::Launch,
+        values: Vec<u64>,
+    ) -> PreparedLaunch {
+        let mut values = values.into_boxed_slice();
+        let base = values.as_mut_ptr();
+        // SAFETY: `i < values.len()`, so each pointer is inside the allocation.
+        let params = (0..values.len()).map(|i| unsafe { base.add(i) } as *mut c_void).collect();
+        let [gx, gy, gz] = launch.grid;
+        let [bx, by, bz] = launch.block;
+        PreparedLaunch {
+            module,
+            function,
+            grid: (gx, gy, gz),
+            block: (bx, by, bz),
+            shared_bytes: launch.shared_bytes,
+            values,
+            params,
+        }
+    }
+}
+
+/// A captured CUDA graph of the plan's launches.
+struct Graph(CudaGraph);
+
+// SAFETY: graph objects may be used from any thread but not concurrently
+// (CUDA's graph thread-safety rules); the context owns it and needs `&mut`
+// to launch or replace it, so it is never shared, only moved.
+unsafe impl Send for Graph {}
+
+/// A CUDA event that records timestamps (cudarc's default events do not),
+/// for measuring GPU time between two points of a context's stream.
+pub struct GpuEvent {
+    event: CudaEvent,
+}
+
+impl GpuEvent {
+    /// Milliseconds of GPU time from `self` to `end` (both recorded); waits
+    /// for `end` to complete.
+    pub fn elapsed_ms(&self, end: &GpuEvent) -> Result<f32> {
+        self.event.elapsed_ms(&end.event).map_err(|e| cuda_error("measuring the time between two events", e))
+    }
+
+    /// Waits until the work recorded before this event is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.event.synchronize().map_err(|e| cuda_error("waiting for an event", e))
+    }
+}
+
+/// Per-thread execution state on the GPU: a stream, an activation arena, the
+/// plan's launches with their arguments resolved against the arena and the
+/// weights (fixed for the context's life), and the CUDA graph of those
+/// launches. Create one per thread or stream (`Send`, not `Sync`).
+pub struct CudaExecutionContext<'a> {
+    engine: &'a CudaEngine<'a>,
+    stream: Arc<CudaStream>,
+    arena: DeviceBuffer,
+    /// Per plan layer: its launches, or `None` for a host layer.
+    layers: Vec<Option<Vec<PreparedLaunch>>>,
+    graph: Option<Graph>,
+    use_graph: bool,
+}
+
+impl std::fmt::Debug for CudaExecutionContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaExecutionContext")
+            .field("arena_bytes", &self.arena.len())
+            .field("cuda_graph", &self.cuda_graph())
+            .field("graph_captured", &self.graph.is_some())
+            .finish()
+    }
+}
+
+impl<'a> CudaExecutionContext<'a> {
+    pub(crate) fn new(engine: &'a CudaEngine<'a>) -> Result<CudaExecutionContext<'a>> {
+        engine.bind()?;
+        let plan = engine.engine().plan();
+        let table = engine.kernel_table();
+        let arena_bytes = usize::try_from(plan.arena_bytes).map_err(|_| Error::invalid("arena too large"))?;
+        let stream = engine.context().new_stream().map_err(|e| cuda_error("creating a CUDA stream", e))?;
+        let arena = DeviceBuffer::alloc(engine.context(), arena_bytes, "the activation arena")?;
+        // Zeroed like the CPU executor's arena, so that results never
+        // depend on what the memory held before.
+        // SAFETY: the arena holds `arena.len()` bytes; the memset is waited
+        // for just below.
+        unsafe { result::memset_d8_async(arena.ptr(), 0, arena.len(), stream.cu_stream()) }
+            .map_err(|e| cuda_error("clearing the activation arena", e))?;
+        stream.synchronize().map_err(|e| cuda_error("clearing the activation arena", e))?;
+        let address = |id: TensorId| tensor_address(plan, arena.ptr(), engine.weights_ptr(), id);
+        let mut layers = Vec::with_capacity(plan.layers.len());
+        for (layer, kernels) in plan.layers.iter().zip(&table.layers) {
+            let LayerKernels::Device(launches) = kernels else {
+                layers.push(None);
+                continue;
+            };
+            let mut prepared = Vec::with_capacity(launches.len());
+            for l in launches {
+                let bad = |m: String| Error::invalid(format!("layer {}: {m}", layer.name));
+                let module = engine
+                    .module(l.module)
+                    .ok_or_else(|| bad(format!("launches module {} which does not exist", l.module)))?;
+                let mut values = Vec::with_capacity(l.args.len());
+                for a in &l.args {
+                    values.push(match *a {
+                        KernelArg::Input(k) => match layer.inputs.get(k as usize) {
+                            Some(Some(id)) => address(*id),
+                            Some(None) => 0,
+                            None => return Err(bad(format!("passes input {k} of {}", layer.inputs.len()))),
+                        },
+                        KernelArg::Output(k) => match layer.outputs.get(k as usize) {
+                            Some(id) => address(*id),
+                            None => return Err(bad(format!("passes output {k} of {}", layer.outputs.len()))),
+                        },
+                        KernelArg::I32(v) => v as u32 as u64,
+                        KernelArg::I64(v) => v as u64,
+                        KernelArg::F32(v) => v.to_bits() as u64,
+                    });
+                }
+                prepared.push(PreparedLaunch::new(l.module, module.function(), l, values));
+            }
+            layers.push(Some(prepared));
+        }
+        Ok(CudaExecutionContext { engine, stream, arena, layers, graph: None, use_graph: true })
+    }
+
+    pub fn engine(&self) -> &'a CudaEngine<'a> {
+        self.engine
+    }
+
+    /// Turns the CUDA graph on (the default) or off. Off, every run launches
+    /// each kernel itself (for benchmarks of launch overhead and for
+    /// debugging). Turning it off drops a captured graph.
+    pub fn set_cuda_graph(&mut self, on: bool) {
+        self.use_graph = on;
+        if !on {
+            self.graph = None;
+        }
+    }
+
+    /// Whether runs replay a CUDA graph: it is on, and the engine has no
+    /// host layer and at least one launch.
+    pub fn cuda_graph(&self) -> bool {
+        self.use_graph && !self.engine.has_host_layers() && self.engine.launch_count() > 0
+    }
+
+    /// The context's stream, for callers that order their own work with it
+    /// (e.g. around [`CudaExecutionContext::enqueue_device`]). It stays owned
+    /// by the context: do not destroy it.
+    pub fn stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    /// Waits until all work queued on the context's stream is done; reports
+    /// any error of that work.
+    pub fn synchronize(&self) -> Result<()> {
+        self.engine.bind()?;
+        self.sync(|| "waiting for the GPU".into())
+    }
+
+    /// Runs the engine on host tensors given by binding name and returns the
+    /// outputs by name, in binding order. The inputs are checked like the
+    /// CPU executor checks them (unknown, missing, repeated or mistyped
+    /// inputs; fixed inputs must have their built value). Copies in, runs
+    /// the plan (replaying the CUDA graph after the first run), copies out,
+    /// and waits.
+    pub fn run(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
+        self.engine.bind()?;
+        let bound = check_host_inputs(self.engine.engine(), inputs)?;
+        self.upload_inputs(&bound)?;
+        self.execute()?;
+        self.download_outputs("running the engine")
+    }
+
+    /// Like [`CudaExecutionContext::run`], layer by layer without a graph:
+    /// waits after every layer (so a GPU fault names its layer and op),
+    /// downloads the layer's outputs and passes them to `observe` with the
+    /// layer's index in the plan. For finding the first layer whose GPU
+    /// output differs from the CPU executor's. An error from `observe` stops
+    /// the run and is returned.
+    pub fn run_layers(
+        &mut self,
+        inputs: &[(&str, &Tensor)],
+        mut observe: impl FnMut(usize, &[Tensor]) -> Result<()>,
+    ) -> Result<Vec<(String, Tensor)>> {
+        self.engine.bind()?;
+        let bound = check_host_inputs(self.engine.engine(), inputs)?;
+        self.upload_inputs(&bound)?;
+        self.sync(|| "copying the inputs to the GPU".into())?;
+        let plan = self.engine.engine().plan();
+        for (li, layer) in plan.layers.iter().enumerate() {
+            let outputs = if self.layers[li].is_some() {
+                self.launch_layer(li)?;
+                self.sync(|| format!("layer {} failed on the GPU", describe_layer(layer)))?;
+                let mut outputs = Vec::with_capacity(layer.outputs.len());
+                for &o in &layer.outputs {
+                    match self.download(o) {
+                        Ok(t) => outputs.push(t),
+                        Err(e) => {
+                            // Let the copies already queued finish before
+                            // their destinations are dropped.
+                            let _ = self.stream.synchronize();
+                            return Err(e);
+                        }
+                    }
+                }
+                self.sync(|| format!("downloading the outputs of layer {}", describe_layer(layer)))?;
+                outputs
+            } else {
+                self.run_host_layer(li)?
+            };
+            observe(li, &outputs)?;
+        }
+        self.download_outputs("running the engine layer by layer")
+    }
+
+    /// Queues one run of the plan on the stream, without copies and without
+    /// waiting, on whatever the input tensors' arena bytes hold (the last
+    /// inputs copied in, unless later layers reused that memory): for timing
+    /// GPU compute alone, not for results. Host layers, if any, make it
+    /// synchronous.
+    pub fn enqueue(&mut self) -> Result<()> {
+        self.engine.bind()?;
+        self.execute()
+    }
+
+    /// Queues a run on data already on the GPU: device-to-device copies of
+    /// each input into the arena, the plan, and copies of the named outputs
+    /// out, all on the context's stream; does not wait. Every input binding
+    /// must be given once (fixed inputs may be named; they are ignored, their
+    /// value is built in); outputs may be a subset of the output bindings,
+    /// each named at most once.
+    ///
+    /// # Safety
+    /// Each pointer must be a device address in this engine's CUDA context
+    /// (the device's primary context) holding at least the binding's size in
+    /// bytes (`BindingInfo::ty.bytes()`), and stay valid until the stream's
+    /// work is done. Inputs must be ready when the stream reaches the copies
+    /// (make the stream wait for their producer, or synchronize first), and
+    /// outputs may be read only after [`CudaExecutionContext::synchronize`]
+    /// or an event recorded after this call.
+    pub unsafe fn enqueue_device(&mut self, inputs: &[(&str, u64)], outputs: &[(&str, u64)]) -> Result<()> {
+        self.engine.bind()?;
+        let engine = self.engine.engine();
+        let plan = engine.plan();
+        let ins = check_device_inputs(engine, inputs)?;
+        let outs = check_device_outputs(engine, outputs)?;
+        for (id, src) in ins {
+            let n = plan.tensors[id].ty.bytes();
+            // SAFETY: the arena range of an input tensor was validated when
+            // the engine loaded; the caller guarantees `src` holds `n` bytes.
+            unsafe { result::memcpy_dtod_async(self.address(id), src, n, self.stream.cu_stream()) }.map_err(|e| {
+                cuda_error(format!("copying input '{}' ({n} bytes) into the arena", plan.tensors[id].name), e)
+            })?;
+        }
+        self.execute()?;
+        for (name, id, dst) in outs {
+            let n = plan.tensors[id].ty.bytes();
+            // SAFETY: as above, with the caller's guarantee for `dst`.
+            unsafe { result::memcpy_dtod_async(dst, self.address(id), n, self.stream.cu_stream()) }
+                .map_err(|e| cuda_error(format!("copying output '{name}' ({n} bytes) out of the arena"), e))?;
+        }
+        Ok(())
+    }
+
+    /// A new timing event (created with `CU_EVENT_DEFAULT`, so it records
+    /// timestamps).
+    pub fn create_event(&self) -> Result<GpuEvent> {
+        let event = self
+            .engine
+            .context()
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| cuda_error("creating a CUDA event", e))?;
+        Ok(GpuEvent { event })
+    }
+
+    /// Records `event` at the current end of the context's stream.
+    pub fn record_event(&self, event: &GpuEvent) -> Result<()> {
+        event.event.record(&self.stream).map_err(|e| cuda_error("recording a CUDA event", e))
+    }
+
+    /// GPU milliseconds of `iterations` back-to-back [`enqueue`]s (total,
+    /// not per iteration), measured with events on the stream; waits for
+    /// them. End-to-end latency with copies is what timing `run` measures.
+    ///
+    /// [`enqueue`]: CudaExecutionContext::enqueue
+    pub fn time_enqueues(&mut self, iterations: usize) -> Result<f32> {
+        self.engine.bind()?;
+        let (start, end) = (self.create_event()?, self.create_event()?);
+        self.record_event(&start)?;
+        for _ in 0..iterations {
+            self.execute()?;
+        }
+        self.record_event(&end)?;
+        start.elapsed_ms(&end)
+    }
+
+    /// The device address of a tensor of the plan.
+    fn address(&self, id: TensorId) -> u64 {
+        tensor_address(self.engine.engine().plan(), self.arena.ptr(), self.engine.weights_ptr(), id)
+    }
+
+    fn sync(&self, what: impl FnOnce() -> String) -> Result<()> {
+        self.stream.synchronize().map_err(|e| cuda_error(what(), e))
+    }
+
+    /// Runs the plan once on the stream: replays the graph (capturing it the
+    /// first time) or launches layer by layer.
+    fn execute(&mut self) -> Result<()> {
+        if !self.cuda_graph() {
+            for li in 0..self.layers.len() {
+                if self.layers[li].is_some() {
+                    self.launch_layer(li)?;
+                } else {
+                    self.run_host_layer(li)?;
+                }
+            }
+            return Ok(());
+        }
+        if self.graph.is_none() {
+            self.capture()?;
+        }
+        let graph = self.graph.as_ref().expect("captured above");
+        graph.0.launch().map_err(|e| cuda_error("launching the engine's CUDA graph", e))
+    }
+
+    /// Captures every launch of the plan (it has no host layers) in a CUDA
+    /// graph. Capture records launches without running them.
+    fn capture(&mut self) -> Result<()> {
+        let stream = self.stream.clone();
+        // Thread-local mode: other threads' contexts may keep allocating
+        // and launching while this one captures.
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| cuda_error("starting to capture a CUDA graph", e))?;
+        let mut launched = Ok(());
+        for li in 0..self.layers.len() {
+            launched = self.launch_layer(li);
+            if launched.is_err() {
+                break;
+            }
+        }
+        // Always end the capture, so the stream is usable again whatever
+        // happened; a failed launch invalidates the capture.
+        let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+        launched?;
+        let hint = |e: Error| match e {
+            Error::Cuda(m) => Error::Cuda(format!("{m}; set_cuda_graph(false) runs the engine without a graph")),
+            other => other,
+        };
+        let graph = ended
+            .map_err(|e| hint(cuda_error("capturing the engine's launches in a CUDA graph", e)))?
+            .ok_or_else(|| hint(Error::Cuda("capturing the engine's launches produced no CUDA graph".into())))?;
+        graph.upload().map_err(|e| hint(cuda_error("uploading the engine's CUDA graph", e)))?;
+        self.graph = Some(Graph(graph));
+        Ok(())
+    }
+
+    /// Queues a device layer's launches on the stream.
+    fn launch_layer(&mut self, li: usize) -> Result<()> {
+        let engine = self.engine;
+        let stream = self.stream.cu_stream();
+        let layer = &engine.engine().plan().layers[li];
+        let Some(launches) = self.layers[li].as_mut() else { return Ok(()) };
+        let count = launches.len();
+        for (k, l) in launches.iter_mut().enumerate() {
+            debug_assert_eq!(l.values.len(), l.params.len());
+            // SAFETY: `function` belongs to a module the engine keeps loaded
+            // while this context borrows it; `params` has one pointer per
+            // kernel parameter, in order, each to an 8-byte slot holding the
+            // value (addresses inside the arena or the weights, whose ranges
+            // were validated at load, or scalars), as the kernel table
+            // declares the kernel's signature; the geometry was validated
+            // (non-zero, within limits) at load and the block size and
+            // shared memory were checked against the kernel's attributes.
+            unsafe { result::launch_kernel(l.function, l.grid, l.block, l.shared_bytes, stream, &mut l.params) }.map_err(|e| {
+                let m = engine.kernel_table().modules.get(l.module as usize);
+                let (entry, tactic) = m.map(|m| (m.entry.as_str(), m.tactic.as_str())).unwrap_or(("?", "?"));
+                cuda_error(
+                    format!(
+                        "layer {}: launch {}/{count} of kernel {entry} ({tactic}) with grid {:?}, block {:?}, {} bytes of shared memory",
+                        describe_layer(layer),
+                        k + 1,
+                        l.grid,
+                        l.block,
+                        l.shared_bytes
+                    ),
+                    e,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Runs a host layer: waits for the stream, downloads the layer's arena
+    /// inputs, evaluates the CPU reference op, uploads its outputs and waits
+    /// again. Returns the outputs.
+    fn run_host_layer(&self, li: usize) -> Result<Vec<Tensor>> {
+        let engine = self.engine.engine();
+        let plan = engine.plan();
+        let layer = &plan.layers[li];
+        self.sync(|| format!("the GPU work before host layer {}", describe_layer(layer)))?;
+        let mut downloaded: Vec<Option<Tensor>> = Vec::with_capacity(layer.inputs.len());
+        for input in &layer.inputs {
+            let d = match *input {
+                Some(id) if matches!(plan.tensors[id].storage, Storage::Arena { .. }) => match self.download(id) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        // Let the copies already queued finish before their
+                        // destinations are dropped.
+                        let _ = self.stream.synchronize();
+                        return Err(e);
+                    }
+                },
+                _ => None,
+            };
+            downloaded.push(d);
+        }
+        self.sync(|| format!("downloading the inputs of host layer {}", describe_layer(layer)))?;
+        let weights = engine.weights();
+        let views: Vec<Option<TensorView>> = layer
+            .inputs
+            .iter()
+            .zip(&downloaded)
+            .map(|(input, d)| match (input, d) {
+                (None, _) => None,
+                (Some(_), Some(t)) => Some(t.view()),
+                (Some(id), None) => {
+                    let t = &plan.tensors[*id];
+                    let Storage::Weight { offset } = t.storage else { unreachable!("arena inputs were downloaded") };
+                    let bytes = &weights[offset as usize..offset as usize + t.ty.bytes()];
+                    Some(TensorView { dtype: t.ty.dtype, shape: &t.ty.shape, bytes })
+                }
+            })
+            .collect();
+        let mut outputs: Vec<Tensor> =
+            layer.outputs.iter().map(|&o| Tensor::zeros(plan.tensors[o].ty.clone())).collect::<Result<_>>()?;
+        {
+            let mut out_views: Vec<TensorViewMut> = outputs.iter_mut().map(|t| t.view_mut()).collect();
+            layer
+                .op
+                .as_impl()
+                .eval(&views, &mut out_views)
+                .map_err(|e| Error::op(format!("layer {}: {e}", describe_layer(layer))))?;
+        }
+        for (t, &o) in outputs.iter().zip(&layer.outputs) {
+            if let Err(e) = self.upload(o, t.bytes()) {
+                let _ = self.stream.synchronize();
+                return Err(e);
+            }
+        }
+        // The uploads read `outputs`: wait before they can be dropped.
+        self.sync(|| format!("uploading the outputs of host layer {}", describe_layer(layer)))?;
+        Ok(outputs)
+    }
+
+    /// Queues the copy of `bytes` into a plan tensor's device memory. The
+    /// caller keeps `bytes` alive until the stream is synchronized.
+    fn upload(&self, id: TensorId, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let name = &self.engine.engine().plan().tensors[id].name;
+        // SAFETY: the tensor's device range holds `bytes.len()` bytes (its
+        // type's size, validated at load); the caller keeps `bytes` alive
+        // until the stream is synchronized.
+        unsafe { result::memcpy_htod_async(self.address(id), bytes, self.stream.cu_stream()) }
+            .map_err(|e| cuda_error(format!("copying {} bytes of '{name}' to the GPU", bytes.len()), e))
+    }
+
+    /// Queues the download of an arena tensor into a new host tensor; the
+    /// tensor may be read (or dropped) only after the stream is
+    /// synchronized.
+    fn download(&self, id: TensorId) -> Result<Tensor> {
+        let desc = &self.engine.engine().plan().tensors[id];
+        let mut t = Tensor::zeros(desc.ty.clone())?;
+        if !t.bytes().is_empty() {
+            let n = t.bytes().len();
+            // SAFETY: the tensor's device range holds `n` bytes (validated
+            // at load); the destination is a heap buffer of `n` bytes that
+            // does not move when `t` does, kept until the stream is
+            // synchronized by every caller.
+            unsafe { result::memcpy_dtoh_async(t.bytes_mut(), self.address(id), self.stream.cu_stream()) }
+                .map_err(|e| cuda_error(format!("copying {n} bytes of '{}' from the GPU", desc.name), e))?;
+        }
+        Ok(t)
+    }
+
+    /// Queues the copies of checked inputs into the arena.
+    fn upload_inputs(&self, bound: &[(TensorId, &Tensor)]) -> Result<()> {
+        for (id, t) in bound {
+            if let Err(e) = self.upload(*id, t.bytes()) {
+                let _ = self.stream.synchronize();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Downloads every output binding (weights straight from the host copy)
+    /// and waits for the stream; a failure of the queued work is reported
+    /// as failing `what`.
+    fn download_outputs(&self, what: &str) -> Result<Vec<(String, Tensor)>> {
+        let engine = self.engine.engine();
+        let plan = engine.plan();
+        let mut outputs = Vec::with_capacity(plan.outputs.len());
+        for (name, id) in &plan.outputs {
+            let desc = &plan.tensors[*id];
+            let t = match desc.storage {
+                Storage::Weight { offset } => Tensor::from_bytes(
+                    desc.ty.clone(),
+                    &engine.weights()[offset as usize..offset as usize + desc.ty.bytes()],
+                ),
+                Storage::Arena { .. } => self.download(*id),
+            };
+            match t {
+                Ok(t) => outputs.push((name.clone(), t)),
+                Err(e) => {
+                    let _ = self.stream.synchronize();
+                    return Err(e);
+                }
+            }
+        }
+        self.sync(|| {
+            let hint = if self.cuda_graph() { " (run_layers names the failing layer)" } else { "" };
+            format!("{what} on the GPU failed{hint}")
+        })?;
+        Ok(outputs)
+    }
+}
+
+impl Drop for CudaExecutionContext<'_> {
+    fn drop(&mut self) {
+        // Queued work may still use the arena: let it finish before the
+        // arena is freed. Errors are recorded on the CUDA context.
+        let ctx = self.engine.context();
+        ctx.record_err(ctx.bind_to_thread());
+        ctx.record_err(self.stream.synchronize());
+    }
+}
+
+/// `name (Op)`, as errors name a layer.
+fn describe_layer(layer: &Layer) -> String {
+    format!("{} ({})", layer.name, layer.op.display_name())
+}
+
+fn tensor_address(plan: &Plan, arena: u64, weights: u64, id: TensorId) -> u64 {
+    match plan.tensors[id].storage {
+        Storage::Arena { offset } => arena + offset,
+        Storage::Weight { offset } => weights + offset,
+    }
+}
+
+fn unknown_input(engine: &Engine, name: &str) -> Error {
+    let names: Vec<&str> = engine.inputs().iter().map(|b| b.name.as_str()).collect();
+    Error::Binding(format!("unknown input '{name}'; the engine's inputs are {names:?}"))
+}
+
+fn is_known_input(plan: &Plan, name: &str) -> bool {
+    plan.inputs.iter().any(|&i| plan.tensors[i].name == name) || plan.fixed_inputs.iter().any(|f| f.name == name)
+}
+
+/// The checks and messages of the CPU executor's input binding: unknown
+/// names, fixed inputs with another value, missing, repeated or mistyped
+/// inputs. Returns the arena tensor and value of each input binding.
+fn check_host_inputs<'t>(engine: &Engine, inputs: &[(&str, &'t Tensor)]) -> Result<Vec<(TensorId, &'t Tensor)>> {
+    let plan = engine.plan();
+    for (name, _) in inputs {
+        if !is_known_input(plan, name) {
+            return Err(unknown_input(engine, name));
+        }
+    }
+    for f in &plan.fixed_inputs {
+        if let Some((_, t)) = inputs.iter().find(|(n, _)| *n == f.name) {
+            let desc = &plan.tensors[f.value];
+            let Storage::Weight { offset } = desc.storage else { unreachable!("validated") };
+            let want = &engine.weights()[offset as usize..offset as usize + desc.ty.bytes()];
+            if t.ty() != &desc.ty || t.bytes() != want {
+                return Err(Error::Binding(format!(
+                    "input '{}' is a shape input fixed when the engine was built; rebuild to change it",
+                    f.name
+                )));
+            }
+        }
+    }
+    let mut bound = Vec::with_capacity(plan.inputs.len());
+    for &id in &plan.inputs {
+        let desc = &plan.tensors[id];
+        let mut found = inputs.iter().filter(|(n, _)| *n == desc.name);
+        let Some((_, t)) = found.next() else {
+            return Err(Error::Binding(format!("missing input '{}' ({})", desc.name, desc.ty)));
+        };
+        if found.next().is_some() {
+            return Err(Error::Binding(format!("input '{}' given twice", desc.name)));
+        }
+        if t.ty() != &desc.ty {
+            return Err(Error::Binding(format!("input '{}' must be {}, got {}", desc.name, desc.ty, t.ty())));
+        }
+        bound.push((id, *t));
+    }
+    Ok(bound)
+}
+
+/// Input checks for device pointers: unknown, missing and repeated names,
+/// null pointers for non-empty tensors. Fixed inputs are accepted and
+/// ignored (their value cannot be compared without a copy).
+fn check_device_inputs(engine: &Engine, inputs: &[(&str, u64)]) -> Result<Vec<(TensorId, u64)>> {
+    let plan = engine.plan();
+    for (name, _) in inputs {
+        if !is_known_input(plan, name) {
+            return Err(unknown_input(engine, name));
+        }
+    }
+    let mut bound = Vec::with_capacity(plan.inputs.len());
+    for &id in &plan.inputs {
+        let desc = &plan.tensors[id];
+        let mut found = inputs.iter().filter(|(n, _)| *n == desc.name);
+        let Some(&(_, ptr)) = found.next() else {
+            return Err(Error::Binding(format!("missing input '{}' ({})", desc.name, desc.ty)));
+        };
+        if found.next().is_some() {
+            return Err(Error::Binding(format!("input '{}' given twice", desc.name)));
+        }
+        if ptr == 0 && desc.ty.bytes() > 0 {
+            return Err(Error::Binding(format!("input '{}' ({}) has a null device pointer", desc.name, desc.ty)));
+        }
+        if desc.ty.bytes() > 0 {
+            bound.push((id, ptr));
+        }
+    }
+    Ok(bound)
+}
+
+/// Output checks for device pointers: every name an output binding, none
+/// twice, no null pointer for a non-empty tensor. Returns name, tensor and
+/// destination of each non-empty output.
+fn check_device_outputs<'n>(engine: &Engine, outputs: &[(&'n str, u64)]) -> Result<Vec<(&'n str, TensorId, u64)>> {
+    let plan = engine.plan();
+    let mut bound = Vec::with_capacity(outputs.len());
+    for (i, &(name, ptr)) in outputs.iter().enumerate() {
+        let Some((_, id)) = plan.outputs.iter().find(|(n, _)| n == name) else {
+            let names: Vec<&str> = engine.outputs().iter().map(|b| b.name.as_str()).collect();
+            return Err(Error::Binding(format!("unknown output '{name}'; the engine's outputs are {names:?}")));
+        };
+        if outputs[..i].iter().any(|(n, _)| *n == name) {
+            return Err(Error::Binding(format!("output '{name}' given twice")));
+        }
+        let ty = &plan.tensors[*id].ty;
+        if ptr == 0 && ty.bytes() > 0 {
+            return Err(Error::Binding(format!("output '{name}' ({ty}) has a null device pointer")));
+        }
+        if ty.bytes() > 0 {
+            bound.push((name, *id, ptr));
+        }
+    }
+    Ok(bound)
+}
