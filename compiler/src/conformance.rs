@@ -120,7 +120,14 @@ fn as_declared(t: Tensor, declared: Option<trtc_runtime::DType>) -> Result<Tenso
 
 /// Runs one case directory.
 pub fn run_case(dir: &Path, tol: Tolerance) -> Outcome {
-    match std::panic::catch_unwind(|| run_case_inner(dir, tol)) {
+    run_case_on(dir, tol, None)
+}
+
+/// Runs one case directory; with `gpu_sm`, a case that passes on the CPU is
+/// also built for that SM and run on the CUDA executor (GPU 0), whose
+/// outputs must match the CPU executor's within [`GPU_TOLERANCE`].
+pub fn run_case_on(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Outcome {
+    match std::panic::catch_unwind(|| run_case_inner(dir, tol, gpu_sm)) {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => Outcome::Failed(e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ")),
         Err(p) => Outcome::Failed(format!("PANIC: {}", crate::panic_message(p.as_ref()))),
@@ -148,7 +155,7 @@ fn numbered(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     v
 }
 
-fn run_case_inner(dir: &Path, tol: Tolerance) -> Result<Outcome> {
+fn run_case_inner(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Result<Outcome> {
     let model_path = dir.join("model.onnx");
     let bytes = std::fs::read(&model_path).with_context(|| format!("cannot read {}", model_path.display()))?;
     let model = onnx::decode(&bytes)?;
@@ -231,6 +238,7 @@ fn run_case_inner(dir: &Path, tol: Tolerance) -> Result<Outcome> {
             let mut ctx = engine.create_context()?;
             Ok(ctx.run(&refs)?)
         };
+        let graph_for_gpu = graph.clone();
         let outputs = run(graph.clone(), &opts)?;
         let plain = run(graph, &unoptimized).context("with all passes disabled")?;
         if outputs.len() != expected.len() {
@@ -241,8 +249,42 @@ fn run_case_inner(dir: &Path, tol: Tolerance) -> Result<Outcome> {
             compare(name, unopt, want, tol).context("with all passes disabled")?;
             compare(name, ours, unopt, Tolerance { rtol: 1e-5, atol: 1e-6 }).context("passes on vs off")?;
         }
+        if let Some(sm) = gpu_sm {
+            let mut gpu_opts = opts.clone();
+            gpu_opts.target = trtc_runtime::Target::Cuda { sm, gpu_name: None };
+            let built = crate::build::build_graph(graph_for_gpu.clone(), &gpu_opts).context("building for the GPU")?;
+            let engine = Engine::from_bytes(&built.engine)?;
+            let gpu = engine.cuda(0).context("loading the engine on the GPU")?;
+            let on_gpu = gpu.create_context()?.run(&refs).context("on the GPU")?;
+            for ((name, g), (_, c)) in on_gpu.iter().zip(&outputs) {
+                compare_gpu(name, g, c).context("on the GPU")?;
+            }
+        }
     }
     Ok(Outcome::Passed)
+}
+
+/// How far a GPU output may be from the CPU executor's, relative to the
+/// largest magnitude of the CPU output: TF32 tensor cores round inputs to
+/// 10 mantissa bits (the CUDA issue's 3e-3); integer and boolean outputs
+/// must be equal.
+pub const GPU_TOLERANCE: f64 = 3e-3;
+
+/// Compares a GPU output with the CPU executor's.
+pub fn compare_gpu(name: &str, gpu: &Tensor, cpu: &Tensor) -> Result<()> {
+    if gpu.dtype() != cpu.dtype() || gpu.shape() != cpu.shape() {
+        bail!("output {name}: {} on the GPU, {} on the CPU", gpu.ty(), cpu.ty());
+    }
+    let (a, b) = (gpu.to_f64_vec(), cpu.to_f64_vec());
+    let scale = b.iter().filter(|v| v.is_finite()).fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    let tol = if cpu.dtype().is_float() { GPU_TOLERANCE * scale } else { 0.0 };
+    for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+        let ok = if y.is_nan() { x.is_nan() } else if y.is_infinite() { x == y } else { (x - y).abs() <= tol };
+        if !ok {
+            bail!("output {name}: element {i} is {x} on the GPU, {y} on the CPU (tolerance {tol:.3e})");
+        }
+    }
+    Ok(())
 }
 
 /// Every case directory under `root/<subset>`, sorted, as `subset/name`.

@@ -1,8 +1,152 @@
-//! Placeholder: filled in by the movement family.
+//! The movement family: ops that move elements without computing with them
+//! (and the few that also write constants: Pad, Trilu, OneHot, and Resize,
+//! whose linear mode interpolates). Kernels are instantiated by element byte
+//! width, not dtype, so one module serves every dtype of a size.
+//!
+//! Most ops are one strided copy ([`copy`]): an iteration space whose one
+//! side is contiguous and whose other side is read (or written) through
+//! per-dimension strides passed as arguments, after dropping unit dimensions
+//! and merging dimensions that stay contiguous. A copy that collapses to one
+//! contiguous run becomes a flat byte copy in 16-byte words when the
+//! addresses allow; a strided copy whose inner run allows it moves 8- or
+//! 16-byte groups of elements (checking the addresses' alignment at run time
+//! and falling back to single elements).
+//!
+//! | Op | Covered | Returns unsupported for |
+//! |----|---------|-------------------------|
+//! | Reshape | flat copy (the CPU op copies too) | — |
+//! | Transpose, Slice (any steps), Expand, Tile | strided copy | more than 8 merged dimensions |
+//! | Split | one strided copy per output | as above |
+//! | Concat | one strided copy per non-empty input | as above |
+//! | Gather | any axis, i32/i64 indices, negative indices | — |
+//! | GatherElements | any axis, i32/i64 indices | rank above 8 |
+//! | GatherND | any batch_dims, i32/i64 indices | tuples longer than 8 |
+//! | ReverseSequence | i32/i64 lengths | — |
+//! | Pad | constant, reflect, edge, wrap; negative pads | rank above 8 after merging unpadded dimensions |
+//! | Resize | nearest (every nearest mode) and linear, every coordinate transformation mode, exclude_outside | cubic; antialiased linear downsampling; linear on rank above 5; f64/bf16 |
+//! | Trilu | yes | — |
+//! | OneHot | integer, f32 and f16 indices | bool, bf16 and f64 indices |
+//! | ScatterElements, ScatterND | no | duplicate indices apply in order on the CPU, which a parallel kernel does not reproduce |
+//!
+//! Index errors: where the CPU op fails on an index out of range (Gather,
+//! GatherElements, GatherND, ReverseSequence), the kernel executes `__trap()`
+//! on it, so the launch fails and the executor reports an error instead of
+//! returning a result, as the CPU does. Indices are never clamped.
+//!
+//! Tactics: the element group width of strided copies (the widest valid
+//! first) and the 1-D launch shapes shared with the elementwise family
+//! ([`crate::elementwise::map::Launch1d`]; 256 threads with one element each
+//! first).
 
-use crate::{unsupported, LayerIo, Selection, SmLimits};
+mod copy;
+mod fill;
+mod gather;
+mod resize;
+
+use crate::elementwise::map::Launch1d;
+use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, SmLimits, COMMON};
+use trtc_runtime::kernels::KernelArg;
+use trtc_runtime::ops::movement::MovementOp;
+use trtc_runtime::ops::Op;
+
+const COMMON_CUH: &str = include_str!("../cuda/movement_common.cuh");
 
 /// The candidates of a movement layer.
-pub fn candidates(io: &LayerIo<'_>, _limits: &SmLimits) -> Selection {
-    unsupported(format!("no CUDA kernel for {} yet", io.op.name()))
+pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
+    let Op::Movement(op) = io.op else {
+        return unsupported(format!("{} is not a movement op", io.op.name()));
+    };
+    match op {
+        MovementOp::Reshape(_)
+        | MovementOp::Transpose(_)
+        | MovementOp::Slice(_)
+        | MovementOp::Concat(_)
+        | MovementOp::Split(_)
+        | MovementOp::Expand(_)
+        | MovementOp::Tile(_) => copy::candidates(op, io, limits),
+        MovementOp::Gather(_) | MovementOp::GatherElements(_) | MovementOp::GatherND(_) | MovementOp::ReverseSequence(_) => {
+            gather::candidates(op, io, limits)
+        }
+        MovementOp::Pad(_) | MovementOp::Trilu(_) | MovementOp::OneHot(_) => fill::candidates(op, io, limits),
+        MovementOp::Resize(r) => resize::candidates(r, io, limits),
+        MovementOp::ScatterElements(_) | MovementOp::ScatterND(_) => {
+            unsupported(format!("{}: duplicate indices apply in order on the CPU", op.as_impl().name()))
+        }
+    }
+}
+
+/// How a movement kernel moves elements: `narrow` is the tensors' element
+/// size in bytes, `vec` how many adjacent elements one thread moves at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Elems {
+    pub narrow: usize,
+    pub vec: usize,
+}
+
+impl Elems {
+    pub fn single(narrow: usize) -> Elems {
+        Elems { narrow, vec: 1 }
+    }
+
+    fn bytes(&self) -> usize {
+        self.narrow * self.vec
+    }
+}
+
+/// The unsigned C type of an element size (or `trtc_v16` for 16 bytes).
+fn width_type(bytes: usize) -> &'static str {
+    match bytes {
+        1 => "unsigned char",
+        2 => "unsigned short",
+        4 => "unsigned int",
+        8 => "unsigned long long",
+        _ => "trtc_v16",
+    }
+}
+
+/// A movement kernel source: the common helpers, the element and index
+/// types, further defines, and the kernel file.
+fn source(file: &str, entry: &str, elems: Elems, idx32: bool, defines: &[(&str, String)]) -> KernelSource {
+    let mut s = format!("{COMMON}\n{}\n", crate::elementwise::map::MATH);
+    let types = [
+        ("NARROW", width_type(elems.narrow).to_string()),
+        ("ELEM", width_type(elems.bytes()).to_string()),
+        ("VEC", elems.vec.to_string()),
+        ("IDX", if idx32 { "int" } else { "long long" }.to_string()),
+    ];
+    for (k, v) in types.iter().map(|(k, v)| (*k, v)).chain(defines.iter().map(|(k, v)| (*k, v))) {
+        s.push_str(&format!("#define {k} {v}\n"));
+    }
+    s.push_str(COMMON_CUH);
+    s.push('\n');
+    s.push_str(file);
+    KernelSource { entry: entry.into(), source: s }
+}
+
+/// Whether 32-bit signed indices hold every element index and offset of a
+/// kernel touching at most `elems` elements (grid-stride steps included).
+fn idx32(elems: u64) -> bool {
+    elems < (1u64 << 30)
+}
+
+/// One kernel launched over `n` elements of its grid-stride loop.
+#[derive(Clone, Debug)]
+struct Job {
+    kernel: KernelSource,
+    args: Vec<KernelArg>,
+    n: u64,
+    /// Elements one thread moves at a time.
+    vec: usize,
+}
+
+/// The candidates of a layer computed by `jobs` in order: one per launch
+/// tactic, named `family <tactic>`.
+fn job_candidates(family: &str, jobs: &[Job], limits: &SmLimits) -> Vec<Candidate> {
+    Launch1d::all(limits)
+        .into_iter()
+        .map(|l| Candidate {
+            tactic: format!("{family} {}", l.name()),
+            launches: jobs.iter().map(|j| l.launch(&j.kernel, j.args.clone(), j.n)).collect::<Vec<KernelLaunch>>(),
+        })
+        .collect()
 }

@@ -1,67 +1,96 @@
-//! Pointwise kernels, generated per node from its expression. Shapes are
-//! static, so the output's dims and each input's broadcast strides are baked
-//! into the source as constants.
+//! Fused pointwise programs (`FusedOp::Pointwise`) as map kernels: the
+//! program becomes straight-line f32 code, one `const float` per
+//! instruction, and the inputs broadcast through the elementwise family's
+//! map kernel, whose sizes and strides are arguments. The source depends on
+//! the program, the inputs' storage types and the broadcast structure only.
+//!
+//! The CPU reference evaluates the program one instruction at a time in f32,
+//! rounding after each; the kernel does the same (the `__f*_rn` intrinsics
+//! keep the compiler from contracting a multiply and an add into one fused
+//! multiply-add).
 
-use crate::activation::unary;
-use crate::{KernelSource, COMMON};
-use trtc_runtime::ops::fused::{Instr, PointwiseBinary};
+use crate::activation::{lit, unary};
+use crate::elementwise::map::{Broadcast, MapKernel};
+use crate::elementwise::{ctype, is_f32_storage};
+use crate::{unsupported, KernelSource, LayerIo, Selection, SmLimits};
+use trtc_runtime::kernels::KernelArg;
+use trtc_runtime::ops::fused::{Instr, Pointwise, PointwiseBinary};
+use trtc_runtime::DType;
 
-/// The generated kernel computes `out[i] = f(in_0[..], in_1[..], ...)` for
-/// `i < n`, one element per thread (grid-stride loop).
-pub fn source(program: &[Instr], out_shape: &[usize], input_shapes: &[Vec<usize>]) -> Option<KernelSource> {
-    let rank = out_shape.len();
-    let n: usize = out_shape.iter().product();
+/// The kernel body of a program: `p<k>` points at input `k`'s element, `q`
+/// at the output's. `None` when an instruction has no CUDA expression or
+/// refers to a missing value.
+fn body(program: &[Instr], inputs: usize) -> Option<String> {
     let mut body = String::new();
-    // The coordinates of output element i, then each input's offset.
-    let mut out_strides = vec![1usize; rank];
-    for d in (0..rank.saturating_sub(1)).rev() {
-        out_strides[d] = out_strides[d + 1] * out_shape[d + 1];
-    }
-    for (k, shape) in input_shapes.iter().enumerate() {
-        let off = rank - shape.len();
-        let mut own = vec![1usize; shape.len()];
-        for d in (0..shape.len().saturating_sub(1)).rev() {
-            own[d] = own[d + 1] * shape[d + 1];
-        }
-        let mut terms = Vec::new();
-        for d in 0..rank {
-            if d < off || shape[d - off] == 1 {
-                continue;
-            }
-            terms.push(format!("((i / {}ull) % {}ull) * {}ull", out_strides[d], out_shape[d], own[d - off]));
-        }
-        let idx = if terms.is_empty() { "0ull".to_string() } else { terms.join(" + ") };
-        body.push_str(&format!("        const u64 o{k} = {idx};\n"));
-    }
     for (s, ins) in program.iter().enumerate() {
-        let e = match ins {
-            Instr::Input(k) => format!("in{k}[o{k}]"),
-            Instr::Const(c) => {
-                if c.is_finite() {
-                    format!("{c:?}f")
-                } else {
-                    return None;
-                }
-            }
-            Instr::Unary(kind, a) => unary(*kind, &format!("v{a}"))?,
-            Instr::Binary(op, a, b) => {
-                let sym = match op {
-                    PointwiseBinary::Add => "+",
-                    PointwiseBinary::Sub => "-",
-                    PointwiseBinary::Mul => "*",
-                    PointwiseBinary::Div => "/",
+        let e = match *ins {
+            Instr::Input(k) if k < inputs => format!("ld(p{k})"),
+            Instr::Const(c) => lit(c),
+            Instr::Unary(kind, a) if a < s => unary(kind, &format!("v{a}"))?,
+            Instr::Binary(op, a, b) if a < s && b < s => {
+                let f = match op {
+                    PointwiseBinary::Add => "__fadd_rn",
+                    PointwiseBinary::Sub => "__fsub_rn",
+                    PointwiseBinary::Mul => "__fmul_rn",
+                    PointwiseBinary::Div => "__fdiv_rn",
                 };
-                format!("(v{a} {sym} v{b})")
+                format!("{f}(v{a}, v{b})")
             }
+            _ => return None,
         };
-        body.push_str(&format!("        const float v{s} = {e};\n"));
+        body.push_str(&format!("const float v{s} = {e};\n"));
     }
-    let params: Vec<String> = (0..input_shapes.len()).map(|k| format!("const float* __restrict__ in{k}")).collect();
     let last = program.len().checked_sub(1)?;
-    let src = format!(
-        "{COMMON}\nextern \"C\" __global__ void trtc_pointwise(float* __restrict__ out{}{}) {{\n    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < {n}ull; i += (u64)gridDim.x * blockDim.x) {{\n{body}        out[i] = v{last};\n    }}\n}}\n",
-        if params.is_empty() { "" } else { ", " },
-        params.join(", ")
-    );
-    Some(KernelSource { entry: "trtc_pointwise".into(), source: src })
+    body.push_str(&format!("st(q, v{last});"));
+    Some(body)
+}
+
+/// The map kernel of a program over inputs of the given storage dtypes and
+/// shapes, with its broadcast plan.
+fn kernel(program: &[Instr], out_shape: &[usize], inputs: &[(DType, &[usize])], out: DType) -> Option<(MapKernel, Broadcast)> {
+    let shapes: Vec<&[usize]> = inputs.iter().map(|(_, s)| *s).collect();
+    let b = Broadcast::new(out_shape, &shapes).ok()?;
+    let mut ins = Vec::new();
+    for (k, (d, _)) in inputs.iter().enumerate() {
+        ins.push((ctype(*d).ok()?.to_string(), KernelArg::Input(k as u32)));
+    }
+    let k = MapKernel {
+        entry: "trtc_pointwise".into(),
+        prelude: String::new(),
+        out_type: ctype(out).ok()?.to_string(),
+        inputs: ins,
+        params: Vec::new(),
+        body: body(program, inputs.len())?,
+    };
+    Some((k, b))
+}
+
+/// The kernel of a program on f32 tensors of these shapes (the output's and
+/// the inputs'), or `None` when some instruction has no CUDA expression.
+/// Only the shapes' broadcast structure reaches the source.
+pub fn source(program: &[Instr], out_shape: &[usize], input_shapes: &[Vec<usize>]) -> Option<KernelSource> {
+    let inputs: Vec<(DType, &[usize])> = input_shapes.iter().map(|s| (DType::F32, s.as_slice())).collect();
+    let (k, b) = kernel(program, out_shape, &inputs, DType::F32)?;
+    Some(k.instantiate(&b).0)
+}
+
+/// The candidates of a fused pointwise layer (f32 tensors, or f16 ones
+/// under HalfIo).
+pub(crate) fn candidates(p: &Pointwise, io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
+    let Some(out) = io.outputs.first() else { return unsupported("Pointwise: no output") };
+    let mut inputs = Vec::new();
+    for (k, t) in io.inputs.iter().enumerate() {
+        match t {
+            Some(t) if is_f32_storage(t.dtype) => inputs.push((t.dtype, t.shape.as_slice())),
+            Some(t) => return unsupported(format!("Pointwise: input {k} is {}", t.dtype)),
+            None => return unsupported(format!("Pointwise: input {k} is missing")),
+        }
+    }
+    if !is_f32_storage(out.dtype) {
+        return unsupported(format!("Pointwise: {} output", out.dtype));
+    }
+    let Some((k, b)) = kernel(&p.program, &out.shape, &inputs, out.dtype) else {
+        return unsupported("Pointwise: the program has an instruction without a CUDA expression, or its inputs do not broadcast");
+    };
+    Ok(k.candidates("pointwise", &b, limits))
 }

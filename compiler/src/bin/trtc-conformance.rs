@@ -1,7 +1,10 @@
 //! Runs ONNX's backend conformance suite and prints one line per case plus
 //! `N passed, N failed, N skipped`.
 //!
-//! Usage: `trtc-conformance [--root DIR] [--filter SUBSTR] [--write-passing FILE] [-q]`
+//! Usage: `trtc-conformance [--root DIR] [--filter SUBSTR] [--write-passing FILE] [--gpu] [-q]`
+//!
+//! With `--gpu`, every case that passes on the CPU is also built for the GPU
+//! of this machine and run on the CUDA executor, compared with the CPU.
 
 use trtc::conformance::{self, Outcome, Tolerance};
 
@@ -11,6 +14,7 @@ fn main() {
     let mut filter = String::new();
     let mut write_passing = None;
     let mut quiet = false;
+    let mut gpu = false;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -27,6 +31,7 @@ fn main() {
                 i += 1;
             }
             "-q" => quiet = true,
+            "--gpu" => gpu = true,
             a => {
                 eprintln!("unknown argument {a}");
                 std::process::exit(2);
@@ -41,11 +46,22 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let gpu_sm = if gpu {
+        match trtc::cuda::present_gpu() {
+            Ok(d) => Some(d.sm),
+            Err(e) => {
+                eprintln!("error: --gpu: {e:#}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut passing = Vec::new();
     let mut skip_reasons: std::collections::BTreeMap<String, usize> = Default::default();
     for (name, dir) in cases.iter().filter(|(n, _)| n.contains(&filter)) {
-        let outcome = conformance::run_case(dir, Tolerance::default());
+        let outcome = conformance::run_case_on(dir, Tolerance::default(), gpu_sm);
         match &outcome {
             Outcome::Passed => {
                 passed += 1;

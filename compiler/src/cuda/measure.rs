@@ -68,6 +68,16 @@ fn one_layer_plan(io: &LayerIo<'_>) -> Result<Plan> {
 }
 
 impl Measure for GpuMeasure {
+    fn prepare(&mut self, candidates: &[&Candidate]) {
+        // Compiled into NVRTC's in-process cache on every CPU thread; a
+        // failure shows again (and is handled) when the candidate is measured.
+        let sources: Vec<(trtc_kernels::KernelSource, String, String)> = candidates
+            .iter()
+            .flat_map(|c| c.launches.iter().map(|l| (l.kernel.clone(), c.tactic.clone(), String::new())))
+            .collect();
+        let _ = super::kernel_table::compile_all(&sources, self.sm);
+    }
+
     fn measure(&mut self, io: &LayerIo<'_>, candidate: &Candidate) -> Result<Option<Timing>> {
         // A candidate that does not compile or spills registers is not run.
         let mut modules: Vec<KernelModule> = Vec::new();

@@ -2,7 +2,7 @@
 //! [`TacticChooser`] that asks [`choose`] for each layer, with the timing
 //! cache and a way to measure candidates on the GPU (or none).
 
-use super::{choose, op_signature, Choice, Device, Layer, Policy, Timing, TimingCache};
+use super::{choose, op_signature, source_hash, Choice, Device, Layer, Policy, Timing, TimingCache, TimingKey};
 use crate::cuda::kernel_table::TacticChooser;
 use anyhow::{bail, Result};
 use trtc_kernels::{Candidate, LayerIo};
@@ -12,6 +12,10 @@ use trtc_kernels::{Candidate, LayerIo};
 /// (no GPU).
 pub trait Measure {
     fn measure(&mut self, io: &LayerIo<'_>, candidate: &Candidate) -> Result<Option<Timing>>;
+
+    /// Called with the candidates about to be measured, before the first
+    /// one is: a measurer compiles them all at once here, in parallel.
+    fn prepare(&mut self, _candidates: &[&Candidate]) {}
 }
 
 /// The measurer of a machine without a GPU of the target's kind: every
@@ -40,6 +44,20 @@ impl TacticChooser for Tuner<'_> {
     fn choose(&mut self, layer: &trtc_runtime::plan::Layer, io: &LayerIo<'_>, candidates: &[Candidate]) -> Result<usize> {
         let signature = op_signature(io);
         let l = Layer { name: &layer.name, signature: &signature, candidates };
+        if !self.policy.error_on_cache_miss {
+            let considered = super::CANDIDATES_PER_LEVEL.get(self.policy.opt_level as usize).copied().unwrap_or(1);
+            let missing: Vec<&Candidate> = candidates
+                .iter()
+                .take(considered)
+                .filter(|c| {
+                    let key = TimingKey { device: self.device.clone(), op: signature.clone(), tactic: c.tactic.clone() };
+                    self.cache.get(&key, source_hash(c)).is_none()
+                })
+                .collect();
+            if missing.len() > 1 || (missing.len() == 1 && considered > 1) {
+                self.measure.prepare(&missing);
+            }
+        }
         let measure = &mut *self.measure;
         let choice = choose(&l, &self.device, &mut self.cache, self.policy, |c| measure.measure(io, c))?;
         let index = choice.index;

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Prepares .dev/ (git-ignored) for one device call of benches/gpu/run.sh:
+# stripped release binaries (they run unchanged on the GPU machine),
+# PyTorch's baseline script, and ONNX's conformance data. Then, from the
+# session: run(command="OUT=$OUT timeout 555 bash benches/gpu/run.sh",
+#              carry=[".dev"], timeout_s=560).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo build --release --locked -p trtc --bin trtc --bin trtc-gpu-check
+mkdir -p .dev/bin .dev/tools
+cp target/release/trtc target/release/trtc-gpu-check .dev/bin/
+strip .dev/bin/trtc .dev/bin/trtc-gpu-check
+cp ../shared/tools/pytorch_baseline.py .dev/tools/
+if [ ! -f .dev/onnx-backend.tgz ]; then
+    bash scripts/fetch-conformance.sh
+    tar czf .dev/onnx-backend.tgz -C .cache onnx-backend-1.16.2
+fi
+git log -1 --format='commit %h %s' > .dev/commit.txt
+du -sh .dev

@@ -1,0 +1,210 @@
+//! The GPU test suite over the testdata models: each model is built for the
+//! GPU of this machine in FP32 (TF32 tensor cores allowed) and FP16, each
+//! Q/DQ model in INT8, and run on the CUDA executor and on the CPU executor
+//! (the same engine, same inputs). Outputs must agree within 3e-3 (FP32) or
+//! 1e-2 (FP16, INT8) of the CPU output's largest magnitude. On a mismatch,
+//! the engine is run again layer by layer on both executors and the first
+//! layer that differs is named.
+//!
+//! With `--conformance ROOT`, it also runs ONNX's backend conformance cases
+//! under ROOT: each case that passes on the CPU is run on the GPU and
+//! compared with the CPU executor.
+//!
+//! Usage: `trtc-gpu-check [--filter SUBSTR] [--json FILE] [--conformance ROOT]
+//! [--no-models] [--list]`; exit status 1 when any model or case fails.
+//! `--list` prints the model cases (`PATH MODE`, one a line) so that a script
+//! can run each in its own process: a kernel fault makes the CUDA context of
+//! its process unusable, and would fail every later case with it.
+
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use trtc::build::{build_graph, BuildOptions};
+use trtc_runtime::{Engine, Target, Tensor};
+
+struct Case {
+    model: PathBuf,
+    mode: &'static str,
+}
+
+fn onnx_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "onnx")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn inputs_of(model: &Path) -> Result<Vec<(String, Tensor)>> {
+    let stem = model.file_stem().unwrap_or_default().to_string_lossy();
+    trtc::npz::read_npz(&model.with_file_name(format!("{stem}.inputs.npz")))
+}
+
+/// The largest |gpu - cpu| over all elements, relative to max |cpu|.
+fn relative_error(gpu: &Tensor, cpu: &Tensor) -> f64 {
+    if gpu.ty() != cpu.ty() {
+        return f64::INFINITY;
+    }
+    let (a, b) = (gpu.to_f64_vec(), cpu.to_f64_vec());
+    let scale = b.iter().filter(|v| v.is_finite()).fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| if x.is_nan() && y.is_nan() || x == y { 0.0 } else { (x - y).abs() / scale })
+        .fold(0.0, |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) })
+}
+
+/// The first layer whose GPU outputs differ from the CPU's by more than
+/// `tol`, with its error.
+fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Result<Option<String>> {
+    let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut cpu_layers: Vec<Vec<Tensor>> = Vec::new();
+    engine.create_context()?.run_observed(&refs, |_, outs| {
+        cpu_layers.push(outs.iter().map(|v| Tensor::from_bytes(v.ty(), v.bytes).expect("copy")).collect());
+    })?;
+    let gpu = engine.cuda(0)?;
+    let mut found = None;
+    gpu.create_context()?.run_layers(&refs, |i, outs| {
+        if found.is_none() {
+            let err = outs.iter().zip(&cpu_layers[i]).map(|(g, c)| relative_error(g, c)).fold(0.0, f64::max);
+            if err > tol {
+                let l = &engine.plan().layers[i];
+                let tactic = match &engine.kernels().expect("kernels").layers[i] {
+                    trtc_runtime::kernels::LayerKernels::Device(ls) => ls
+                        .iter()
+                        .map(|x| engine.kernels().unwrap().modules[x.module as usize].tactic.clone())
+                        .collect::<Vec<_>>()
+                        .join(" + "),
+                    trtc_runtime::kernels::LayerKernels::Host { .. } => "host".into(),
+                };
+                found = Some(format!("layer {i} {} ({}, {tactic}): error {err:.3e}", l.name, l.op.display_name()));
+            }
+        }
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+fn check(case: &Case, sm: u32) -> Result<(f64, f64, usize, usize)> {
+    let mut opts = BuildOptions::default();
+    opts.precision.fp16 = case.mode == "fp16";
+    opts.target = Target::Cuda { sm, gpu_name: None };
+    let graph = trtc::frontend::onnx::import_file(&case.model, &opts.import)?;
+    let built = build_graph(graph, &opts)?;
+    let engine = Engine::from_bytes(&built.engine)?;
+    let inputs = inputs_of(&case.model)?;
+    let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let cpu = engine.create_context()?.run(&refs)?;
+    let gpu_engine = engine.cuda(0)?;
+    let mut ctx = gpu_engine.create_context()?;
+    let gpu = ctx.run(&refs).context("first run (CUDA graph capture)")?;
+    let replay = ctx.run(&refs).context("second run (CUDA graph replay)")?;
+    let err = gpu.iter().zip(&cpu).map(|((_, g), (_, c))| relative_error(g, c)).fold(0.0, f64::max);
+    let replay_err = replay.iter().zip(&gpu).map(|((_, r), (_, g))| relative_error(r, g)).fold(0.0, f64::max);
+    let k = built.kernels.unwrap_or_default();
+    Ok((err, replay_err, k.device_layers, k.host_layers.len()))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let filter = arg("--filter").unwrap_or_default();
+    let flag = |name: &str| args.iter().any(|a| a == name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata");
+    let root = if root.exists() { root } else { PathBuf::from("testdata") };
+    let mut cases = Vec::new();
+    if !flag("--no-models") {
+        for m in onnx_files(&root.join("models")) {
+            cases.push(Case { model: m.clone(), mode: "fp32" });
+            cases.push(Case { model: m, mode: "fp16" });
+        }
+        for m in onnx_files(&root.join("qdq")) {
+            cases.push(Case { model: m, mode: "int8" });
+        }
+    }
+    if flag("--list") {
+        for c in &cases {
+            println!("{} {}", c.model.display(), c.mode);
+        }
+        return;
+    }
+    let gpu = match trtc::cuda::present_gpu() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    };
+    println!("GPU: {} (sm_{}), driver {}", gpu.name, gpu.sm, gpu.driver_version);
+    let (mut passed, mut failed) = (0, 0);
+    let mut json = Vec::new();
+    println!("{:<28} {:<5} {:>10} {:>8} {:>6} {:>5}  result", "model", "mode", "max err", "replay", "gpu", "host");
+    for case in cases.iter().filter(|c| format!("{} {}", c.model.display(), c.mode).contains(&filter)) {
+        let name = case.model.file_stem().unwrap_or_default().to_string_lossy().to_string();
+        let tol = if case.mode == "fp32" { 3e-3 } else { 1e-2 };
+        let start = std::time::Instant::now();
+        let r = std::panic::catch_unwind(|| check(case, gpu.sm)).unwrap_or_else(|p| Err(anyhow::anyhow!("PANIC: {}", trtc::panic_message(p.as_ref()))));
+        let (line, ok) = match r {
+            Ok((err, replay, dev, host)) => {
+                let ok = err <= tol && replay == 0.0;
+                let mut line = format!("{name:<28} {:<5} {err:>10.3e} {replay:>8.1e} {dev:>6} {host:>5}  {}", case.mode, if ok { "PASS" } else { "FAIL" });
+                if !ok {
+                    // Name the first layer that differs.
+                    let mut opts = BuildOptions::default();
+                    opts.precision.fp16 = case.mode == "fp16";
+                    opts.target = Target::Cuda { sm: gpu.sm, gpu_name: None };
+                    let bad = trtc::build::build_file(&case.model, &opts)
+                        .and_then(|b| Ok(Engine::from_bytes(&b.engine)?))
+                        .and_then(|e| first_bad_layer(&e, &inputs_of(&case.model)?, tol));
+                    line.push_str(&match bad {
+                        Ok(Some(l)) => format!("\n    first differing {l}"),
+                        Ok(None) => "\n    every layer matches alone (the difference accumulates)".into(),
+                        Err(e) => format!("\n    layer-by-layer run failed: {e:#}"),
+                    });
+                }
+                json.push(format!("{{\"model\":\"{name}\",\"mode\":\"{}\",\"max_rel_err\":{err:e},\"ok\":{ok}}}", case.mode));
+                (line, ok)
+            }
+            Err(e) => {
+                json.push(format!("{{\"model\":\"{name}\",\"mode\":\"{}\",\"error\":true,\"ok\":false}}", case.mode));
+                (format!("{name:<28} {:<5} ERROR {}", case.mode, format!("{e:#}").replace('\n', " ")), false)
+            }
+        };
+        println!("{line}  ({:.1} s)", start.elapsed().as_secs_f64());
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    if !cases.is_empty() {
+        println!("gpu-check: {passed} passed, {failed} failed");
+    }
+    if let Some(root) = arg("--conformance") {
+        let cases = trtc::conformance::list_cases(Path::new(&root), trtc::conformance::SUBSETS).unwrap_or_else(|e| {
+            eprintln!("error: {e:#}");
+            std::process::exit(1)
+        });
+        let (mut ok, mut bad, mut skipped) = (0, 0, 0);
+        for (name, dir) in cases.iter().filter(|(n, _)| n.contains(&filter)) {
+            match trtc::conformance::run_case_on(dir, trtc::conformance::Tolerance::default(), Some(gpu.sm)) {
+                trtc::conformance::Outcome::Passed => ok += 1,
+                trtc::conformance::Outcome::Skipped(_) => skipped += 1,
+                trtc::conformance::Outcome::Failed(why) => {
+                    let why: String = why.chars().take(240).collect();
+                    // Cases that fail on the CPU too are not GPU failures.
+                    if why.contains("on the GPU") || why.contains("building for the GPU") || why.contains("CUDA") {
+                        bad += 1;
+                        println!("conformance FAIL {name}: {why}");
+                    } else {
+                        skipped += 1;
+                    }
+                }
+            }
+        }
+        println!("conformance on the GPU: {ok} passed, {bad} failed, {skipped} skipped (out of scope or failing on the CPU too)");
+        failed += bad;
+    }
+    if let Some(p) = arg("--json") {
+        let _ = std::fs::write(p, format!("[{}]\n", json.join(",\n")));
+    }
+    std::process::exit(if failed > 0 { 1 } else { 0 });
+}

@@ -1,0 +1,102 @@
+// Movement kernels that also write values not read from the data input:
+// Pad (KIND 1), Trilu (KIND 2) and OneHot (KIND 3). ELEM is NARROW here.
+
+#if KIND == 1
+// Pad in MODE 0 constant, 1 reflect, 2 edge, 3 wrap. Per output dimension
+// d: its size o<d>, the padding before the kept region b<d>, the kept size
+// k<d>, the elements cropped from the input's start c<d> and the input's
+// stride s<d>. A coordinate inside the kept region reads the input; outside,
+// constant mode writes `value[0]` (with HAS_VALUE; 0 without the value
+// input), the other modes map the coordinate into the kept region as the CPU
+// does.
+#define TRTC_PAD_DIM_PARAMS(d) long long o##d, long long b##d, long long k##d, long long c##d, long long s##d
+extern "C" __global__ void trtc_movement_pad(NARROW* __restrict__ out, const NARROW* __restrict__ in,
+#if HAS_VALUE
+                                             const NARROW* __restrict__ value,
+#endif
+                                             long long n_,
+                                             TRTC_PAD_DIM_PARAMS(0), TRTC_PAD_DIM_PARAMS(1), TRTC_PAD_DIM_PARAMS(2),
+                                             TRTC_PAD_DIM_PARAMS(3), TRTC_PAD_DIM_PARAMS(4), TRTC_PAD_DIM_PARAMS(5),
+                                             TRTC_PAD_DIM_PARAMS(6), TRTC_PAD_DIM_PARAMS(7)) {
+    const long long od[8] = {o0, o1, o2, o3, o4, o5, o6, o7};
+    const long long before[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+    const long long kept[8] = {k0, k1, k2, k3, k4, k5, k6, k7};
+    const long long crop[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+    const long long stride[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+#if HAS_VALUE
+    const NARROW fill = value[0];
+#else
+    const NARROW fill = (NARROW)0;
+#endif
+    const IDX n = (IDX)n_;
+    TRTC_FOR_EACH(i, n) {
+        IDX r = i;
+        long long src = 0;
+        bool inside = true;
+#pragma unroll
+        for (int d = RANK - 1; d >= 0; --d) {
+            IDX c = r;
+            if (d > 0) {
+                c = r % (IDX)od[d];
+                r /= (IDX)od[d];
+            }
+            const long long rel = (long long)c - before[d];
+            const long long m = kept[d];
+            long long j;
+#if MODE == 0
+            if (rel < 0 || rel >= m) inside = false;
+            j = rel;
+#elif MODE == 1
+            if (m == 1) {
+                j = 0;
+            } else {
+                const long long period = 2 * (m - 1);
+                j = rel % period;
+                if (j < 0) j += period;
+                if (j >= m) j = period - j;
+            }
+#elif MODE == 2
+            j = rel < 0 ? 0 : (rel > m - 1 ? m - 1 : rel);
+#else
+            j = rel % m;
+            if (j < 0) j += m;
+#endif
+            src += (crop[d] + j) * stride[d];
+        }
+        out[i] = inside ? in[src] : fill;
+    }
+}
+#elif KIND == 2
+// Over [mats, rows, cols]: keeps column j of row i where j - i >= k (upper)
+// or j - i <= k (lower) and zeroes the rest.
+extern "C" __global__ void trtc_movement_trilu(NARROW* __restrict__ out, const NARROW* __restrict__ in, long long n_,
+                                               long long rows, long long cols, long long k, int upper) {
+    const IDX n = (IDX)n_;
+    TRTC_FOR_EACH(i, n) {
+        const long long j = (long long)(i % (IDX)cols);
+        const long long row = (long long)((i / (IDX)cols) % (IDX)rows);
+        const bool keep = upper ? (j - row >= k) : (j - row <= k);
+        out[i] = keep ? in[i] : (NARROW)0;
+    }
+}
+#elif KIND == 3
+// Output element (o, d, m) over [outer, depth, inner] is `on` where index
+// (o, m) resolves to d and `off` elsewhere; values = [off, on]. INDEX_T is
+// the indices' C type and INDEX_VALUE(p) their integer value (floats
+// truncate, saturate and map NaN to 0, as the CPU's `trunc() as i64`).
+extern "C" __global__ void trtc_movement_one_hot(NARROW* __restrict__ out, const INDEX_T* __restrict__ indices,
+                                                 const NARROW* __restrict__ values, long long n_, long long inner,
+                                                 long long depth) {
+    const NARROW off = values[0], on = values[1];
+    const IDX n = (IDX)n_;
+    TRTC_FOR_EACH(i, n) {
+        const IDX m = i % (IDX)inner;
+        const IDX t = i / (IDX)inner;
+        const long long d = (long long)(t % (IDX)depth);
+        const IDX o = t / (IDX)depth;
+        long long v = INDEX_VALUE(indices + o * (IDX)inner + m);
+        if (v < 0) v += depth;
+        out[i] = v == d ? on : off;
+    }
+}
+#endif
