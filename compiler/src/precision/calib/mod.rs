@@ -13,6 +13,7 @@ use crate::ir::Graph;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use trtc_runtime::executor::cuda::CudaEngine;
 use trtc_runtime::{DType, Engine, Tensor, TensorType};
 
 pub use calibrator::{CalibrationCache, Calibrator, Histogram};
@@ -101,10 +102,25 @@ pub fn graph_inputs(graph: &Graph) -> Vec<(String, TensorType)> {
 }
 
 /// Runs an FP32 engine over the batches and calls `f(tensor name, values)`
-/// for every f32 input binding and every f32 layer output.
-fn for_each_tensor(engine: &Engine, batches: &[Batch], bar: &Option<indicatif::ProgressBar>, mut f: impl FnMut(&str, &[f32])) -> Result<()> {
+/// for every f32 input binding and every f32 layer output; on the GPU when
+/// `gpu` is given (layer by layer, each output downloaded), else on the CPU
+/// executor.
+fn for_each_tensor(
+    engine: &Engine,
+    gpu: Option<&CudaEngine<'_>>,
+    batches: &[Batch],
+    bar: &Option<indicatif::ProgressBar>,
+    mut f: impl FnMut(&str, &[f32]),
+) -> Result<()> {
     let plan = engine.plan();
-    let mut ctx = engine.create_context()?;
+    let mut cpu_ctx = match gpu {
+        None => Some(engine.create_context()?),
+        Some(_) => None,
+    };
+    let mut gpu_ctx = match gpu {
+        Some(g) => Some(g.create_context()?),
+        None => None,
+    };
     for batch in batches {
         for (name, t) in batch {
             if t.dtype() == DType::F32 {
@@ -112,15 +128,26 @@ fn for_each_tensor(engine: &Engine, batches: &[Batch], bar: &Option<indicatif::P
             }
         }
         let refs: Vec<(&str, &Tensor)> = batch.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        ctx.run_observed(&refs, |layer, outs| {
-            for (id, v) in layer.outputs.iter().zip(outs) {
-                if v.dtype == DType::F32 {
-                    if let Ok(values) = v.as_slice::<f32>() {
+        if let Some(ctx) = gpu_ctx.as_mut() {
+            ctx.run_layers(&refs, |i, outs| {
+                for (id, t) in plan.layers[i].outputs.iter().zip(outs) {
+                    if let Ok(values) = t.as_slice::<f32>() {
                         f(&plan.tensors[*id].name, values);
                     }
                 }
-            }
-        })?;
+                Ok(())
+            })?;
+        } else if let Some(ctx) = cpu_ctx.as_mut() {
+            ctx.run_observed(&refs, |layer, outs| {
+                for (id, v) in layer.outputs.iter().zip(outs) {
+                    if v.dtype == DType::F32 {
+                        if let Ok(values) = v.as_slice::<f32>() {
+                            f(&plan.tensors[*id].name, values);
+                        }
+                    }
+                }
+            })?;
+        }
         if let Some(b) = bar {
             b.inc(1);
         }
@@ -128,13 +155,33 @@ fn for_each_tensor(engine: &Engine, batches: &[Batch], bar: &Option<indicatif::P
     Ok(())
 }
 
+/// The FP32 engine calibration runs: for the GPU of this machine when there
+/// is one (and NVRTC), else for the CPU. Returns the engine bytes and
+/// whether they are for the GPU.
+fn calibration_engine(graph: &Graph) -> Result<(Vec<u8>, bool)> {
+    if let Ok(gpu) = crate::cuda::present_gpu() {
+        let lowered = crate::lower::lower(graph, Default::default())?;
+        let tuning = crate::cuda::TuningOptions { opt_level: Some(0), ..Default::default() };
+        if let Ok((table, _)) = crate::cuda::build_kernels(&lowered.plan, gpu.sm, &tuning) {
+            let target = trtc_runtime::Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) };
+            return Ok((Engine::serialize(target, vec![], &lowered.plan, &lowered.weights, Some(&table))?, true));
+        }
+    }
+    Ok((crate::build::engine_of(graph, Default::default(), vec![])?, false))
+}
+
 /// Calibrates an optimized FP32 graph: returns the cache with a scale for
-/// every f32 activation (inputs and layer outputs).
+/// every f32 activation (inputs and layer outputs). Runs on the GPU of this
+/// machine when there is one (the same FP32 plan; GEMMs and convolutions
+/// may round their inputs to TF32 there), else on the CPU executor. A GPU
+/// engine that does not load is run on the CPU executor instead.
 pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
     if batches.is_empty() {
         bail!("calibration needs at least one batch");
     }
-    let engine = Engine::from_bytes(&crate::build::engine_of(graph, Default::default(), vec![])?)?;
+    let (bytes, for_gpu) = calibration_engine(graph)?;
+    let engine = Engine::from_bytes(&bytes)?;
+    let gpu = if for_gpu { engine.cuda(0).ok() } else { None };
     let passes = if matches!(opts.calibrator, Calibrator::MinMax) { 1 } else { 2 };
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new((batches.len() * passes) as u64);
@@ -146,7 +193,7 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
         b
     });
     let mut max_abs: BTreeMap<String, f32> = BTreeMap::new();
-    for_each_tensor(&engine, batches, &bar, |name, v| {
+    for_each_tensor(&engine, gpu.as_ref(), batches, &bar, |name, v| {
         let m = v.iter().fold(0f32, |m, x| if x.is_nan() { m } else { m.max(x.abs()) });
         let e = max_abs.entry(name.to_string()).or_insert(0.0);
         *e = e.max(m);
@@ -155,7 +202,7 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
     if passes == 2 {
         let mut hists: BTreeMap<String, Histogram> =
             max_abs.iter().map(|(n, &m)| (n.clone(), Histogram::with_range(m))).collect();
-        for_each_tensor(&engine, batches, &bar, |name, v| {
+        for_each_tensor(&engine, gpu.as_ref(), batches, &bar, |name, v| {
             if let Some(h) = hists.get_mut(name) {
                 h.add(v);
             }
