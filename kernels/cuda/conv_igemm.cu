@@ -237,7 +237,7 @@ __device__ __forceinline__ void conv_store(AsTile& As, BsTile& Bs, const reg_t (
 #if VARIANT == 0
         As[a_kl][m] = ra[j];
 #elif VARIANT == 1
-        As[a_kl][m] = conv_tf32(ra[j]);
+        As[a_kl][m] = to_tf32(__float_as_uint(ra[j]));
 #elif VARIANT == 2
         As[a_kl][m] = (unsigned short)ra[j];
         As[a_kl + 1][m] = (unsigned short)(ra[j] >> 16);
@@ -251,7 +251,7 @@ __device__ __forceinline__ void conv_store(AsTile& As, BsTile& Bs, const reg_t (
 #if VARIANT == 0
         Bs[b_kl][n] = rb[j];
 #elif VARIANT == 1
-        Bs[n][b_kl] = conv_tf32(rb[j]);
+        Bs[n][b_kl] = to_tf32(__float_as_uint(rb[j]));
 #else
         *(u32*)&Bs[n][b_kl] = rb[j];
 #endif
@@ -420,7 +420,7 @@ trtc_conv_igemm(const XT* __restrict__ x, const XT* __restrict__ w, const BT* __
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < NI; ++j) conv_mma_tf32(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < NI; ++j) mma_tf32_1688(acc[i][j], a[i], b[j]);
         }
 #elif VARIANT == 2
 #pragma unroll
@@ -430,7 +430,7 @@ trtc_conv_igemm(const XT* __restrict__ x, const XT* __restrict__ w, const BT* __
 #pragma unroll
             for (int i = 0; i < MI; ++i) {
                 const unsigned short* p = &As[buf][kk + (lane & 7) + ((mat >> 1) << 3)][wm + i * 16 + ((mat & 1) << 3)];
-                conv_ldmatrix_x4_trans(a[i], conv_smem_addr(p));
+                ldmatrix_x4_trans(a[i], smem_addr(p));
             }
 #pragma unroll
             for (int j = 0; j < NI; ++j) {
@@ -441,7 +441,7 @@ trtc_conv_igemm(const XT* __restrict__ x, const XT* __restrict__ w, const BT* __
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < NI; ++j) conv_mma_f16(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < NI; ++j) mma_f16_16816(acc[i][j], a[i], b[j]);
         }
 #else
 #pragma unroll
@@ -464,7 +464,7 @@ trtc_conv_igemm(const XT* __restrict__ x, const XT* __restrict__ w, const BT* __
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < NI; ++j) conv_mma_s8(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < NI; ++j) mma_s8_16832(acc[i][j], a[i], b[j]);
         }
 #endif
         if (more) conv_store(As[buf ^ 1], Bs[buf ^ 1], ra, rb, a_kl, a_ml, b_kl, b_nl);

@@ -356,7 +356,7 @@ template <class T> inline T atomicExch(T* p, T v) { T o = *p; *p = v; return o; 
 template <class T> inline T atomicCAS(T* p, T c, T v) { T o = *p; if (o == c) *p = v; return o; }
 
 // ---------------------------------------------------------------------------
-// Tensor-core and async-copy PTX (mma.cuh, conv_mma.cuh).
+// Tensor-core and async-copy PTX (mma.cuh).
 
 // cvta.to.shared: a shared-window address is the offset in the section of
 // shared statics (dynamic shared memory is part of it).

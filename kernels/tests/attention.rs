@@ -3,20 +3,14 @@
 //! shapes that stay on the host, and NVRTC compiles of the heuristic
 //! candidates for every SM trtc targets.
 
-use trtc_kernels::{candidates, nvrtc, Candidate, LayerIo, SmLimits};
+use trtc_kernels::{candidates, Candidate, SmLimits};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::fused::{Attention, ScoreScale};
-use trtc_runtime::ops::precision::HalfIo;
 use trtc_runtime::ops::Op;
 use trtc_runtime::{DType, TensorType};
 
-const SMS: [u32; 4] = [80, 86, 89, 90];
-
-struct Layer {
-    op: Op,
-    inputs: Vec<Option<TensorType>>,
-    outputs: Vec<TensorType>,
-}
+mod common;
+use common::{Layer, SMS};
 
 /// The sizes of an attention layer: `[batch, sq, heads * d]` queries,
 /// `[batch, sk, heads * d]` keys and `[batch, sk, heads * dv]` values.
@@ -47,10 +41,6 @@ fn layer(dtype: DType, dims: Dims, mask: Option<&[usize]>) -> Layer {
         mask: mask.is_some(),
         nan_to_zero: mask.is_some(),
     };
-    let mut op: Op = att.into();
-    if dtype == DType::F16 {
-        op = HalfIo::new(op).into();
-    }
     let mut inputs = vec![
         Some(TensorType::new(dtype, vec![batch, sq, heads * d])),
         Some(TensorType::new(dtype, vec![batch, sk, heads * d])),
@@ -59,33 +49,20 @@ fn layer(dtype: DType, dims: Dims, mask: Option<&[usize]>) -> Layer {
     if let Some(m) = mask {
         inputs.push(Some(TensorType::new(dtype, m)));
     }
-    let refs: Vec<Option<&TensorType>> = inputs.iter().map(|t| t.as_ref()).collect();
-    let outputs = op.as_impl().infer(&refs).expect("attention infers");
-    Layer { op, inputs, outputs }
+    Layer::typed(att, dtype == DType::F16, inputs)
 }
 
 impl Layer {
-    fn io(&self) -> LayerIo<'_> {
-        LayerIo {
-            op: &self.op,
-            inputs: self.inputs.iter().map(|t| t.as_ref()).collect(),
-            outputs: self.outputs.iter().collect(),
-        }
-    }
-
     fn candidates(&self) -> Vec<Candidate> {
         let limits = SmLimits::for_sm(80);
         let cands = candidates(&self.io(), &limits).unwrap_or_else(|e| panic!("{e}"));
         assert!(!cands.is_empty());
-        let mut tactics: Vec<&str> = cands.iter().map(|c| c.tactic.as_str()).collect();
-        tactics.sort();
-        tactics.dedup();
-        assert_eq!(tactics.len(), cands.len());
+        common::assert_unique_tactics("attention", &cands);
         for c in &cands {
             for l in &c.launches {
                 let threads: u32 = l.block.iter().product();
                 assert!(threads <= 1024 && threads.is_multiple_of(32));
-                assert!(l.grid.iter().all(|&g| g > 0) && l.grid[1] <= 65535 && l.grid[2] <= 65535);
+                common::assert_grid(&c.tactic, l.grid);
                 assert!(l.shared_bytes <= limits.max_shared_bytes_per_block, "{}: {} bytes", c.tactic, l.shared_bytes);
                 for a in &l.args {
                     match *a {
@@ -101,14 +78,7 @@ impl Layer {
 }
 
 fn compile(c: &Candidate, sms: &[u32]) {
-    for l in &c.launches {
-        for &sm in sms {
-            let out = nvrtc::compile(&l.kernel.source, "trtc_attention_fused.cu", sm)
-                .unwrap_or_else(|e| panic!("{} for sm_{sm}: {e}", c.tactic));
-            assert!(out.cubin.starts_with(b"\x7fELF"));
-            assert_eq!(out.spill_store_bytes(), 0, "{} spills on sm_{sm}:\n{}", c.tactic, out.log);
-        }
-    }
+    common::compile(c, sms, false);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use trtc_kernels::linear::conv::candidates;
-use trtc_kernels::{nvrtc, Candidate, LayerIo, SmLimits};
+use trtc_kernels::{Candidate, LayerIo, SmLimits};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::elementwise::UnaryKind;
 use trtc_runtime::ops::fused::{Activation, Epilogue, Linear, LinearKind};
@@ -13,7 +13,8 @@ use trtc_runtime::ops::linalg::{Conv, ConvTranspose};
 use trtc_runtime::ops::precision::{Int8Linear, Int8Output};
 use trtc_runtime::{DType, Op, TensorType};
 
-const SMS: [u32; 4] = [80, 86, 89, 90];
+mod common;
+use common::{tensor as t, SMS};
 
 /// A layer: its op and tensor types (inputs in the op's order).
 struct Layer {
@@ -31,10 +32,6 @@ impl Layer {
     fn candidates(&self, sm: u32) -> Vec<Candidate> {
         candidates(&self.io(), &SmLimits::for_sm(sm)).unwrap_or_else(|e| panic!("{}: {e}", self.name))
     }
-}
-
-fn t(dtype: DType, shape: &[usize]) -> TensorType {
-    TensorType::new(dtype, shape.to_vec())
 }
 
 /// A 2-D conv's attributes: square kernel, stride, symmetric pad, group.
@@ -175,10 +172,7 @@ fn compiled_layers() -> Vec<Layer> {
 fn compile_all(name: &str, c: &Candidate) {
     for launch in &c.launches {
         for sm in SMS {
-            let out = nvrtc::compile(&launch.kernel.source, &launch.kernel.entry, sm)
-                .unwrap_or_else(|e| panic!("{name} ({}) sm_{sm}: {e}", c.tactic));
-            assert!(out.cubin.starts_with(b"\x7fELF"), "{name} sm_{sm}: not a cubin");
-            assert_eq!(out.spill_store_bytes(), 0, "{name} ({}) sm_{sm} spills:\n{}", c.tactic, out.log);
+            common::compile_source(&launch.kernel.source, &launch.kernel.entry, sm, &format!("{name} ({})", c.tactic));
         }
     }
 }
@@ -211,15 +205,12 @@ fn parameter_kinds(source: &str, entry: &str) -> Vec<char> {
 /// geometry within the hardware's limits, arguments that match the kernel's
 /// parameters and name tensors the layer has.
 fn check_candidates(l: &Layer, cands: &[Candidate]) {
-    let mut names: Vec<&str> = cands.iter().map(|c| c.tactic.as_str()).collect();
-    names.sort();
-    names.dedup();
-    assert_eq!(names.len(), cands.len(), "{}: duplicate tactics", l.name);
+    common::assert_unique_tactics(&l.name, cands);
     for c in cands {
         for launch in &c.launches {
             let threads: u32 = launch.block.iter().product();
             assert!((32..=1024).contains(&threads), "{} {}: {threads} threads", l.name, c.tactic);
-            assert!(launch.grid.iter().all(|&g| g > 0) && launch.grid[1] <= 65535 && launch.grid[2] <= 65535);
+            common::assert_grid(&c.tactic, launch.grid);
             assert!(launch.grid[0] <= i32::MAX as u32);
             assert_eq!(launch.shared_bytes, 0, "{}: static shared memory only", c.tactic);
             let kinds = parameter_kinds(&launch.kernel.source, &launch.kernel.entry);
@@ -349,9 +340,7 @@ fn other_layers() -> Vec<Layer> {
 
 #[test]
 fn one_d_three_d_and_transposed_convs_compile() {
-    if !nvrtc::available() {
-        panic!("libnvrtc is required for the kernel compile tests");
-    }
+    common::require_nvrtc();
     for l in other_layers() {
         let cands = l.candidates(86);
         check_candidates(&l, &cands);
@@ -400,9 +389,7 @@ fn unsupported_layers_say_why() {
 
 #[test]
 fn heuristic_candidates_compile_for_every_sm() {
-    if !nvrtc::available() {
-        panic!("libnvrtc is required for the kernel compile tests");
-    }
+    common::require_nvrtc();
     // Identical sources compile once.
     let mut sources = BTreeMap::new();
     for l in compiled_layers() {

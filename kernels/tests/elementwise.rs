@@ -5,37 +5,23 @@
 //! every SM trtc targets, with each launch's arguments checked against the
 //! compiled kernel's parameters.
 
-use trtc_kernels::{activation, candidates, nvrtc, pointwise, Candidate, LayerIo, SmLimits};
+use trtc_kernels::{activation, pointwise, Candidate};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::elementwise::{
     Binary, BinaryKind, BitwiseNot, Cast, Clip, Compare, CompareKind, IsInf, IsNaN, Not, Pow, Unary, UnaryKind, Where,
 };
 use trtc_runtime::ops::fused::{Instr, Pointwise, PointwiseBinary};
-use trtc_runtime::ops::precision::HalfIo;
 use trtc_runtime::ops::quant::{DequantizeLinear, DynamicQuantizeLinear, QuantizeLinear};
 use trtc_runtime::ops::Op;
 use trtc_runtime::{DType, TensorType};
 
-const SMS: [u32; 4] = [80, 86, 89, 90];
+mod common;
+use common::{Family, Layer};
 
-/// A layer as the plan holds it (f16 float layers wrapped in HalfIo), with
-/// the output types its inference gives.
-struct Layer {
-    op: Op,
-    inputs: Vec<Option<TensorType>>,
-    outputs: Vec<TensorType>,
-}
+/// What the executor checks of this family's launches.
+const FAMILY: Family = Family { threads: 32..=1024, max_shared: 0, entry_prefix: "trtc_", param_sizes: true };
 
 impl Layer {
-    /// A layer on inputs of the given types; `half` wraps the op in HalfIo.
-    fn typed(op: impl Into<Op>, half: bool, inputs: Vec<Option<TensorType>>) -> Layer {
-        let op: Op = op.into();
-        let op = if half { HalfIo::new(op).into() } else { op };
-        let refs: Vec<Option<&TensorType>> = inputs.iter().map(|t| t.as_ref()).collect();
-        let outputs = op.infer(&refs).unwrap_or_else(|e| panic!("{}: {e}", op.name()));
-        Layer { op, inputs, outputs }
-    }
-
     /// A float layer: inputs of `dtype` (f16 under HalfIo).
     fn float(op: impl Into<Op>, dtype: DType, shapes: &[&[usize]]) -> Layer {
         let inputs = shapes.iter().map(|s| Some(TensorType::new(dtype, *s))).collect();
@@ -47,112 +33,20 @@ impl Layer {
         Layer::typed(op, false, inputs.iter().map(|(d, s)| Some(TensorType::new(*d, *s))).collect())
     }
 
-    fn io(&self) -> LayerIo<'_> {
-        LayerIo { op: &self.op, inputs: self.inputs.iter().map(|t| t.as_ref()).collect(), outputs: self.outputs.iter().collect() }
-    }
-
     fn candidates(&self) -> Vec<Candidate> {
-        let c = candidates(&self.io(), &SmLimits::for_sm(80)).unwrap_or_else(|e| panic!("{}: {e}", self.op.name()));
-        check_candidates(self, &c);
-        c
+        self.candidates_of(&FAMILY)
     }
-
-    fn refused(&self) -> String {
-        match candidates(&self.io(), &SmLimits::for_sm(80)) {
-            Ok(c) => panic!("{}: expected no kernel, got {}", self.op.name(), c[0].tactic),
-            Err(e) => e.0,
-        }
-    }
-}
-
-/// What the executor checks, and unique tactics.
-fn check_candidates(layer: &Layer, cands: &[Candidate]) {
-    assert!(!cands.is_empty());
-    let mut tactics: Vec<&str> = cands.iter().map(|c| c.tactic.as_str()).collect();
-    tactics.sort();
-    tactics.dedup();
-    assert_eq!(tactics.len(), cands.len(), "duplicate tactics");
-    for c in cands {
-        assert!(!c.launches.is_empty());
-        for l in &c.launches {
-            let threads: u32 = l.block.iter().product();
-            assert!((32..=1024).contains(&threads), "{}: block {:?}", c.tactic, l.block);
-            assert!(l.grid.iter().all(|&g| g > 0) && l.grid[1] <= 65535 && l.grid[2] <= 65535, "{}: grid {:?}", c.tactic, l.grid);
-            assert_eq!(l.shared_bytes, 0);
-            assert!(l.kernel.entry.starts_with("trtc_"));
-            for a in &l.args {
-                match *a {
-                    KernelArg::Input(k) => assert!((k as usize) < layer.inputs.len(), "{}: {a:?}", c.tactic),
-                    KernelArg::Output(k) => assert!((k as usize) < layer.outputs.len(), "{}: {a:?}", c.tactic),
-                    _ => {}
-                }
-            }
-        }
-    }
-}
-
-/// The byte sizes of an entry's parameters, in order, from the cubin's
-/// `.nv.info.<entry>` section (EIATTR_KPARAM_INFO records).
-fn param_sizes(cubin: &[u8], entry: &str) -> Vec<u32> {
-    let u16_at = |o: usize| u16::from_le_bytes([cubin[o], cubin[o + 1]]) as usize;
-    let u32_at = |o: usize| u32::from_le_bytes(cubin[o..o + 4].try_into().unwrap());
-    let u64_at = |o: usize| u64::from_le_bytes(cubin[o..o + 8].try_into().unwrap()) as usize;
-    let (shoff, shentsize, shnum, shstrndx) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c), u16_at(0x3e));
-    let section = |i: usize| {
-        let h = shoff + i * shentsize;
-        (u32_at(h) as usize, u64_at(h + 24), u64_at(h + 32))
-    };
-    let strtab = section(shstrndx).1;
-    let want = format!(".nv.info.{entry}");
-    for i in 0..shnum {
-        let (name, off, size) = section(i);
-        let start = strtab + name;
-        let end = start + cubin[start..].iter().position(|&b| b == 0).unwrap();
-        if cubin[start..end] != *want.as_bytes() {
-            continue;
-        }
-        let mut params = Vec::new();
-        let mut p = off;
-        while p < off + size {
-            let (format, attr) = (cubin[p], cubin[p + 1]);
-            if format != 4 {
-                p += 4;
-                continue;
-            }
-            let len = u16_at(p + 2);
-            if attr == 0x17 {
-                let ordinal = u16_at(p + 8);
-                let bytes = (u32_at(p + 12) >> 18) & 0x3fff;
-                params.push((ordinal, bytes));
-            }
-            p += 4 + len;
-        }
-        params.sort();
-        return params.into_iter().map(|(_, b)| b).collect();
-    }
-    panic!("no {want} in the cubin")
 }
 
 /// Compiles every launch of `c` for `sms`: a cubin, no spills, and
 /// arguments of the kernel's parameter sizes.
 fn compile(c: &Candidate, sms: &[u32]) {
-    for l in &c.launches {
-        for &sm in sms {
-            let out = nvrtc::compile(&l.kernel.source, &format!("{}.cu", l.kernel.entry), sm)
-                .unwrap_or_else(|e| panic!("{} ({}) for sm_{sm}: {e}", c.tactic, l.kernel.entry));
-            assert!(out.cubin.starts_with(b"\x7fELF"), "{}: not a cubin", c.tactic);
-            assert_eq!(out.spill_store_bytes(), 0, "{} spills on sm_{sm}:\n{}", c.tactic, out.log);
-            let want: Vec<u32> = l.args.iter().map(|a| if matches!(a, KernelArg::I32(_) | KernelArg::F32(_)) { 4 } else { 8 }).collect();
-            assert_eq!(param_sizes(&out.cubin, &l.kernel.entry), want, "{}: arguments do not match the parameters", l.kernel.entry);
-        }
-    }
+    common::compile(c, sms, FAMILY.param_sizes);
 }
 
 /// Compiles the heuristic candidate of each layer for every SM.
 fn compile_heuristic(layers: &[Layer]) {
-    for l in layers {
-        compile(&l.candidates()[0], &SMS);
-    }
+    common::compile_heuristic(layers, &FAMILY);
 }
 
 fn binary(kind: BinaryKind) -> Binary {

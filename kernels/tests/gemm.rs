@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use trtc_kernels::linear::gemm::problem::Problem;
 use trtc_kernels::linear::gemm::tc::{self, TcKind, TcTactic};
-use trtc_kernels::{candidates, nvrtc, Candidate, KernelSource, LayerIo, SmLimits};
+use trtc_kernels::{candidates, Candidate, KernelSource, LayerIo, SmLimits};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::elementwise::Cast;
 use trtc_runtime::ops::elementwise::UnaryKind;
@@ -16,7 +16,8 @@ use trtc_runtime::ops::linalg::{Gemm, MatMul};
 use trtc_runtime::ops::precision::{HalfIo, Int8Linear, Int8Output};
 use trtc_runtime::{DType, Op, Tensor, TensorType};
 
-const SMS: [u32; 4] = [80, 86, 89, 90];
+mod common;
+use common::SMS;
 
 /// A layer: its op and input types; the output type is what the op infers.
 struct Layer {
@@ -27,7 +28,7 @@ struct Layer {
 }
 
 fn t(dtype: DType, shape: &[usize]) -> Option<TensorType> {
-    Some(TensorType::new(dtype, shape.to_vec()))
+    Some(common::tensor(dtype, shape))
 }
 
 fn layer(name: &'static str, op: Op, inputs: Vec<Option<TensorType>>) -> Layer {
@@ -185,15 +186,13 @@ fn problem(l: &Layer) -> Problem {
 
 fn compile_everywhere(k: &KernelSource, what: &str) {
     for sm in SMS {
-        let c = nvrtc::compile(&k.source, what, sm).unwrap_or_else(|e| panic!("{what}: {e:#}"));
-        assert_eq!(&c.cubin[..4], b"\x7fELF", "{what}: not a cubin for sm_{sm}");
-        assert_eq!(c.spill_store_bytes(), 0, "{what} spills registers on sm_{sm}:\n{}", c.log);
+        common::compile_source(&k.source, what, sm, what);
     }
 }
 
 #[test]
 fn heuristic_candidates_compile_for_every_sm_without_spills() {
-    assert!(nvrtc::available(), "NVRTC is needed: {:?}", nvrtc::library().err());
+    common::require_nvrtc();
     let mut seen = HashSet::new();
     for l in layers() {
         let c = &selection(&l)[0];
@@ -224,9 +223,7 @@ fn tensor_core_extremes_compile() {
         let all = selection(find(&layers, name));
         let c = all.iter().find(|c| c.tactic == tactic).unwrap_or_else(|| panic!("{name}: no {tactic}"));
         let k = &c.launches[0].kernel;
-        let out = nvrtc::compile(&k.source, tactic, 80).unwrap_or_else(|e| panic!("{name} {tactic}: {e:#}"));
-        assert_eq!(&out.cubin[..4], b"\x7fELF");
-        assert_eq!(out.spill_store_bytes(), 0, "{name} {tactic} spills:\n{}", out.log);
+        common::compile_source(&k.source, tactic, 80, &format!("{name} {tactic}"));
     }
 }
 
@@ -234,8 +231,7 @@ fn tensor_core_extremes_compile() {
 fn every_candidate_is_launchable_and_unique() {
     for l in layers() {
         let all = selection(&l);
-        let names: HashSet<&str> = all.iter().map(|c| c.tactic.as_str()).collect();
-        assert_eq!(names.len(), all.len(), "{}: duplicate tactics", l.name);
+        common::assert_unique_tactics(l.name, &all);
         let p = problem(&l);
         for c in &all {
             assert_eq!(c.launches.len(), 1);
@@ -247,7 +243,7 @@ fn every_candidate_is_launchable_and_unique() {
                 l.name,
                 c.tactic
             );
-            assert!(la.grid.iter().all(|&g| g > 0) && la.grid[1] <= 65535 && la.grid[2] <= 65535);
+            common::assert_grid(&c.tactic, la.grid);
             assert_eq!(la.shared_bytes, 0, "static shared memory only");
             // A, B, [w_scale], [E], [R], Y, 4 i32, 4 i64, [4 i64], 4 f32.
             let pointers =

@@ -3,10 +3,9 @@
 //! the cases that stay on the host, and NVRTC compiles of the heuristic
 //! candidates for every SM trtc targets.
 
-use trtc_kernels::{candidates, nvrtc, Candidate, LayerIo, SmLimits};
+use trtc_kernels::Candidate;
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::linalg::{Pool, PoolKind};
-use trtc_runtime::ops::precision::HalfIo;
 use trtc_runtime::ops::reduce::{
     ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LpNorm, Lrn, Mvn, Reduce, ReduceKind,
     Softmax, SoftmaxKind, TopK,
@@ -14,115 +13,34 @@ use trtc_runtime::ops::reduce::{
 use trtc_runtime::ops::Op;
 use trtc_runtime::{DType, TensorType};
 
-const SMS: [u32; 4] = [80, 86, 89, 90];
+mod common;
+use common::{Family, Layer, SMS};
 
-/// A layer: the op as the plan holds it (wrapped in HalfIo for f16), its
-/// input types and the output types its inference gives.
-struct Layer {
-    op: Op,
-    inputs: Vec<Option<TensorType>>,
-    outputs: Vec<TensorType>,
-}
+/// What the executor checks of this family's launches.
+const FAMILY: Family = Family { threads: 1..=1024, max_shared: 48 * 1024, entry_prefix: "trtc_", param_sizes: false };
 
 impl Layer {
     /// `inputs` as (dtype-less) shapes, all of `dtype`; `None` for an
     /// absent optional input.
     fn new(op: impl Into<Op>, dtype: DType, inputs: &[Option<&[usize]>]) -> Layer {
-        let op: Op = op.into();
-        let op = if dtype == DType::F16 { HalfIo::new(op).into() } else { op };
         let inputs: Vec<Option<TensorType>> = inputs.iter().map(|s| s.map(|s| TensorType::new(dtype, s))).collect();
-        Layer::typed(op, inputs)
-    }
-
-    fn typed(op: Op, inputs: Vec<Option<TensorType>>) -> Layer {
-        let refs: Vec<Option<&TensorType>> = inputs.iter().map(|t| t.as_ref()).collect();
-        let outputs = op.as_impl().infer(&refs).unwrap_or_else(|e| panic!("{}: {e}", op.name()));
-        Layer { op, inputs, outputs }
-    }
-
-    fn io(&self) -> LayerIo<'_> {
-        LayerIo {
-            op: &self.op,
-            inputs: self.inputs.iter().map(|t| t.as_ref()).collect(),
-            outputs: self.outputs.iter().collect(),
-        }
+        Layer::typed(op, dtype == DType::F16, inputs)
     }
 
     fn candidates(&self) -> Vec<Candidate> {
-        let c = candidates(&self.io(), &SmLimits::for_sm(80)).unwrap_or_else(|e| panic!("{}: {e}", self.op.name()));
-        check_candidates(self, &c);
-        c
-    }
-
-    fn refused(&self) -> String {
-        match candidates(&self.io(), &SmLimits::for_sm(80)) {
-            Ok(c) => panic!("{}: expected no kernel, got {}", self.op.name(), c[0].tactic),
-            Err(e) => e.0,
-        }
-    }
-}
-
-/// What the executor checks, and unique tactics.
-fn check_candidates(layer: &Layer, cands: &[Candidate]) {
-    assert!(!cands.is_empty());
-    let mut tactics: Vec<&str> = cands.iter().map(|c| c.tactic.as_str()).collect();
-    tactics.sort();
-    tactics.dedup();
-    assert_eq!(
-        tactics.len(),
-        cands.len(),
-        "duplicate tactics: {:?}",
-        cands.iter().map(|c| &c.tactic).collect::<Vec<_>>()
-    );
-    for c in cands {
-        assert!(!c.launches.is_empty());
-        for l in &c.launches {
-            let threads: u32 = l.block.iter().product();
-            assert!((1..=1024).contains(&threads), "{}: block {:?}", c.tactic, l.block);
-            assert!(
-                l.grid.iter().all(|&g| g > 0) && l.grid[1] <= 65535 && l.grid[2] <= 65535,
-                "{}: grid {:?}",
-                c.tactic,
-                l.grid
-            );
-            assert!(l.shared_bytes <= 48 * 1024);
-            assert!(l.kernel.entry.starts_with("trtc_"));
-            for a in &l.args {
-                match *a {
-                    KernelArg::Input(k) => {
-                        assert!(layer.inputs.get(k as usize).is_some_and(|t| t.is_some()), "{}: {a:?}", c.tactic)
-                    }
-                    KernelArg::Output(k) => assert!((k as usize) < layer.outputs.len(), "{}: {a:?}", c.tactic),
-                    _ => {}
-                }
-            }
-        }
+        self.candidates_of(&FAMILY)
     }
 }
 
 /// Compiles every launch of `c` for `sms`: a cubin, no spills.
 fn compile(c: &Candidate, sms: &[u32]) {
-    for l in &c.launches {
-        for &sm in sms {
-            let out = nvrtc::compile(&l.kernel.source, &format!("{}.cu", l.kernel.entry), sm)
-                .unwrap_or_else(|e| panic!("{} ({}) for sm_{sm}: {e}", c.tactic, l.kernel.entry));
-            assert!(out.cubin.starts_with(b"\x7fELF"), "{}: not a cubin", c.tactic);
-            assert_eq!(out.spill_store_bytes(), 0, "{} spills on sm_{sm}:\n{}", c.tactic, out.log);
-        }
-    }
+    common::compile(c, sms, FAMILY.param_sizes);
 }
 
 /// Compiles the heuristic candidate of each layer for every SM; returns the
 /// heuristic tactics.
 fn compile_heuristic(layers: &[Layer]) -> Vec<String> {
-    layers
-        .iter()
-        .map(|l| {
-            let c = l.candidates();
-            compile(&c[0], &SMS);
-            c[0].tactic.clone()
-        })
-        .collect()
+    common::compile_heuristic(layers, &FAMILY)
 }
 
 fn reduce(kind: ReduceKind, axes: &[usize], keepdims: bool, dtype: DType, shape: &[usize]) -> Layer {
@@ -225,7 +143,7 @@ fn normalizations_compile() {
     compile_heuristic(&layers);
     // f16 activations with f32 BatchNorm parameters (opset 15).
     let c = TensorType::new(DType::F32, vec![8]);
-    let layer = Layer::typed(
+    let layer = Layer::infer(
         BatchNorm::new(1e-3).into(),
         vec![Some(TensorType::new(DType::F16, vec![4, 8])), Some(c.clone()), Some(c.clone()), Some(c.clone()), Some(c)],
     );
@@ -273,7 +191,7 @@ fn pools_compile() {
     }
     for dtype in [DType::I8, DType::U8] {
         let p = pool(PoolKind::Max, &[3, 3], &[2, 2], &[1; 4], dtype, &[]);
-        let layer = Layer::typed(p.into(), vec![Some(TensorType::new(dtype, vec![1, 32, 28, 28]))]);
+        let layer = Layer::infer(p.into(), vec![Some(TensorType::new(dtype, vec![1, 32, 28, 28]))]);
         compile(&layer.candidates()[0], &[80]);
     }
 }
@@ -325,26 +243,26 @@ fn launch_geometry() {
 fn host_fallbacks() {
     let f32s = |s: &[usize]| Some(TensorType::new(DType::F32, s));
     // Integer reductions are exact on the CPU.
-    let r = Layer::typed(
+    let r = Layer::infer(
         Reduce::new(ReduceKind::Sum, vec![1], false).into(),
         vec![Some(TensorType::new(DType::I32, vec![4, 5]))],
     );
     assert!(r.refused().contains("i32"), "{}", r.refused());
     // Three kept runs.
-    let r = Layer::typed(Reduce::new(ReduceKind::Sum, vec![1, 3], false).into(), vec![f32s(&[2, 3, 4, 5, 6])]);
+    let r = Layer::infer(Reduce::new(ReduceKind::Sum, vec![1, 3], false).into(), vec![f32s(&[2, 3, 4, 5, 6])]);
     assert!(r.refused().contains("interleave"));
     // Scans, sorts, empty tensors, bf16.
-    assert!(Layer::typed(CumSum::new(0, false, false).into(), vec![f32s(&[5])]).refused().contains("scan"));
-    let topk = Layer::typed(TopK::new(0, 2, true, true).into(), vec![f32s(&[5])]);
+    assert!(Layer::infer(CumSum::new(0, false, false).into(), vec![f32s(&[5])]).refused().contains("scan"));
+    let topk = Layer::infer(TopK::new(0, 2, true, true).into(), vec![f32s(&[5])]);
     assert!(topk.refused().contains("sort"));
-    let empty = Layer::typed(Softmax::new(1).into(), vec![f32s(&[0, 5])]);
+    let empty = Layer::infer(Softmax::new(1).into(), vec![f32s(&[0, 5])]);
     assert!(empty.refused().contains("empty"));
-    let bf = Layer::typed(Softmax::new(1).into(), vec![Some(TensorType::new(DType::BF16, vec![2, 5]))]);
+    let bf = Layer::infer(Softmax::new(1).into(), vec![Some(TensorType::new(DType::BF16, vec![2, 5]))]);
     assert!(bf.refused().contains("bf16"), "{}", bf.refused());
     // A LayerNorm scale that broadcasts along a leading normalized dim.
-    let ln = Layer::typed(LayerNorm::new(1, 1e-5).into(), vec![f32s(&[2, 3, 4]), f32s(&[3, 1])]);
+    let ln = Layer::infer(LayerNorm::new(1, 1e-5).into(), vec![f32s(&[2, 3, 4]), f32s(&[3, 1])]);
     assert!(ln.refused().contains("trailing"));
     // 4-D pooling.
-    let p = Layer::typed(Pool::new(PoolKind::Max, vec![2, 2, 2, 2]).into(), vec![f32s(&[1, 1, 4, 4, 4, 4])]);
+    let p = Layer::infer(Pool::new(PoolKind::Max, vec![2, 2, 2, 2]).into(), vec![f32s(&[1, 1, 4, 4, 4, 4])]);
     assert!(p.refused().contains("4-D"));
 }

@@ -8,7 +8,7 @@ use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::DType;
 
 const CONV_COMMON: &str = include_str!("../../cuda/conv_common.cuh");
-const CONV_MMA: &str = include_str!("../../cuda/conv_mma.cuh");
+const MMA: &str = include_str!("../../cuda/mma.cuh");
 const SOURCE: &str = include_str!("../../cuda/conv_igemm.cu");
 
 /// How a block computes its tile.
@@ -231,7 +231,7 @@ impl Tactic {
         );
         KernelSource {
             entry: "trtc_conv_igemm".into(),
-            source: format!("{COMMON}\n{defines}\n{CONV_COMMON}\n{CONV_MMA}\n{SOURCE}"),
+            source: format!("{COMMON}\n{MMA}\n{defines}\n{CONV_COMMON}\n{SOURCE}"),
         }
     }
 }
