@@ -6,10 +6,10 @@
 #              carry=[".dev"], timeout_s=560).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release --locked -p trtc --bin trtc --bin trtc-gpu-check
+cargo build --release --locked -p trtc --bin trtc
 mkdir -p .dev/bin .dev/tools
-cp target/release/trtc target/release/trtc-gpu-check .dev/bin/
-strip .dev/bin/trtc .dev/bin/trtc-gpu-check
+rm -rf .dev/bin && mkdir -p .dev/bin && cp target/release/trtc .dev/bin/
+strip .dev/bin/trtc
 cp ../shared/tools/pytorch_baseline.py .dev/tools/
 if [ ! -f .dev/onnx-backend.tgz ]; then
     bash scripts/fetch-conformance.sh

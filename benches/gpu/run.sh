@@ -23,16 +23,16 @@ cat .dev/commit.txt 2>/dev/null | tee -a "$OUT/gpu.txt"
 log "GPU tests: testdata models (fp32, fp16, int8), CUDA vs CPU executor, one process per case"
 # One process per case: a kernel fault poisons its process's CUDA context.
 deadline=$(( $(date +%s) + 80 ))
-trtc-gpu-check --list > /tmp/cases.txt
+trtc gpu-check --list > /tmp/cases.txt
 while read -r path mode; do
     if [ "$(date +%s)" -ge $deadline ]; then echo "SKIPPED (time): $path $mode"; continue; fi
-    timeout 30 trtc-gpu-check --filter "$path $mode" 2>&1 | grep -v "^GPU:\|^model \|^gpu-check:" || true
+    timeout 30 trtc gpu-check --filter "$path $mode" 2>&1 | grep -v "^GPU:\|^model \|^gpu-check:" || true
 done < /tmp/cases.txt | tee "$OUT/gpu_check.txt"
 echo "models: $(grep -c ' PASS' "$OUT/gpu_check.txt") passed, $(grep -c ' FAIL\| ERROR' "$OUT/gpu_check.txt") failed, $(grep -c SKIPPED "$OUT/gpu_check.txt") skipped for time"
 
 log "GPU tests: ONNX conformance cases that pass on the CPU, CUDA vs CPU executor"
 mkdir -p /tmp/conf && tar xzf .dev/onnx-backend.tgz -C /tmp/conf
-timeout 50 trtc-gpu-check --no-models --conformance /tmp/conf/onnx-backend-1.16.2 > "$OUT/conformance_gpu.txt" 2>&1
+timeout 50 trtc gpu-check --no-models --conformance /tmp/conf/onnx-backend-1.16.2 > "$OUT/conformance_gpu.txt" 2>&1
 grep -v "^conformance FAIL" "$OUT/conformance_gpu.txt" | tail -3
 grep "^conformance FAIL" "$OUT/conformance_gpu.txt" | head -30
 

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod conformance;
 pub mod cuda;
 pub mod frontend;
+pub mod gpu_check;
 pub mod ir;
 pub mod lower;
 pub mod inspect;

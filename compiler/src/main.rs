@@ -29,6 +29,16 @@ enum Command {
     /// Runs INT8 calibration only and writes the calibration cache
     /// (TensorRT's text format).
     Calibrate(CalibrateArgs),
+    /// The GPU test suite (see `trtc::gpu_check`): every testdata model on
+    /// the CUDA executor against the CPU executor.
+    #[command(hide = true)]
+    GpuCheck(GpuCheckArgs),
+}
+
+#[derive(clap::Args)]
+struct GpuCheckArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 /// Calibration flags shared by `build --int8` and `calibrate`.
@@ -615,6 +625,7 @@ fn main() {
         Command::Compare(a) => cmd_compare(a),
         Command::Bench(a) => cmd_bench(a),
         Command::Calibrate(a) => cmd_calibrate(a),
+        Command::GpuCheck(a) => std::process::exit(trtc::gpu_check::main(a.args)),
     })
     .unwrap_or_else(|e| {
         Err(anyhow!("internal error: {} (please report it)", trtc::panic_message(e.as_ref())))

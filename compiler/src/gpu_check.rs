@@ -10,15 +10,17 @@
 //! under ROOT: each case that passes on the CPU is run on the GPU and
 //! compared with the CPU executor.
 //!
-//! Usage: `trtc-gpu-check [--filter SUBSTR] [--json FILE] [--conformance ROOT]
-//! [--no-models] [--list]`; exit status 1 when any model or case fails.
+//! Usage: `trtc gpu-check [--filter SUBSTR] [--json FILE] [--conformance ROOT]
+//! [--no-models] [--list]` (a hidden subcommand of the `trtc` binary, so the
+//! device check carries one binary); exit status 1 when any model or case
+//! fails.
 //! `--list` prints the model cases (`PATH MODE`, one a line) so that a script
 //! can run each in its own process: a kernel fault makes the CUDA context of
 //! its process unusable, and would fail every later case with it.
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use trtc::build::{build_graph, BuildOptions};
+use crate::build::{build_graph, BuildOptions};
 use trtc_runtime::{Engine, Target, Tensor};
 
 struct Case {
@@ -36,7 +38,7 @@ fn onnx_files(dir: &Path) -> Vec<PathBuf> {
 
 fn inputs_of(model: &Path) -> Result<Vec<(String, Tensor)>> {
     let stem = model.file_stem().unwrap_or_default().to_string_lossy();
-    trtc::npz::read_npz(&model.with_file_name(format!("{stem}.inputs.npz")))
+    crate::npz::read_npz(&model.with_file_name(format!("{stem}.inputs.npz")))
 }
 
 /// The largest |gpu - cpu| over all elements, relative to max |cpu|.
@@ -87,7 +89,7 @@ fn check(case: &Case, sm: u32) -> Result<(f64, f64, usize, usize)> {
     let mut opts = BuildOptions::default();
     opts.precision.fp16 = case.mode == "fp16";
     opts.target = Target::Cuda { sm, gpu_name: None };
-    let graph = trtc::frontend::onnx::import_file(&case.model, &opts.import)?;
+    let graph = crate::frontend::onnx::import_file(&case.model, &opts.import)?;
     let built = build_graph(graph, &opts)?;
     let engine = Engine::from_bytes(&built.engine)?;
     let inputs = inputs_of(&case.model)?;
@@ -103,8 +105,8 @@ fn check(case: &Case, sm: u32) -> Result<(f64, f64, usize, usize)> {
     Ok((err, replay_err, k.device_layers, k.host_layers.len()))
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// Runs the check with the subcommand's arguments; returns the exit status.
+pub fn main(args: Vec<String>) -> i32 {
     let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let filter = arg("--filter").unwrap_or_default();
     let flag = |name: &str| args.iter().any(|a| a == name);
@@ -124,13 +126,13 @@ fn main() {
         for c in &cases {
             println!("{} {}", c.model.display(), c.mode);
         }
-        return;
+        return 0;
     }
-    let gpu = match trtc::cuda::present_gpu() {
+    let gpu = match crate::cuda::present_gpu() {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::exit(1);
+            return 1;
         }
     };
     println!("GPU: {} (sm_{}), driver {}", gpu.name, gpu.sm, gpu.driver_version);
@@ -141,7 +143,7 @@ fn main() {
         let name = case.model.file_stem().unwrap_or_default().to_string_lossy().to_string();
         let tol = if case.mode == "fp32" { 3e-3 } else { 1e-2 };
         let start = std::time::Instant::now();
-        let r = std::panic::catch_unwind(|| check(case, gpu.sm)).unwrap_or_else(|p| Err(anyhow::anyhow!("PANIC: {}", trtc::panic_message(p.as_ref()))));
+        let r = std::panic::catch_unwind(|| check(case, gpu.sm)).unwrap_or_else(|p| Err(anyhow::anyhow!("PANIC: {}", crate::panic_message(p.as_ref()))));
         let (line, ok) = match r {
             Ok((err, replay, dev, host)) => {
                 let ok = err <= tol && replay == 0.0;
@@ -151,7 +153,7 @@ fn main() {
                     let mut opts = BuildOptions::default();
                     opts.precision.fp16 = case.mode == "fp16";
                     opts.target = Target::Cuda { sm: gpu.sm, gpu_name: None };
-                    let bad = trtc::build::build_file(&case.model, &opts)
+                    let bad = crate::build::build_file(&case.model, &opts)
                         .and_then(|b| Ok(Engine::from_bytes(&b.engine)?))
                         .and_then(|e| first_bad_layer(&e, &inputs_of(&case.model)?, tol));
                     line.push_str(&match bad {
@@ -179,16 +181,16 @@ fn main() {
         println!("gpu-check: {passed} passed, {failed} failed");
     }
     if let Some(root) = arg("--conformance") {
-        let cases = trtc::conformance::list_cases(Path::new(&root), trtc::conformance::SUBSETS).unwrap_or_else(|e| {
+        let cases = crate::conformance::list_cases(Path::new(&root), crate::conformance::SUBSETS).unwrap_or_else(|e| {
             eprintln!("error: {e:#}");
             std::process::exit(1)
         });
         let (mut ok, mut bad, mut skipped) = (0, 0, 0);
         for (name, dir) in cases.iter().filter(|(n, _)| n.contains(&filter)) {
-            match trtc::conformance::run_case_on(dir, trtc::conformance::Tolerance::default(), Some(gpu.sm)) {
-                trtc::conformance::Outcome::Passed => ok += 1,
-                trtc::conformance::Outcome::Skipped(_) => skipped += 1,
-                trtc::conformance::Outcome::Failed(why) => {
+            match crate::conformance::run_case_on(dir, crate::conformance::Tolerance::default(), Some(gpu.sm)) {
+                crate::conformance::Outcome::Passed => ok += 1,
+                crate::conformance::Outcome::Skipped(_) => skipped += 1,
+                crate::conformance::Outcome::Failed(why) => {
                     let why: String = why.chars().take(240).collect();
                     // Cases that fail on the CPU too are not GPU failures.
                     if why.contains("on the GPU") || why.contains("building for the GPU") || why.contains("CUDA") {
@@ -206,5 +208,5 @@ fn main() {
     if let Some(p) = arg("--json") {
         let _ = std::fs::write(p, format!("[{}]\n", json.join(",\n")));
     }
-    std::process::exit(if failed > 0 { 1 } else { 0 });
+    i32::from(failed > 0)
 }
