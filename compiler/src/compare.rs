@@ -20,9 +20,13 @@ pub fn diff(name: &str, ours: &Tensor, reference: &Tensor) -> OutputDiff {
     let mut scale = 0f64;
     let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
     for (&x, &y) in a.iter().zip(&b) {
-        let d = if x == y { 0.0 } else { (x - y).abs() };
+        // NaN in both (or the same infinity) is agreement; anything else
+        // against a NaN or an infinity is an infinite error.
+        let d = if x == y || (x.is_nan() && y.is_nan()) { 0.0 } else { (x - y).abs() };
         max_abs = max_abs.max(if d.is_nan() { f64::INFINITY } else { d });
-        scale = scale.max(y.abs());
+        if y.is_finite() {
+            scale = scale.max(y.abs());
+        }
         dot += x * y;
         na += x * x;
         nb += y * y;

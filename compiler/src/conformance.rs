@@ -270,19 +270,17 @@ fn run_case_inner(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Result<Out
 /// must be equal.
 pub const GPU_TOLERANCE: f64 = 3e-3;
 
-/// Compares a GPU output with the CPU executor's.
+/// Compares a GPU output with the CPU executor's: same type, and the
+/// largest error relative to the CPU output's scale (`compare::diff`) within
+/// [`GPU_TOLERANCE`] for floats, zero for integers and booleans.
 pub fn compare_gpu(name: &str, gpu: &Tensor, cpu: &Tensor) -> Result<()> {
-    if gpu.dtype() != cpu.dtype() || gpu.shape() != cpu.shape() {
+    let d = crate::compare::diff(name, gpu, cpu);
+    if gpu.dtype() != cpu.dtype() || !d.shape_ok {
         bail!("output {name}: {} on the GPU, {} on the CPU", gpu.ty(), cpu.ty());
     }
-    let (a, b) = (gpu.to_f64_vec(), cpu.to_f64_vec());
-    let scale = b.iter().filter(|v| v.is_finite()).fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
-    let tol = if cpu.dtype().is_float() { GPU_TOLERANCE * scale } else { 0.0 };
-    for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
-        let ok = if y.is_nan() { x.is_nan() } else if y.is_infinite() { x == y } else { (x - y).abs() <= tol };
-        if !ok {
-            bail!("output {name}: element {i} is {x} on the GPU, {y} on the CPU (tolerance {tol:.3e})");
-        }
+    let tol = if cpu.dtype().is_float() { GPU_TOLERANCE } else { 0.0 };
+    if d.max_rel_to_scale > tol {
+        bail!("output {name}: on the GPU, max error {:.3e} of the CPU output's scale (tolerance {tol:.1e})", d.max_rel_to_scale);
     }
     Ok(())
 }

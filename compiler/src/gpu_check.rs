@@ -41,27 +41,27 @@ fn inputs_of(model: &Path) -> Result<Vec<(String, Tensor)>> {
     crate::npz::read_npz(&model.with_file_name(format!("{stem}.inputs.npz")))
 }
 
-/// The largest |gpu - cpu| over all elements, relative to max |cpu|.
+/// The largest |gpu - cpu| over all elements, relative to max |cpu|
+/// (`compare::diff`); infinite when the types differ.
 fn relative_error(gpu: &Tensor, cpu: &Tensor) -> f64 {
-    if gpu.ty() != cpu.ty() {
+    let d = crate::compare::diff("", gpu, cpu);
+    if gpu.dtype() != cpu.dtype() || !d.shape_ok {
         return f64::INFINITY;
     }
-    let (a, b) = (gpu.to_f64_vec(), cpu.to_f64_vec());
-    let scale = b.iter().filter(|v| v.is_finite()).fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
-    a.iter()
-        .zip(&b)
-        .map(|(x, y)| if x.is_nan() && y.is_nan() || x == y { 0.0 } else { (x - y).abs() / scale })
-        .fold(0.0, |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) })
+    d.max_rel_to_scale
 }
 
 /// The first layer whose GPU outputs differ from the CPU's by more than
 /// `tol`, with its error.
 fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Result<Option<String>> {
+    let table = engine.kernels().ok_or_else(|| anyhow::anyhow!("not a GPU engine"))?;
     let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let mut cpu_layers: Vec<Vec<Tensor>> = Vec::new();
+    let mut cpu_layers: Vec<Vec<trtc_runtime::Result<Tensor>>> = Vec::new();
     engine.create_context()?.run_observed(&refs, |_, outs| {
-        cpu_layers.push(outs.iter().map(|v| Tensor::from_bytes(v.ty(), v.bytes).expect("copy")).collect());
+        cpu_layers.push(outs.iter().map(|v| Tensor::from_bytes(v.ty(), v.bytes)).collect());
     })?;
+    let cpu_layers: Vec<Vec<Tensor>> =
+        cpu_layers.into_iter().map(|l| l.into_iter().collect::<trtc_runtime::Result<Vec<_>>>()).collect::<trtc_runtime::Result<_>>()?;
     let gpu = engine.cuda(0)?;
     let mut found = None;
     gpu.create_context()?.run_layers(&refs, |i, outs| {
@@ -69,10 +69,10 @@ fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Re
             let err = outs.iter().zip(&cpu_layers[i]).map(|(g, c)| relative_error(g, c)).fold(0.0, f64::max);
             if err > tol {
                 let l = &engine.plan().layers[i];
-                let tactic = match &engine.kernels().expect("kernels").layers[i] {
+                let tactic = match &table.layers[i] {
                     trtc_runtime::kernels::LayerKernels::Device(ls) => ls
                         .iter()
-                        .map(|x| engine.kernels().unwrap().modules[x.module as usize].tactic.clone())
+                        .map(|x| table.modules[x.module as usize].tactic.clone())
                         .collect::<Vec<_>>()
                         .join(" + "),
                     trtc_runtime::kernels::LayerKernels::Host { .. } => "host".into(),

@@ -554,30 +554,29 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     // compute alone (enqueues timed with CUDA events, no copies).
     let mut ms = Vec::with_capacity(a.iterations);
     let mut gpu_ms = Vec::new();
+    // Warm-up, then timed runs until --iterations and --duration are met.
+    let mut timed = |warmup: usize, run: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+        for _ in 0..warmup {
+            run()?;
+        }
+        while more(ms.len()) {
+            let t = std::time::Instant::now();
+            run()?;
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(())
+    };
     let (name, graph) = match &device {
         Device::Cpu => {
             let mut ctx = engine.create_context()?;
-            for _ in 0..a.warmup {
-                ctx.run(&refs)?;
-            }
-            while more(ms.len()) {
-                let t = std::time::Instant::now();
-                ctx.run(&refs)?;
-                ms.push(t.elapsed().as_secs_f64() * 1e3);
-            }
+            timed(a.warmup, &mut || ctx.run(&refs).map(drop).map_err(Into::into))?;
             ("cpu (reference executor)".to_string(), false)
         }
         Device::Cuda(gpu) => {
             let mut ctx = gpu.create_context()?;
             ctx.set_cuda_graph(!a.no_cuda_graph);
-            for _ in 0..a.warmup.max(1) {
-                ctx.run(&refs)?;
-            }
-            while more(ms.len()) {
-                let t = std::time::Instant::now();
-                ctx.run(&refs)?;
-                ms.push(t.elapsed().as_secs_f64() * 1e3);
-            }
+            // At least one warm-up run: the first run captures the graph.
+            timed(a.warmup.max(1), &mut || ctx.run(&refs).map(drop).map_err(Into::into))?;
             while gpu_ms.len() < ms.len() {
                 gpu_ms.push(ctx.time_enqueues(1)? as f64);
             }

@@ -184,7 +184,8 @@ fn float_type(name: &str, t: &TensorType) -> Result<AbType, Unsupported> {
 /// The storage of a float layer's A and B (f32 or f16, the same for both);
 /// every other float operand and the output must be f32 or f16.
 fn float_storage(name: &str, operands: &[Option<&TensorType>], out: &TensorType) -> Result<AbType, Unsupported> {
-    let ab = float_type(name, operands[0].expect("A is present"))?;
+    let Some(Some(a)) = operands.first() else { return unsupported(format!("{name}: no A operand")) };
+    let ab = float_type(name, a)?;
     if operands[1].map(|b| b.dtype) != operands[0].map(|a| a.dtype) {
         return unsupported(format!("{name}: A and B differ in type"));
     }

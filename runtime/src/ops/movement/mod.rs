@@ -23,7 +23,7 @@ pub use reshape::Reshape;
 pub use resize::{CoordinateMode, NearestMode, Resize, ResizeMode};
 pub use reverse_sequence::ReverseSequence;
 pub use scatter::{ScatterElements, ScatterND, ScatterReduction};
-pub use slice::Slice;
+pub use slice::{resolve_range, AxisRange, Slice};
 pub use transpose::Transpose;
 pub use trilu::Trilu;
 
