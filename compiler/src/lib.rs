@@ -11,6 +11,7 @@ pub mod conformance;
 pub mod cuda;
 pub mod frontend;
 pub mod gpu_check;
+pub mod host;
 pub mod ir;
 pub mod lower;
 pub mod inspect;
@@ -19,6 +20,7 @@ pub mod passes;
 pub mod precision;
 pub mod random;
 pub mod stats;
+pub mod text;
 pub mod tuning;
 
 /// The message of a caught panic (for reporting a bug as one error line).

@@ -115,15 +115,15 @@ struct CalibrateArgs {
 struct BenchArgs {
     engine: PathBuf,
     /// Timed runs (at least this many; see --duration).
-    #[arg(long, default_value_t = 20)]
-    iterations: usize,
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=MAX_ITERATIONS))]
+    iterations: u64,
     /// Keep running until this many seconds have passed (and --iterations
     /// runs were made).
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
     /// Untimed runs first.
-    #[arg(long, default_value_t = 3)]
-    warmup: usize,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=MAX_ITERATIONS))]
+    warmup: u64,
     /// auto (the GPU when the engine has kernels for it, else the CPU), cpu
     /// or cuda.
     #[arg(long, default_value = "auto")]
@@ -140,7 +140,7 @@ struct CompareArgs {
     ours: PathBuf,
     reference: PathBuf,
     /// Fail when max |ours - ref| / max |ref| exceeds this on any output.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, value_parser = parse_tolerance)]
     tolerance: f64,
 }
 
@@ -245,6 +245,16 @@ struct InspectArgs {
     version_only: bool,
 }
 
+/// The most runs `bench` makes (its latencies are kept in memory).
+const MAX_ITERATIONS: u64 = 100_000_000;
+
+fn parse_tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err(format!("'{s}' is not a tolerance (a finite number, at least 0)")),
+    }
+}
+
 fn parse_shape(s: &str) -> Result<(String, Vec<usize>)> {
     let (name, dims) = s.rsplit_once(':').ok_or_else(|| anyhow!("--shape {s}: expected NAME:DIMS, e.g. input:1x3x224x224"))?;
     let dims = if dims.is_empty() {
@@ -265,7 +275,7 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     }
     for s in &a.input_values {
         let (name, file) = s.split_once(':').ok_or_else(|| anyhow!("--input-value {s}: expected NAME:FILE.npy"))?;
-        let t = trtc::npz::read_npy_file(std::path::Path::new(file))?;
+        let t = trtc::npz::read_npy_file(std::path::Path::new(file)).with_context(|| format!("--input-value {name}"))?;
         opts.import.input_values.insert(name.to_string(), t);
     }
     opts.target = match a.target.parse::<trtc::cuda::kernel_table::TargetSpec>()? {
@@ -331,11 +341,11 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     let graph = trtc::frontend::onnx::import_file(&a.model, &opts.import)?;
     if let Some(dir) = &a.dump_graph {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::write(dir.join("imported.dot"), graph.to_dot())?;
+        trtc_runtime::file::write(&dir.join("imported.dot"), graph.to_dot().as_bytes())?;
     }
     let built = build::build_graph(graph, &opts)?;
     if let Some(dir) = &a.dump_graph {
-        std::fs::write(dir.join("optimized.dot"), built.graph.to_dot())?;
+        trtc_runtime::file::write(&dir.join("optimized.dot"), built.graph.to_dot().as_bytes())?;
     }
     if let Some((cache, from_file)) = &built.calibration {
         match (from_file, &a.calib.calib_cache) {
@@ -381,7 +391,7 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         }
         eprint!("{}", built.graph.dump());
     }
-    std::fs::write(&a.output, &built.engine).with_context(|| format!("cannot write {}", a.output.display()))?;
+    trtc_runtime::file::write(&a.output, &built.engine).context("cannot write the engine")?;
     eprintln!(
         "built {} ({} layers, {} bytes) in {:.2} s",
         a.output.display(),
@@ -470,13 +480,14 @@ fn device<'e>(engine: &'e trtc_runtime::Engine, wanted: &str) -> Result<Device<'
 fn cmd_run(a: RunArgs) -> Result<()> {
     let engine = trtc_runtime::Engine::load(&a.engine)?;
     let device = device(&engine, &a.device)?;
+    if let Some(p) = &a.save_outputs {
+        // Before running: a FIFO or a device there is an error now, not
+        // after the work.
+        trtc_runtime::file::check_writable(p)?;
+    }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
-        Some(p) => trtc::npz::read_npz(p)?,
-        None => engine
-            .inputs()
-            .iter()
-            .map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, a.seed)?)))
-            .collect::<Result<_>>()?,
+        Some(p) => read_inputs(p, engine.inputs())?,
+        None => random_inputs(engine.inputs(), a.seed)?,
     };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
@@ -488,7 +499,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     for (name, t) in &outputs {
         let v = t.to_f64_vec();
         let preview: Vec<String> = v.iter().take(6).map(|x| format!("{x:.5}")).collect();
-        println!("{name}: {} [{}{}]", t.ty(), preview.join(", "), if v.len() > 6 { ", ..." } else { "" });
+        println!("{}: {} [{}{}]", trtc::text::printable(name), t.ty(), preview.join(", "), if v.len() > 6 { ", ..." } else { "" });
     }
     eprintln!("ran on {on} in {:.2} ms (first run, set-up included)", elapsed.as_secs_f64() * 1e3);
     if let Some(p) = &a.save_outputs {
@@ -497,9 +508,36 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Reads `--inputs`, refusing an array that is not one of the engine's
+/// inputs, or not of its binding's type, before inflating its data.
+fn read_inputs(path: &std::path::Path, bindings: &[trtc_runtime::BindingInfo]) -> Result<Vec<(String, trtc_runtime::Tensor)>> {
+    trtc::npz::read_npz_with(path, &mut |name: &str, ty: &trtc_runtime::TensorType| -> Result<()> {
+        let Some(b) = bindings.iter().find(|b| b.name == name) else {
+            let names: Vec<&str> = bindings.iter().map(|b| b.name.as_str()).collect();
+            bail!("unknown input '{name}'; the engine's inputs are {names:?}");
+        };
+        if b.ty != *ty {
+            bail!("input '{name}' must be {}, got {ty}", b.ty);
+        }
+        Ok(())
+    })
+}
+
+/// Random inputs for every binding, refused up front when they would not
+/// fit in memory (a hostile engine may declare billions of elements).
+fn random_inputs(bindings: &[trtc_runtime::BindingInfo], seed: u64) -> Result<Vec<(String, trtc_runtime::Tensor)>> {
+    let mut total = 0u64;
+    for b in bindings {
+        let bytes = b.ty.checked_bytes().ok_or_else(|| anyhow!("input '{}' of shape {} is too large", b.name, b.ty))?;
+        total = total.saturating_add(bytes as u64);
+    }
+    trtc::host::check_allocation(total, "random inputs (give --inputs)")?;
+    bindings.iter().map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, seed)?))).collect()
+}
+
 fn cmd_inspect(a: InspectArgs) -> Result<()> {
     if a.version_only {
-        let bytes = std::fs::read(&a.engine).with_context(|| format!("cannot read {}", a.engine.display()))?;
+        let bytes = trtc_runtime::file::read(&a.engine).context("cannot read the engine")?;
         let (format, trtc_version) = trtc_runtime::engine::peek_version(&bytes)?;
         println!("engine format {format}, built by trtc {trtc_version}");
         return Ok(());
@@ -514,9 +552,7 @@ fn cmd_inspect(a: InspectArgs) -> Result<()> {
 }
 
 fn cmd_compare(a: CompareArgs) -> Result<()> {
-    let ours = trtc::npz::read_npz(&a.ours)?;
-    let reference = trtc::npz::read_npz(&a.reference)?;
-    let diffs = trtc::compare::diff_all(&ours, &reference)?;
+    let diffs = compare_files(&a.ours, &a.reference)?;
     let mut worst = 0f64;
     for d in &diffs {
         println!(
@@ -529,33 +565,63 @@ fn cmd_compare(a: CompareArgs) -> Result<()> {
         );
         worst = if d.shape_ok { worst.max(d.max_rel_to_scale) } else { f64::INFINITY };
     }
-    if worst > a.tolerance {
+    // Written so that a NaN error fails too.
+    if !(worst <= a.tolerance) {
         bail!("outputs differ by {worst:.3e} relative to their scale, above the tolerance {:.1e}", a.tolerance);
     }
     println!("outputs match (tolerance {:.1e})", a.tolerance);
     Ok(())
 }
 
+/// Compares two npz files array by array. Headers are compared first: a
+/// pair whose shapes differ is reported without inflating either, and
+/// every array read counts against the memory available.
+fn compare_files(ours: &std::path::Path, reference: &std::path::Path) -> Result<Vec<trtc::compare::OutputDiff>> {
+    let mut ours = trtc::npz::Npz::open(ours)?;
+    let mut reference = trtc::npz::Npz::open(reference)?;
+    let mut budget = trtc::npz::Budget::available_memory();
+    let names: Vec<String> = reference.names().map(str::to_string).collect();
+    let mut diffs = Vec::with_capacity(names.len());
+    for name in names {
+        if !ours.names().any(|n| n == name) {
+            bail!("output '{name}' is missing");
+        }
+        let (o, r) = (ours.peek(&name)?, reference.peek(&name)?);
+        if o.shape != r.shape {
+            let inf = f64::INFINITY;
+            diffs.push(trtc::compare::OutputDiff { name, max_abs: inf, max_rel_to_scale: inf, cosine: f64::NAN, shape_ok: false });
+            continue;
+        }
+        let (o, r) = (ours.read(&name, &mut budget)?, reference.read(&name, &mut budget)?);
+        diffs.push(trtc::compare::diff(&name, &o, &r));
+    }
+    Ok(diffs)
+}
+
 fn cmd_bench(a: BenchArgs) -> Result<()> {
-    if a.iterations == 0 {
-        bail!("--iterations must be at least 1");
-    }
-    if a.duration.is_some_and(|d| !(d.is_finite() && d >= 0.0)) {
-        bail!("--duration must be a number of seconds");
-    }
+    let deadline = match a.duration {
+        None => None,
+        Some(d) => {
+            if !(d.is_finite() && d >= 0.0) {
+                bail!("--duration {d}: expected a number of seconds, at least 0");
+            }
+            let end = std::time::Duration::try_from_secs_f64(d).ok().and_then(|d| std::time::Instant::now().checked_add(d));
+            Some(end.ok_or_else(|| anyhow!("--duration {d:e}: too long"))?)
+        }
+    };
     let engine = trtc_runtime::Engine::load(&a.engine)?;
     let device = device(&engine, &a.device)?;
-    let inputs: Vec<(String, trtc_runtime::Tensor)> =
-        engine.inputs().iter().map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, 0)?))).collect::<Result<_>>()?;
+    let inputs = random_inputs(engine.inputs(), 0)?;
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let deadline = a.duration.map(|d| std::time::Instant::now() + std::time::Duration::from_secs_f64(d));
-    let more = |n: usize| n < a.iterations || deadline.is_some_and(|d| std::time::Instant::now() < d);
+    let more = |n: usize| {
+        (n as u64) < a.iterations || (n < MAX_ITERATIONS as usize && deadline.is_some_and(|d| std::time::Instant::now() < d))
+    };
     // End to end (host inputs in, host outputs out), then on the GPU the
     // compute alone (enqueues timed with CUDA events, no copies).
-    let mut ms = Vec::with_capacity(a.iterations);
+    let mut ms = Vec::with_capacity(a.iterations.min(1 << 16) as usize);
     let mut gpu_ms = Vec::new();
     // Warm-up, then timed runs until --iterations and --duration are met.
-    let mut timed = |warmup: usize, run: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+    let mut timed = |warmup: u64, run: &mut dyn FnMut() -> Result<()>| -> Result<()> {
         for _ in 0..warmup {
             run()?;
         }
@@ -612,11 +678,42 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// Prints an error as one line on stderr (names from models and files
+/// escaped, so none can forge a line or drive the terminal) and exits 1:
+/// every error, command-line mistakes included, exits 1.
+fn fail(msg: &str) -> ! {
+    eprintln!("error: {}", trtc::text::printable(msg));
+    std::process::exit(1);
+}
+
+/// Parses the command line; clap's multi-line usage errors become one line
+/// (help and --version print as usual, exit 0).
+fn parse_cli() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            std::process::exit(1);
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+                .collect();
+            fail(&format!("{} (see trtc --help)", lines.join("; ")));
+        }
+    }
+}
+
 fn main() {
     // Errors are one line on stderr; a panic that escapes (a bug) is caught
     // below and reported the same way, without a trace.
     std::panic::set_hook(Box::new(|_| {}));
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let result = std::panic::catch_unwind(|| match cli.command {
         Command::Build(a) => cmd_build(a),
         Command::Run(a) => cmd_run(a),
@@ -632,7 +729,6 @@ fn main() {
     if let Err(e) = result {
         // One line: every cause, outermost first.
         let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-        eprintln!("error: {}", msg.join(": "));
-        std::process::exit(1);
+        fail(&msg.join(": "));
     }
 }

@@ -30,19 +30,18 @@ impl Rng {
 /// value could be out of range.
 pub fn tensor(ty: &TensorType, seed: u64) -> trtc_runtime::Result<Tensor> {
     let mut rng = Rng::new(seed);
-    let n = ty.len();
-    let vals: Vec<f64> = (0..n).map(|_| if ty.dtype.is_float() { rng.uniform() } else { 1.0 }).collect();
-    from_f64(ty, &vals)
+    let float = ty.dtype.is_float();
+    fill(ty, || if float { rng.uniform() } else { 1.0 })
 }
 
-/// A tensor of `ty` holding `vals` converted with `as` semantics; fails only
-/// when the memory cannot be had.
-pub fn from_f64(ty: &TensorType, vals: &[f64]) -> trtc_runtime::Result<Tensor> {
+/// A tensor of `ty` filled in order from `next`, allocated once (fallibly)
+/// and written in place.
+fn fill(ty: &TensorType, mut next: impl FnMut() -> f64) -> trtc_runtime::Result<Tensor> {
     let mut t = Tensor::zeros(ty.clone())?;
     macro_rules! fill {
         ($t:ty) => {{
-            for (o, &v) in t.as_mut_slice::<$t>()?.iter_mut().zip(vals) {
-                *o = <$t as trtc_runtime::tensor::Element>::from_f64(v);
+            for o in t.as_mut_slice::<$t>()?.iter_mut() {
+                *o = <$t as trtc_runtime::tensor::Element>::from_f64(next());
             }
         }};
     }
@@ -60,8 +59,8 @@ pub fn from_f64(ty: &TensorType, vals: &[f64]) -> trtc_runtime::Result<Tensor> {
         DType::U32 => fill!(u32),
         DType::U64 => fill!(u64),
         DType::Bool => {
-            for (o, &v) in t.as_mut_slice::<u8>()?.iter_mut().zip(vals) {
-                *o = (v as u64 % 2) as u8;
+            for o in t.as_mut_slice::<u8>()?.iter_mut() {
+                *o = (next() as u64 % 2) as u8;
             }
         }
     }

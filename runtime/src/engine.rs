@@ -161,7 +161,7 @@ impl Engine {
     /// Reads and validates an engine file.
     pub fn load(path: impl AsRef<std::path::Path>) -> Result<Engine> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.display().to_string(), source })?;
+        let bytes = crate::file::read(path)?;
         Engine::from_bytes(&bytes)
     }
 

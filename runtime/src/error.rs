@@ -20,8 +20,15 @@ pub enum Error {
     /// when there is one, and the driver's error.
     #[error("{0}")]
     Cuda(String),
-    #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    /// A file could not be read (the I/O error is part of the message).
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+impl From<crate::file::FileError> for Error {
+    fn from(e: crate::file::FileError) -> Error {
+        Error::Io { path: e.path, error: e.error }
+    }
 }
 
 impl Error {

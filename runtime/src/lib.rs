@@ -27,6 +27,7 @@ pub use ops::Op;
 pub use tensor::{Tensor, TensorType, TensorView, TensorViewMut};
 pub mod engine;
 pub mod executor;
+pub mod file;
 pub mod kernels;
 pub mod memory;
 pub mod plan;

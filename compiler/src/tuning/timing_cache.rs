@@ -3,9 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::key::{Device, TimingKey};
 
@@ -197,9 +195,9 @@ impl TimingCache {
     /// warning the caller prints. Only I/O errors other than "not found"
     /// (e.g. permission denied) are errors.
     pub fn load(path: &Path) -> std::io::Result<(TimingCache, Option<String>)> {
-        match std::fs::read(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((TimingCache::new(), None)),
-            Err(e) => Err(e),
+        match trtc_runtime::file::read(path) {
+            Err(e) if e.error.kind() == std::io::ErrorKind::NotFound => Ok((TimingCache::new(), None)),
+            Err(e) => Err(e.error),
             Ok(bytes) => Ok(match TimingCache::from_bytes(&bytes) {
                 Ok(cache) => (cache, None),
                 Err(e) => (TimingCache::new(), Some(format!("warning: timing cache {} {e}; ignoring it", path.display()))),
@@ -217,19 +215,7 @@ impl TimingCache {
         let (disk, warning) = TimingCache::load(path)?;
         let warning = warning.map(|w| w.replace("; ignoring it", "; overwriting it"));
         self.merge(disk);
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp_name = format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        let tmp = path.with_file_name(tmp_name);
-        let written = (|| {
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&self.to_bytes())?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        let written = trtc_runtime::file::write(path, &self.to_bytes()).map_err(|e| e.error);
         written.map(|()| warning)
     }
 }

@@ -32,7 +32,7 @@ pub struct ImportOptions {
 
 /// Imports an ONNX file. External data is read from the file's directory.
 pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Graph> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = trtc_runtime::file::read(path).context("cannot read the model")?;
     let dir = path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p }).map(Path::to_path_buf);
     import_bytes(&bytes, ExternalDataRoot { dir }, opts).with_context(|| format!("{}", path.display()))
 }

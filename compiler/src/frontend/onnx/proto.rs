@@ -166,7 +166,7 @@ fn read_external(t: &pb::TensorProto, root: &ExternalDataRoot, nbytes: usize) ->
         bail!("external data range {offset}..{end} is past the end of {} ({} bytes)", path.display(), meta.len());
     }
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(&canon)?;
+    let mut f = trtc_runtime::file::open(&canon)?;
     f.seek(SeekFrom::Start(offset))?;
     let mut buf = vec![0u8; nbytes];
     f.read_exact(&mut buf)?;

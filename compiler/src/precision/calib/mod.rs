@@ -54,36 +54,58 @@ pub fn load_batches(dir: &Path, inputs: &[(String, TensorType)], max: Option<usi
     if let Some(m) = max {
         files.truncate(m);
     }
-    files.iter().map(|f| load_batch(f, inputs)).collect()
+    // Every batch counts against the memory available, since all are kept.
+    let mut budget = crate::npz::Budget::available_memory();
+    files.iter().map(|f| load_batch(f, inputs, &mut budget)).collect()
 }
 
-fn load_batch(file: &Path, inputs: &[(String, TensorType)]) -> Result<Batch> {
-    let tensors: Vec<(String, Tensor)> = if file.extension().and_then(|e| e.to_str()) == Some("npy") {
-        if inputs.len() != 1 {
-            bail!("{}: a .npy batch only works for a model with one input; this one has {} (use .npz)", file.display(), inputs.len());
-        }
-        vec![(inputs[0].0.clone(), crate::npz::read_npy_file(file)?)]
-    } else {
-        crate::npz::read_npz(file)?
-    };
+/// Reads the arrays named like the inputs (others are never inflated),
+/// each checked against its input's type from its header alone.
+fn load_batch(file: &Path, inputs: &[(String, TensorType)], budget: &mut crate::npz::Budget) -> Result<Batch> {
+    let is_npy = file.extension().and_then(|e| e.to_str()) == Some("npy");
+    if is_npy && inputs.len() != 1 {
+        bail!("{}: a .npy batch only works for a model with one input; this one has {} (use .npz)", file.display(), inputs.len());
+    }
+    let mut npz = if is_npy { None } else { Some(crate::npz::Npz::open(file)?) };
     let mut batch = Vec::with_capacity(inputs.len());
     for (name, ty) in inputs {
-        let Some((_, t)) = tensors.iter().find(|(n, _)| n == name) else {
-            bail!("{}: no array named '{name}' (the model's inputs: {})", file.display(), names(inputs));
+        let t = match &mut npz {
+            None => crate::npz::read_npy_file_with(file, &mut InputCheck { expected: ty, budget })?,
+            Some(npz) => {
+                if !npz.names().any(|n| n == name) {
+                    bail!("{}: no array named '{name}' (the model's inputs: {})", file.display(), names(inputs));
+                }
+                npz.read(name, &mut InputCheck { expected: ty, budget })?
+            }
         };
-        let t = if t.ty() != ty && t.dtype() == DType::F64 && ty.dtype == DType::F32 && t.shape() == ty.shape.as_slice() {
+        let t = if t.dtype() == DType::F64 && ty.dtype == DType::F32 {
             // numpy's default dtype; narrowing is what the user means.
             let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32).collect();
             Tensor::from_vec(ty.shape.clone(), v)?
         } else {
-            t.clone()
+            t
         };
-        if t.ty() != ty {
-            bail!("{}: '{name}' is {}, but the engine's input is {ty}", file.display(), t.ty());
-        }
         batch.push((name.clone(), t));
     }
     Ok(batch)
+}
+
+/// Accepts an array of an input's type (numpy's default float64 too, for
+/// an f32 input: narrowed after reading) within the memory budget.
+struct InputCheck<'a> {
+    expected: &'a TensorType,
+    budget: &'a mut crate::npz::Budget,
+}
+
+impl crate::npz::Accept for InputCheck<'_> {
+    fn accept(&mut self, name: &str, ty: &TensorType) -> Result<()> {
+        let e = self.expected;
+        let f64_for_f32 = ty.dtype == DType::F64 && e.dtype == DType::F32 && ty.shape == e.shape;
+        if ty != e && !f64_for_f32 {
+            bail!("'{name}' is {ty}, but the engine's input is {e}");
+        }
+        self.budget.accept(name, ty)
+    }
 }
 
 fn names(inputs: &[(String, TensorType)]) -> String {
@@ -223,13 +245,13 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
 
 /// Reads a calibration cache file (TensorRT's text format).
 pub fn read_cache(path: &Path) -> Result<CalibrationCache> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the calibration cache {}", path.display()))?;
+    let text = trtc_runtime::file::read_to_string(path).context("cannot read the calibration cache")?;
     CalibrationCache::parse(&text).with_context(|| format!("calibration cache {}", path.display()))
 }
 
 /// Writes a calibration cache file.
 pub fn write_cache(path: &Path, cache: &CalibrationCache) -> Result<()> {
-    std::fs::write(path, cache.to_text()).with_context(|| format!("cannot write the calibration cache {}", path.display()))
+    trtc_runtime::file::write(path, cache.to_text().as_bytes()).context("cannot write the calibration cache")
 }
 
 /// Synthetic batches for tests and benchmarks, one per seed: float inputs
