@@ -484,6 +484,9 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         // Before running: a FIFO or a device there is an error now, not
         // after the work.
         trtc_runtime::file::check_writable(p)?;
+        for b in engine.outputs() {
+            trtc::npz::check_member_name(&b.name)?;
+        }
     }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
         Some(p) => read_inputs(p, engine.inputs())?,

@@ -405,7 +405,7 @@ pub fn write_npy(w: &mut impl Write, t: &Tensor) -> std::io::Result<()> {
 
 /// Whether `name` may become an npz member name: no path that escapes the
 /// archive's folder when extracted, nothing that garbles a terminal.
-fn check_member_name(name: &str) -> Result<()> {
+pub fn check_member_name(name: &str) -> Result<()> {
     if name.is_empty() {
         bail!("an array without a name cannot be stored in an npz file");
     }

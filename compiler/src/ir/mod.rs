@@ -244,9 +244,20 @@ impl Graph {
             }
         }
         let dead: Vec<NodeIndex> = self.g.node_indices().filter(|n| !live.contains(n)).collect();
-        for &n in &dead {
+        let count = dead.len();
+        self.remove_nodes(dead);
+        count
+    }
+
+    /// Removes nodes and their edges, newest first. petgraph keeps each
+    /// node's edges in a singly linked list, newest at the head, so removing
+    /// an edge walks its endpoints' lists: removing the consumers of a node
+    /// with 100k consumers oldest first would take quadratic time, newest
+    /// first takes linear time.
+    pub fn remove_nodes(&mut self, mut nodes: Vec<NodeIndex>) {
+        nodes.sort_unstable_by(|a, b| b.cmp(a));
+        for n in nodes {
             self.g.remove_node(n);
         }
-        dead.len()
     }
 }

@@ -9,7 +9,9 @@ use petgraph::Direction;
 /// output to an existing slot, that no slot has two producers, and that every
 /// op node's declared output types are what its op infers.
 pub fn verify(graph: &Graph) -> Result<()> {
-    if petgraph::algo::is_cyclic_directed(&graph.g) {
+    // Kahn's algorithm orders every node of an acyclic graph (petgraph's
+    // `is_cyclic_directed` recurses, and overflows the stack on long chains).
+    if graph.topo_order().len() != graph.g.node_count() {
         bail!("graph has a cycle");
     }
     for n in graph.g.node_indices() {

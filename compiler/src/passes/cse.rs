@@ -21,6 +21,9 @@ impl Pass for CommonSubexpressions {
         // Representatives seen so far, keyed by a cheap hash of op name and
         // inputs; full equality is checked on collision.
         let mut seen: std::collections::HashMap<String, Vec<petgraph::stable_graph::NodeIndex>> = Default::default();
+        // Merged nodes lose their uses at once and are removed at the end,
+        // together (see `Graph::remove_nodes`).
+        let mut merged = Vec::new();
         for n in order {
             if !graph.g.contains_node(n) {
                 continue;
@@ -47,12 +50,13 @@ impl Pass for CommonSubexpressions {
                         // Keep graph outputs' own tensors bound where they are.
                         graph.replace_uses(from, Port { node: m, port });
                     }
-                    graph.g.remove_node(n);
+                    merged.push(n);
                     rewrites += 1;
                 }
                 None => candidates.push(n),
             }
         }
+        graph.remove_nodes(merged);
         Ok(rewrites)
     }
 }

@@ -15,6 +15,12 @@ use trtc_runtime::{DType, Op};
 
 pub struct PointwiseFusion;
 
+/// The most nodes one fused program absorbs. Past it the fused kernel gains
+/// nothing (its inputs are read once either way) while its code grows, and
+/// the expression builder, which recurses once per absorbed node, stays
+/// shallow however long a chain of elementwise ops a model has.
+const MAX_ABSORBED: usize = 64;
+
 /// Whether a node is an f32 pointwise op the program can express.
 fn eligible(graph: &Graph, n: NodeIndex) -> bool {
     let node = graph.node(n);
@@ -43,7 +49,8 @@ impl Builder<'_> {
     /// Whether the producer of `p` can be inlined into the program.
     fn inlinable(&self, p: Port, consumer: NodeIndex) -> bool {
         let g = self.graph;
-        eligible(g, p.node)
+        self.absorbed.len() < MAX_ABSORBED
+            && eligible(g, p.node)
             && !g.is_output(p)
             && g.ty(p).shape == self.root_shape
             && g.consumers(p).iter().all(|(c, _)| *c == consumer)

@@ -98,6 +98,14 @@ fn input_type(vi: &pb::ValueInfoProto, opts: &ImportOptions) -> Result<TensorTyp
             if declared.dim.len() != shape.len() {
                 bail!("--shape {}: gives {} dimensions, the model declares {}", vi.name, shape.len(), declared.dim.len());
             }
+            // --shape resolves symbolic dimensions; a static one must be given as it is.
+            for (axis, (d, &given)) in declared.dim.iter().zip(shape).enumerate() {
+                if let Some(pb::tensor_shape_proto::dimension::Value::DimValue(v)) = d.value {
+                    if v >= 0 && v as usize != given {
+                        bail!("--shape {}: dimension {axis} is {given}, but the model fixes it at {v}", vi.name);
+                    }
+                }
+            }
         }
         return Ok(TensorType::new(dtype, shape.clone()));
     }
@@ -125,30 +133,59 @@ fn input_type(vi: &pb::ValueInfoProto, opts: &ImportOptions) -> Result<TensorTyp
 }
 
 /// Orders nodes so that each comes after the producers of its inputs (ONNX
-/// requires this, but not every exporter obeys). Keeps the file order where
-/// it is already valid.
+/// requires this, but not every exporter obeys): Kahn's algorithm, taking
+/// the ready node that comes first in the file, so the file order is kept
+/// where it is valid. Also refuses a tensor written by two nodes (or by a
+/// node and an input or initializer): ONNX graphs are in SSA form.
 fn sorted_nodes<'a>(graph: &'a pb::GraphProto, known: &std::collections::HashSet<&'a str>) -> Result<Vec<(usize, &'a pb::NodeProto)>> {
-    let mut available: std::collections::HashSet<&str> = known.clone();
-    let mut pending: Vec<(usize, &pb::NodeProto)> = graph.node.iter().enumerate().collect();
-    let mut out = Vec::with_capacity(pending.len());
-    while !pending.is_empty() {
-        let before = pending.len();
-        let mut rest = Vec::new();
-        for (i, n) in pending {
-            if n.input.iter().all(|x| x.is_empty() || available.contains(x.as_str())) {
-                available.extend(n.output.iter().map(String::as_str));
-                out.push((i, n));
-            } else {
-                rest.push((i, n));
+    use std::cmp::Reverse;
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in graph.node.iter().enumerate() {
+        for out in n.output.iter().filter(|o| !o.is_empty()) {
+            if known.contains(out.as_str()) {
+                bail!("node '{}' ({}) writes '{out}', which is already a graph input or initializer", node_name(n, i), n.op_type);
+            }
+            if let Some(&j) = producer.get(out.as_str()) {
+                let other = &graph.node[j];
+                bail!("tensor '{out}' is written by two nodes, '{}' ({}) and '{}' ({})", node_name(other, j), other.op_type, node_name(n, i), n.op_type);
+            }
+            producer.insert(out, i);
+        }
+    }
+    // For each node, how many of its producers are not placed yet, and who
+    // waits on each node.
+    let mut waiting = vec![0usize; graph.node.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.node.len()];
+    for (i, n) in graph.node.iter().enumerate() {
+        let mut producers: Vec<usize> = Vec::new();
+        for x in n.input.iter().filter(|x| !x.is_empty() && !known.contains(x.as_str())) {
+            match producer.get(x.as_str()) {
+                Some(&j) => producers.push(j),
+                None => bail!("node '{}' ({}) reads '{x}', which no node, input or initializer produces", node_name(n, i), n.op_type),
             }
         }
-        if rest.len() == before {
-            let (i, n) = rest[0];
-            let missing: Vec<&str> =
-                n.input.iter().filter(|x| !x.is_empty() && !available.contains(x.as_str())).map(String::as_str).collect();
-            bail!("node '{}' ({}) reads {:?}, which no node, input or initializer produces (or the graph has a cycle)", node_name(n, i), n.op_type, missing);
+        producers.sort_unstable();
+        producers.dedup();
+        waiting[i] = producers.len();
+        for j in producers {
+            dependents[j].push(i);
         }
-        pending = rest;
+    }
+    let mut ready: std::collections::BinaryHeap<Reverse<usize>> = (0..graph.node.len()).filter(|&i| waiting[i] == 0).map(Reverse).collect();
+    let mut out = Vec::with_capacity(graph.node.len());
+    while let Some(Reverse(i)) = ready.pop() {
+        out.push((i, &graph.node[i]));
+        for &d in &dependents[i] {
+            waiting[d] -= 1;
+            if waiting[d] == 0 {
+                ready.push(Reverse(d));
+            }
+        }
+    }
+    if out.len() < graph.node.len() {
+        let i = (0..graph.node.len()).find(|&i| waiting[i] > 0).expect("an unplaced node");
+        let n = &graph.node[i];
+        bail!("node '{}' ({}) is part of a cycle: it depends on its own outputs", node_name(n, i), n.op_type);
     }
     Ok(out)
 }
@@ -193,9 +230,15 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         let p = graph.add_input(&vi.name, ty);
         values.insert(vi.name.clone(), p);
     }
+    let input_names = || gp.input.iter().filter(|vi| !gp.initializer.iter().any(|i| i.name == vi.name)).map(|vi| vi.name.as_str()).collect::<Vec<_>>();
     for name in opts.shapes.keys() {
         if !gp.input.iter().any(|vi| &vi.name == name) {
-            bail!("--shape names '{name}', which is not an input of the model");
+            bail!("--shape names '{name}', which is not an input of the model (its inputs: {:?})", input_names());
+        }
+    }
+    for name in opts.input_values.keys() {
+        if !gp.input.iter().any(|vi| &vi.name == name) {
+            bail!("--input-value names '{name}', which is not an input of the model (its inputs: {:?})", input_names());
         }
     }
 
@@ -251,7 +294,11 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
             }
         }
     }
+    let mut output_names = std::collections::HashSet::new();
     for vi in &gp.output {
+        if !output_names.insert(vi.name.as_str()) {
+            bail!("graph output '{}' is listed twice", vi.name);
+        }
         let Some(&p) = values.get(&vi.name) else {
             bail!("graph output '{}' is not produced by any node (or uses an unsupported optional output)", vi.name);
         };

@@ -173,7 +173,78 @@ fn read_external(t: &pb::TensorProto, root: &ExternalDataRoot, nbytes: usize) ->
     Ok(buf)
 }
 
-/// Typed access to a node's attributes.
+/// The kinds of attribute value ONNX defines (`AttributeProto.type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttrKind {
+    Float,
+    Int,
+    String,
+    Tensor,
+    Graph,
+    Floats,
+    Ints,
+    Strings,
+    Other(i32),
+}
+
+impl AttrKind {
+    fn of(a: &pb::AttributeProto) -> Option<AttrKind> {
+        Some(match a.r#type {
+            1 => AttrKind::Float,
+            2 => AttrKind::Int,
+            3 => AttrKind::String,
+            4 => AttrKind::Tensor,
+            5 => AttrKind::Graph,
+            6 => AttrKind::Floats,
+            7 => AttrKind::Ints,
+            8 => AttrKind::Strings,
+            // Very old exporters leave the type unset: take it from the
+            // field that holds a value (none: any kind, at its default).
+            0 => {
+                if !a.floats.is_empty() {
+                    AttrKind::Floats
+                } else if !a.ints.is_empty() {
+                    AttrKind::Ints
+                } else if !a.strings.is_empty() {
+                    AttrKind::Strings
+                } else if !a.s.is_empty() {
+                    AttrKind::String
+                } else if a.t.is_some() {
+                    AttrKind::Tensor
+                } else if a.g.is_some() {
+                    AttrKind::Graph
+                } else if a.f != 0.0 {
+                    AttrKind::Float
+                } else if a.i != 0 {
+                    AttrKind::Int
+                } else {
+                    return None;
+                }
+            }
+            t => AttrKind::Other(t),
+        })
+    }
+
+    fn name(self) -> String {
+        match self {
+            AttrKind::Float => "FLOAT".into(),
+            AttrKind::Int => "INT".into(),
+            AttrKind::String => "STRING".into(),
+            AttrKind::Tensor => "TENSOR".into(),
+            AttrKind::Graph => "GRAPH".into(),
+            AttrKind::Floats => "FLOATS".into(),
+            AttrKind::Ints => "INTS".into(),
+            AttrKind::Strings => "STRINGS".into(),
+            AttrKind::Other(t) => pb::attribute_proto::AttributeType::try_from(t)
+                .map(|k| k.as_str_name().to_string())
+                .unwrap_or_else(|_| format!("type {t}")),
+        }
+    }
+}
+
+/// Typed access to a node's attributes. The ONNX spec fixes each
+/// attribute's type; one of another type is an error naming the attribute
+/// and both types (the caller adds the node), never a silent default.
 pub struct Attributes<'a> {
     pub node: &'a pb::NodeProto,
 }
@@ -183,44 +254,55 @@ impl<'a> Attributes<'a> {
         self.node.attribute.iter().find(|a| a.name == name)
     }
 
+    /// The attribute `name` when present, checked to be of `kind`.
+    fn typed(&self, name: &str, kind: AttrKind) -> Result<Option<&'a pb::AttributeProto>> {
+        let Some(a) = self.get(name) else { return Ok(None) };
+        match AttrKind::of(a) {
+            Some(k) if k != kind => {
+                bail!("attribute '{name}' must be {} (ONNX type {}), got {}", kind_text(kind), kind.name(), k.name())
+            }
+            _ => Ok(Some(a)),
+        }
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.get(name).is_some()
     }
 
-    pub fn int(&self, name: &str) -> Option<i64> {
-        self.get(name).map(|a| a.i)
+    pub fn int(&self, name: &str) -> Result<Option<i64>> {
+        Ok(self.typed(name, AttrKind::Int)?.map(|a| a.i))
     }
 
-    pub fn int_or(&self, name: &str, default: i64) -> i64 {
-        self.int(name).unwrap_or(default)
+    pub fn int_or(&self, name: &str, default: i64) -> Result<i64> {
+        Ok(self.int(name)?.unwrap_or(default))
     }
 
-    pub fn float(&self, name: &str) -> Option<f32> {
-        self.get(name).map(|a| a.f)
+    pub fn float(&self, name: &str) -> Result<Option<f32>> {
+        Ok(self.typed(name, AttrKind::Float)?.map(|a| a.f))
     }
 
-    pub fn float_or(&self, name: &str, default: f32) -> f32 {
-        self.float(name).unwrap_or(default)
+    pub fn float_or(&self, name: &str, default: f32) -> Result<f32> {
+        Ok(self.float(name)?.unwrap_or(default))
     }
 
-    pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
-        self.get(name).map(|a| a.ints.clone())
+    pub fn ints(&self, name: &str) -> Result<Option<Vec<i64>>> {
+        Ok(self.typed(name, AttrKind::Ints)?.map(|a| a.ints.clone()))
     }
 
-    pub fn floats(&self, name: &str) -> Option<Vec<f32>> {
-        self.get(name).map(|a| a.floats.clone())
+    pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>> {
+        Ok(self.typed(name, AttrKind::Floats)?.map(|a| a.floats.clone()))
     }
 
-    pub fn string(&self, name: &str) -> Option<String> {
-        self.get(name).map(|a| String::from_utf8_lossy(&a.s).into_owned())
+    pub fn string(&self, name: &str) -> Result<Option<String>> {
+        Ok(self.typed(name, AttrKind::String)?.map(|a| String::from_utf8_lossy(&a.s).into_owned()))
     }
 
-    pub fn strings(&self, name: &str) -> Option<Vec<String>> {
-        self.get(name).map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>> {
+        Ok(self.typed(name, AttrKind::Strings)?.map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()))
     }
 
     pub fn tensor(&self, name: &str, root: &ExternalDataRoot) -> Result<Option<Tensor>> {
-        match self.get(name).and_then(|a| a.t.as_ref()) {
+        match self.typed(name, AttrKind::Tensor)?.and_then(|a| a.t.as_ref()) {
             Some(t) => Ok(Some(tensor(t, root)?)),
             None => Ok(None),
         }
@@ -229,5 +311,19 @@ impl<'a> Attributes<'a> {
     /// Whether the attribute holds a subgraph (If/Loop/Scan bodies).
     pub fn has_graph(&self) -> bool {
         self.node.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty())
+    }
+}
+
+fn kind_text(k: AttrKind) -> &'static str {
+    match k {
+        AttrKind::Float => "a float",
+        AttrKind::Int => "an int",
+        AttrKind::String => "a string",
+        AttrKind::Tensor => "a tensor",
+        AttrKind::Graph => "a graph",
+        AttrKind::Floats => "a list of floats",
+        AttrKind::Ints => "a list of ints",
+        AttrKind::Strings => "a list of strings",
+        AttrKind::Other(_) => "another kind",
     }
 }

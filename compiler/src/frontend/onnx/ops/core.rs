@@ -16,13 +16,13 @@ fn constant(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let a = &ctx.attrs;
     let t = if let Some(t) = ctx.tensor_attr("value")? {
         t
-    } else if let Some(v) = a.float("value_float").filter(|_| a.has("value_float")) {
+    } else if let Some(v) = a.float("value_float")?.filter(|_| a.has("value_float")) {
         Tensor::scalar(v)
-    } else if let Some(v) = a.floats("value_floats") {
+    } else if let Some(v) = a.floats("value_floats")? {
         Tensor::from_vec(vec![v.len()], v)?
-    } else if let Some(v) = a.int("value_int").filter(|_| a.has("value_int")) {
+    } else if let Some(v) = a.int("value_int")?.filter(|_| a.has("value_int")) {
         Tensor::scalar(v)
-    } else if let Some(v) = a.ints("value_ints") {
+    } else if let Some(v) = a.ints("value_ints")? {
         Tensor::from_vec(vec![v.len()], v)?
     } else if a.has("sparse_value") {
         bail!("sparse constants are not supported");

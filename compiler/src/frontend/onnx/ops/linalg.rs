@@ -37,10 +37,10 @@ fn matmul(ctx: &mut Ctx) -> Result<Vec<Port>> {
 
 fn gemm(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let op = Gemm {
-        alpha: ctx.attrs.float_or("alpha", 1.0),
-        beta: ctx.attrs.float_or("beta", 1.0),
-        trans_a: ctx.attrs.int_or("transA", 0) != 0,
-        trans_b: ctx.attrs.int_or("transB", 0) != 0,
+        alpha: ctx.attrs.float_or("alpha", 1.0)?,
+        beta: ctx.attrs.float_or("beta", 1.0)?,
+        trans_a: ctx.attrs.int_or("transA", 0)? != 0,
+        trans_b: ctx.attrs.int_or("transB", 0)? != 0,
     };
     let (a, b, c) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
     Ok(vec![ctx.op1(op, &[Some(a), Some(b), c])?])
@@ -55,7 +55,7 @@ fn spatial(ctx: &Ctx, i: usize) -> Result<Vec<usize>> {
 
 /// A per-axis attribute list (strides, dilations) with its default of ones.
 fn per_axis(ctx: &Ctx, name: &str, n: usize) -> Result<Vec<usize>> {
-    match ctx.attrs.ints(name) {
+    match ctx.attrs.ints(name)? {
         None => Ok(vec![1; n]),
         Some(v) => {
             ensure!(v.len() == n, "{name} {v:?} must have {n} entries");
@@ -65,8 +65,8 @@ fn per_axis(ctx: &Ctx, name: &str, n: usize) -> Result<Vec<usize>> {
     }
 }
 
-fn auto_pad(ctx: &Ctx) -> String {
-    ctx.attrs.string("auto_pad").map(|s| s.trim_end_matches('\0').to_string()).unwrap_or_default()
+fn auto_pad(ctx: &Ctx) -> Result<String> {
+    Ok(ctx.attrs.string("auto_pad")?.map(|s| s.trim_end_matches('\0').to_string()).unwrap_or_default())
 }
 
 /// Resolves a sliding window's strides, dilations and padding for `input`
@@ -78,9 +78,9 @@ fn window(ctx: &Ctx, kernel_shape: Vec<usize>, input: &[usize]) -> Result<Window
     let strides = per_axis(ctx, "strides", n)?;
     let dilations = per_axis(ctx, "dilations", n)?;
     let mut w = Window { kernel_shape, strides, pads: vec![0; 2 * n], dilations };
-    match auto_pad(ctx).as_str() {
+    match auto_pad(ctx)?.as_str() {
         "" | "NOTSET" => {
-            if let Some(p) = ctx.attrs.ints("pads") {
+            if let Some(p) = ctx.attrs.ints("pads")? {
                 ensure!(p.len() == 2 * n, "pads {p:?} must have {} entries", 2 * n);
                 ensure!(p.iter().all(|&x| x >= 0), "negative pads {p:?} are not supported");
                 w.pads = p.into_iter().map(|x| x as usize).collect();
@@ -104,7 +104,7 @@ fn window(ctx: &Ctx, kernel_shape: Vec<usize>, input: &[usize]) -> Result<Window
 
 /// `kernel_shape` from the attribute, or else from the weight's shape.
 fn kernel_shape(ctx: &Ctx, weight: usize) -> Result<Vec<usize>> {
-    match ctx.attrs.ints("kernel_shape") {
+    match ctx.attrs.ints("kernel_shape")? {
         Some(k) => {
             ensure!(k.iter().all(|&x| x >= 1), "kernel_shape {k:?} must be positive");
             Ok(k.into_iter().map(|x| x as usize).collect())
@@ -118,7 +118,7 @@ fn kernel_shape(ctx: &Ctx, weight: usize) -> Result<Vec<usize>> {
 }
 
 fn group(ctx: &Ctx) -> Result<usize> {
-    let g = ctx.attrs.int_or("group", 1);
+    let g = ctx.attrs.int_or("group", 1)?;
     ensure!(g >= 1, "group {g} must be positive");
     Ok(g as usize)
 }
@@ -160,21 +160,21 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
     ensure!(input.len() == n, "kernel_shape {kernel:?} does not match {} spatial axes", input.len());
     let strides = per_axis(ctx, "strides", n)?;
     let dilations = per_axis(ctx, "dilations", n)?;
-    let mut output_padding = match ctx.attrs.ints("output_padding") {
+    let mut output_padding = match ctx.attrs.ints("output_padding")? {
         None => vec![0; n],
         Some(v) => {
             ensure!(v.len() == n && v.iter().all(|&x| x >= 0), "bad output_padding {v:?}");
             v.into_iter().map(|x| x as usize).collect()
         }
     };
-    let mode = auto_pad(ctx);
+    let mode = auto_pad(ctx)?;
     // The output size before padding is removed, per axis.
     let full: Vec<i64> = (0..n)
         .map(|d| {
             (strides[d] * input[d].saturating_sub(1) + output_padding[d] + (kernel[d] - 1) * dilations[d] + 1) as i64
         })
         .collect();
-    let wanted: Option<Vec<i64>> = match ctx.attrs.ints("output_shape") {
+    let wanted: Option<Vec<i64>> = match ctx.attrs.ints("output_shape")? {
         Some(s) if s.len() == n + 2 => Some(s[2..].to_vec()),
         Some(s) => {
             ensure!(s.len() == n, "output_shape {s:?} must have {n} entries");
@@ -208,7 +208,7 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
             }
         }
         None if mode == "VALID" || mode.is_empty() || mode == "NOTSET" => {
-            if let Some(p) = ctx.attrs.ints("pads") {
+            if let Some(p) = ctx.attrs.ints("pads")? {
                 ensure!(p.len() == 2 * n && p.iter().all(|&x| x >= 0), "bad pads {p:?}");
                 pads = p.into_iter().map(|x| x as usize).collect();
             }
@@ -221,7 +221,7 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn einsum(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let equation = ctx.attrs.string("equation").ok_or_else(|| anyhow!("Einsum without an equation"))?;
+    let equation = ctx.attrs.string("equation")?.ok_or_else(|| anyhow!("Einsum without an equation"))?;
     let inputs: Vec<Option<Port>> = (0..ctx.num_inputs()).map(|i| ctx.input(i).map(Some)).collect::<Result<_>>()?;
     Ok(vec![ctx.op1(Einsum { equation }, &inputs)?])
 }
@@ -230,22 +230,22 @@ fn einsum(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn pool(ctx: &mut Ctx, kind: PoolKind, indices: bool) -> Result<Vec<Port>> {
     let kernel: Vec<usize> = ctx
         .attrs
-        .ints("kernel_shape")
+        .ints("kernel_shape")?
         .ok_or_else(|| anyhow!("kernel_shape is required"))?
         .into_iter()
         .map(|k| usize::try_from(k).map_err(|_| anyhow!("negative kernel_shape")))
         .collect::<Result<_>>()?;
     let w = window(ctx, kernel, &spatial(ctx, 0)?)?;
-    let same = matches!(auto_pad(ctx).as_str(), "SAME_UPPER" | "SAME_LOWER");
+    let same = matches!(auto_pad(ctx)?.as_str(), "SAME_UPPER" | "SAME_LOWER");
     let op = Pool {
         kind,
         kernel_shape: w.kernel_shape,
         strides: w.strides,
         pads: w.pads,
         dilations: w.dilations,
-        ceil_mode: !same && ctx.attrs.int_or("ceil_mode", 0) != 0,
+        ceil_mode: !same && ctx.attrs.int_or("ceil_mode", 0)? != 0,
         indices,
-        column_major_indices: ctx.attrs.int_or("storage_order", 0) != 0,
+        column_major_indices: ctx.attrs.int_or("storage_order", 0)? != 0,
     };
     ctx.op(op, &[Some(ctx.input(0)?)])
 }
@@ -260,21 +260,17 @@ fn max_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn average_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let count_include_pad = ctx.attrs.int_or("count_include_pad", 0) != 0;
+    let count_include_pad = ctx.attrs.int_or("count_include_pad", 0)? != 0;
     pool(ctx, PoolKind::Average { count_include_pad }, false)
 }
 
 /// LpPool's `p`: a float attribute in opset 1, an integer since opset 2.
-fn lp_norm(ctx: &Ctx) -> f32 {
-    if ctx.opset < 2 {
-        ctx.attrs.float_or("p", 2.0)
-    } else {
-        ctx.attrs.int_or("p", 2) as f32
-    }
+fn lp_norm(ctx: &Ctx) -> Result<f32> {
+    Ok(if ctx.opset < 2 { ctx.attrs.float_or("p", 2.0)? } else { ctx.attrs.int_or("p", 2)? as f32 })
 }
 
 fn lp_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let p = lp_norm(ctx);
+    let p = lp_norm(ctx)?;
     pool(ctx, PoolKind::Lp { p }, false)
 }
 
@@ -295,7 +291,7 @@ fn global_average_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn global_lp_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let p = lp_norm(ctx);
+    let p = lp_norm(ctx)?;
     global_pool(ctx, PoolKind::Lp { p })
 }
 
@@ -306,7 +302,7 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x_shape = ctx.input_ty(0)?.shape.clone();
     let kernel: Vec<usize> = ctx
         .attrs
-        .ints("kernel_shape")
+        .ints("kernel_shape")?
         .ok_or_else(|| anyhow!("kernel_shape is required"))?
         .into_iter()
         .map(|k| usize::try_from(k).map_err(|_| anyhow!("negative kernel_shape")))

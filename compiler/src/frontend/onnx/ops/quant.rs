@@ -25,9 +25,9 @@ pub fn register(r: &mut Registry) {
 fn axis_and_block(ctx: &Ctx) -> Result<(usize, usize)> {
     let rank = ctx.input_ty(0)?.shape.len();
     let per_tensor = ctx.input_ty(1)?.len() == 1;
-    let block = ctx.attrs.int_or("block_size", 0);
+    let block = ctx.attrs.int_or("block_size", 0)?;
     ensure!(block >= 0, "block_size {block} must not be negative");
-    let axis = ctx.attrs.int_or("axis", 1);
+    let axis = ctx.attrs.int_or("axis", 1)?;
     let axis = match normalize_axis(axis, rank) {
         Ok(a) => a,
         Err(_) if per_tensor && block == 0 => 0,
@@ -44,7 +44,7 @@ fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let (axis, block_size) = axis_and_block(ctx)?;
     let output_dtype = match ctx.opt_input(2) {
         Some(z) => ctx.ty(z).dtype,
-        None => match ctx.attrs.int_or("output_dtype", 0) {
+        None => match ctx.attrs.int_or("output_dtype", 0)? {
             0 => DType::U8,
             t => proto::dtype(t as i32)?,
         },

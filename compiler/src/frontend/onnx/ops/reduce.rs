@@ -48,13 +48,13 @@ fn rank(ctx: &Ctx, i: usize) -> Result<usize> {
 
 /// The `axis` attribute (with its default), normalized against input 0.
 fn axis_attr(ctx: &Ctx, default: i64) -> Result<usize> {
-    let axis = ctx.attrs.int_or("axis", default);
+    let axis = ctx.attrs.int_or("axis", default)?;
     Ok(normalize_axis(axis, rank(ctx, 0)?)?)
 }
 
 /// Whether a bool-like integer attribute is set.
-fn flag(ctx: &Ctx, name: &str, default: bool) -> bool {
-    ctx.attrs.int_or(name, default as i64) != 0
+fn flag(ctx: &Ctx, name: &str, default: bool) -> Result<bool> {
+    Ok(ctx.attrs.int_or(name, default as i64)? != 0)
 }
 
 /// ReduceSum moved `axes` to an input in opset 13, the other reductions in
@@ -64,11 +64,11 @@ fn reduce(ctx: &mut Ctx, kind: ReduceKind) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let rank = ctx.ty(x).shape.len();
     let axes_as_input = ctx.opset >= if kind == ReduceKind::Sum { 13 } else { 18 };
-    let axes = if axes_as_input { ctx.opt_const_ints(1, "axes")? } else { ctx.attrs.ints("axes") };
-    let keepdims = flag(ctx, "keepdims", true);
+    let axes = if axes_as_input { ctx.opt_const_ints(1, "axes")? } else { ctx.attrs.ints("axes")? };
+    let keepdims = flag(ctx, "keepdims", true)?;
     let axes = match axes {
         Some(a) if !a.is_empty() => normalize_axes(&a, rank)?,
-        _ if flag(ctx, "noop_with_empty_axes", false) => {
+        _ if flag(ctx, "noop_with_empty_axes", false)? => {
             // The identity, except that reductions like SumSquare still
             // apply their per-element part.
             if matches!(kind, ReduceKind::Sum | ReduceKind::Mean | ReduceKind::Max | ReduceKind::Min | ReduceKind::Prod)
@@ -84,7 +84,7 @@ fn reduce(ctx: &mut Ctx, kind: ReduceKind) -> Result<Vec<Port>> {
 
 fn arg(ctx: &mut Ctx, kind: ArgKind) -> Result<Vec<Port>> {
     let axis = axis_attr(ctx, 0)?;
-    let op = ArgMinMax::new(kind, axis, flag(ctx, "keepdims", true), flag(ctx, "select_last_index", false));
+    let op = ArgMinMax::new(kind, axis, flag(ctx, "keepdims", true)?, flag(ctx, "select_last_index", false)?);
     Ok(vec![ctx.op1(op, &[Some(ctx.input(0)?)])?])
 }
 
@@ -101,7 +101,7 @@ fn softmax(ctx: &mut Ctx, kind: SoftmaxKind) -> Result<Vec<Port>> {
 fn cumsum(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let axis = scalar_int(ctx, 1, "axis")?;
     let axis = normalize_axis(axis, rank(ctx, 0)?)?;
-    let op = CumSum::new(axis, flag(ctx, "exclusive", false), flag(ctx, "reverse", false));
+    let op = CumSum::new(axis, flag(ctx, "exclusive", false)?, flag(ctx, "reverse", false)?);
     Ok(vec![ctx.op1(op, &[Some(ctx.input(0)?)])?])
 }
 
@@ -116,32 +116,32 @@ fn scalar_int(ctx: &Ctx, i: usize, what: &str) -> Result<i64> {
 /// `k` is an attribute before opset 10 and a constant input after.
 fn topk(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let k = if ctx.opset < 10 {
-        ctx.attrs.int("k").ok_or_else(|| anyhow!("TopK without a k attribute"))?
+        ctx.attrs.int("k")?.ok_or_else(|| anyhow!("TopK without a k attribute"))?
     } else {
         scalar_int(ctx, 1, "k")?
     };
     let k = usize::try_from(k).map_err(|_| anyhow!("TopK: k must be non-negative, got {k}"))?;
     let axis = axis_attr(ctx, -1)?;
-    let op = TopK::new(axis, k, flag(ctx, "largest", true), flag(ctx, "sorted", true));
+    let op = TopK::new(axis, k, flag(ctx, "largest", true)?, flag(ctx, "sorted", true)?);
     ctx.op(op, &[Some(ctx.input(0)?)])
 }
 
 /// Inference mode only: `training_mode` (opset 14+) must be 0, and only Y
 /// is produced.
 fn batch_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    if flag(ctx, "training_mode", false) {
+    if flag(ctx, "training_mode", false)? {
         bail!("BatchNormalization with training_mode=1 is not supported (inference only)");
     }
-    if ctx.opset < 9 && !flag(ctx, "spatial", true) && rank(ctx, 0)? > 2 {
+    if ctx.opset < 9 && !flag(ctx, "spatial", true)? && rank(ctx, 0)? > 2 {
         bail!("BatchNormalization with spatial=0 (per-activation statistics) is not supported");
     }
-    let op = BatchNorm::new(ctx.attrs.float_or("epsilon", 1e-5));
+    let op = BatchNorm::new(ctx.attrs.float_or("epsilon", 1e-5)?);
     let inputs: Vec<Option<Port>> = (0..5).map(|i| ctx.input(i).map(Some)).collect::<Result<_>>()?;
     Ok(vec![ctx.op1(op, &inputs)?])
 }
 
 fn instance_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let op = InstanceNorm::new(ctx.attrs.float_or("epsilon", 1e-5));
+    let op = InstanceNorm::new(ctx.attrs.float_or("epsilon", 1e-5)?);
     let inputs = [Some(ctx.input(0)?), Some(ctx.input(1)?), Some(ctx.input(2)?)];
     Ok(vec![ctx.op1(op, &inputs)?])
 }
@@ -151,10 +151,10 @@ fn instance_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
 /// when the node names them.
 fn layer_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let axis = axis_attr(ctx, -1)?;
-    let epsilon = ctx.attrs.float_or("epsilon", 1e-5);
+    let epsilon = ctx.attrs.float_or("epsilon", 1e-5)?;
     let wants_stats = ctx.node.output.iter().skip(1).any(|o| !o.is_empty());
     let op = if wants_stats {
-        LayerNorm::with_stats(axis, epsilon, proto::dtype(ctx.attrs.int_or("stash_type", 1) as i32)?)
+        LayerNorm::with_stats(axis, epsilon, proto::dtype(ctx.attrs.int_or("stash_type", 1)? as i32)?)
     } else {
         LayerNorm::new(axis, epsilon)
     };
@@ -165,7 +165,7 @@ fn layer_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
 /// Opset 18 takes scale and bias per group, opset 21 per channel; the
 /// runtime op accepts both.
 fn group_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let groups = ctx.attrs.int("num_groups").ok_or_else(|| anyhow!("GroupNormalization without num_groups"))?;
+    let groups = ctx.attrs.int("num_groups")?.ok_or_else(|| anyhow!("GroupNormalization without num_groups"))?;
     let groups = usize::try_from(groups).ok().filter(|&g| g > 0);
     let groups = groups.ok_or_else(|| anyhow!("GroupNormalization: num_groups must be positive"))?;
     if ctx.opset >= 21 {
@@ -177,14 +177,14 @@ fn group_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
             }
         }
     }
-    let op = GroupNorm::new(groups, ctx.attrs.float_or("epsilon", 1e-5));
+    let op = GroupNorm::new(groups, ctx.attrs.float_or("epsilon", 1e-5)?);
     let inputs = [Some(ctx.input(0)?), Some(ctx.input(1)?), Some(ctx.input(2)?)];
     Ok(vec![ctx.op1(op, &inputs)?])
 }
 
 fn lp_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let axis = axis_attr(ctx, -1)?;
-    let p = match ctx.attrs.int_or("p", 2) {
+    let p = match ctx.attrs.int_or("p", 2)? {
         p @ (1 | 2) => p as u32,
         p => bail!("LpNormalization: p must be 1 or 2, got {p}"),
     };
@@ -192,15 +192,15 @@ fn lp_norm(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn lrn(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let size = ctx.attrs.int("size").ok_or_else(|| anyhow!("LRN without a size attribute"))?;
+    let size = ctx.attrs.int("size")?.ok_or_else(|| anyhow!("LRN without a size attribute"))?;
     let size = usize::try_from(size).ok().filter(|&s| s > 0).ok_or_else(|| anyhow!("LRN: size must be positive"))?;
     let a = &ctx.attrs;
-    let op = Lrn::new(size, a.float_or("alpha", 1e-4), a.float_or("beta", 0.75), a.float_or("bias", 1.0));
+    let op = Lrn::new(size, a.float_or("alpha", 1e-4)?, a.float_or("beta", 0.75)?, a.float_or("bias", 1.0)?);
     Ok(vec![ctx.op1(op, &[Some(ctx.input(0)?)])?])
 }
 
 fn mvn(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let axes = ctx.attrs.ints("axes").unwrap_or_else(|| vec![0, 2, 3]);
+    let axes = ctx.attrs.ints("axes")?.unwrap_or_else(|| vec![0, 2, 3]);
     let axes = normalize_axes(&axes, rank(ctx, 0)?)?;
     Ok(vec![ctx.op1(Mvn::new(axes), &[Some(ctx.input(0)?)])?])
 }

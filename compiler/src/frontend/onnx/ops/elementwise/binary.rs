@@ -33,7 +33,7 @@ pub fn register(r: &mut Registry) {
 fn operands(ctx: &mut Ctx) -> Result<(Port, Port)> {
     let a = ctx.input(0)?;
     let b = ctx.input(1)?;
-    if ctx.opset >= 7 || ctx.attrs.int_or("broadcast", 0) == 0 {
+    if ctx.opset >= 7 || ctx.attrs.int_or("broadcast", 0)? == 0 {
         return Ok((a, b));
     }
     let rank = ctx.ty(a).shape.len();
@@ -41,7 +41,7 @@ fn operands(ctx: &mut Ctx) -> Result<(Port, Port)> {
     if b_shape.len() > rank {
         bail!("legacy broadcast: B has rank {} but A only {rank}", b_shape.len());
     }
-    let axis = match ctx.attrs.int("axis") {
+    let axis = match ctx.attrs.int("axis")? {
         Some(ax) if ax < 0 => ax + rank as i64,
         Some(ax) => ax,
         None => (rank - b_shape.len()) as i64,
@@ -62,14 +62,14 @@ fn binary_kind(ctx: &Ctx) -> Result<BinaryKind> {
         "Sub" => Sub,
         "Mul" => Mul,
         "Div" => Div,
-        "Mod" => Mod { fmod: ctx.attrs.int_or("fmod", 0) != 0 },
+        "Mod" => Mod { fmod: ctx.attrs.int_or("fmod", 0)? != 0 },
         "And" => And,
         "Or" => Or,
         "Xor" => Xor,
         "BitwiseAnd" => BitwiseAnd,
         "BitwiseOr" => BitwiseOr,
         "BitwiseXor" => BitwiseXor,
-        "BitShift" => match ctx.attrs.string("direction").as_deref() {
+        "BitShift" => match ctx.attrs.string("direction")?.as_deref() {
             Some("LEFT") => BitShiftLeft,
             Some("RIGHT") => BitShiftRight,
             other => bail!("BitShift direction {other:?} is not LEFT or RIGHT"),
@@ -187,8 +187,8 @@ fn clip_bound(ctx: &Ctx, i: usize) -> Result<Result<Option<f64>, Port>> {
 fn clip(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     if ctx.opset < 11 {
-        let min = ctx.attrs.float("min").map(f64::from);
-        let max = ctx.attrs.float("max").map(f64::from);
+        let min = ctx.attrs.float("min")?.map(f64::from);
+        let max = ctx.attrs.float("max")?.map(f64::from);
         return Ok(vec![ctx.op1(Clip { min, max }, &[Some(x)])?]);
     }
     let lo = clip_bound(ctx, 1)?;

@@ -42,12 +42,17 @@ fn cast_to(ctx: &mut Ctx, to: DType) -> Result<Vec<Port>> {
 }
 
 fn cast(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let to = match ctx.attrs.string("to").filter(|s| !s.is_empty()) {
-        Some(name) => dtype_by_name(&name)?,
-        None => match ctx.attrs.int("to") {
+    // 'to' was a type name (STRING) before opset 6, an element type since.
+    let to = if ctx.opset < 6 {
+        match ctx.attrs.string("to")? {
+            Some(name) => dtype_by_name(&name)?,
+            None => bail!("Cast without a 'to' attribute"),
+        }
+    } else {
+        match ctx.attrs.int("to")? {
             Some(t) => proto::dtype(t as i32)?,
             None => bail!("Cast without a 'to' attribute"),
-        },
+        }
     };
     cast_to(ctx, to)
 }

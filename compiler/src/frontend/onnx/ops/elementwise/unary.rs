@@ -88,22 +88,22 @@ fn kind(ctx: &Ctx) -> Result<UnaryKind> {
         "Tanh" => Tanh,
         "Relu" => Relu,
         "Sigmoid" => Sigmoid,
-        "Elu" => Elu { alpha: a.float_or("alpha", 1.0) },
-        "Selu" => Selu { alpha: a.float_or("alpha", 1.673_263_2), gamma: a.float_or("gamma", 1.050_701) },
-        "Celu" => Celu { alpha: a.float_or("alpha", 1.0) },
-        "LeakyRelu" => LeakyRelu { alpha: a.float_or("alpha", 0.01) },
-        "ThresholdedRelu" => ThresholdedRelu { alpha: a.float_or("alpha", 1.0) },
-        "HardSigmoid" => HardSigmoid { alpha: a.float_or("alpha", 0.2), beta: a.float_or("beta", 0.5) },
+        "Elu" => Elu { alpha: a.float_or("alpha", 1.0)? },
+        "Selu" => Selu { alpha: a.float_or("alpha", 1.673_263_2)?, gamma: a.float_or("gamma", 1.050_701)? },
+        "Celu" => Celu { alpha: a.float_or("alpha", 1.0)? },
+        "LeakyRelu" => LeakyRelu { alpha: a.float_or("alpha", 0.01)? },
+        "ThresholdedRelu" => ThresholdedRelu { alpha: a.float_or("alpha", 1.0)? },
+        "HardSigmoid" => HardSigmoid { alpha: a.float_or("alpha", 0.2)?, beta: a.float_or("beta", 0.5)? },
         "HardSwish" => HardSwish,
         "Softplus" => Softplus,
         "Softsign" => Softsign,
         "Mish" => Mish,
-        "Gelu" => match a.string("approximate").as_deref().unwrap_or("none") {
+        "Gelu" => match a.string("approximate")?.as_deref().unwrap_or("none") {
             "none" => Gelu,
             "tanh" => GeluTanh,
             other => bail!("Gelu approximation '{other}' is not supported"),
         },
-        "Shrink" => Shrink { bias: a.float_or("bias", 0.0), lambd: a.float_or("lambd", 0.5) },
+        "Shrink" => Shrink { bias: a.float_or("bias", 0.0)?, lambd: a.float_or("lambd", 0.5)? },
         other => bail!("{other} is not a unary op"),
     })
 }
@@ -134,8 +134,8 @@ fn is_nan(ctx: &mut Ctx) -> Result<Vec<Port>> {
 
 fn is_inf(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let op = IsInf {
-        detect_positive: ctx.attrs.int_or("detect_positive", 1) != 0,
-        detect_negative: ctx.attrs.int_or("detect_negative", 1) != 0,
+        detect_positive: ctx.attrs.int_or("detect_positive", 1)? != 0,
+        detect_negative: ctx.attrs.int_or("detect_negative", 1)? != 0,
     };
     let x = ctx.input(0)?;
     Ok(vec![ctx.op1(op, &[Some(x)])?])

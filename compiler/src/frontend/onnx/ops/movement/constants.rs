@@ -99,11 +99,11 @@ fn eye_like(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let &[n, m] = ty.shape.as_slice() else {
         bail!("EyeLike needs a 2-D input, got {ty}")
     };
-    let dtype = match ctx.attrs.int("dtype") {
+    let dtype = match ctx.attrs.int("dtype")? {
         Some(d) => proto::dtype(d as i32)?,
         None => ty.dtype,
     };
-    let k = ctx.attrs.int_or("k", 0);
+    let k = ctx.attrs.int_or("k", 0)?;
     check_constant_size(n * m, dtype)?;
     let mut v = vec![0f64; n * m];
     for i in 0..n {
@@ -143,9 +143,9 @@ fn non_zero(ctx: &mut Ctx) -> Result<Vec<Port>> {
 /// indices and counts.
 fn unique(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = data_input(ctx, 0, "Unique")?;
-    let sorted = ctx.attrs.int_or("sorted", 1) != 0;
+    let sorted = ctx.attrs.int_or("sorted", 1)? != 0;
     let shape = x.shape().to_vec();
-    let (outer, n, inner, a) = match ctx.attrs.int("axis") {
+    let (outer, n, inner, a) = match ctx.attrs.int("axis")? {
         Some(a) => {
             let a = super::axis(a, shape.len())?;
             (

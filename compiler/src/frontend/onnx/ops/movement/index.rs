@@ -35,9 +35,9 @@ fn slice(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let (starts, ends, ax, steps) = if ctx.opset < 10 {
         let a = &ctx.attrs;
         (
-            a.ints("starts").ok_or_else(|| anyhow!("missing attribute 'starts'"))?,
-            a.ints("ends").ok_or_else(|| anyhow!("missing attribute 'ends'"))?,
-            a.ints("axes"),
+            a.ints("starts")?.ok_or_else(|| anyhow!("missing attribute 'starts'"))?,
+            a.ints("ends")?.ok_or_else(|| anyhow!("missing attribute 'ends'"))?,
+            a.ints("axes")?,
             None,
         )
     } else {
@@ -80,7 +80,7 @@ fn concat(ctx: &mut Ctx) -> Result<Vec<Port>> {
         .ok_or_else(|| anyhow!("Concat needs inputs"))?;
     let rank = ctx.ty(first).shape.len();
     let default = if ctx.opset < 4 { 1 } else { i64::MIN };
-    let a = ctx.attrs.int_or("axis", default);
+    let a = ctx.attrs.int_or("axis", default)?;
     if a == i64::MIN {
         bail!("missing attribute 'axis'");
     }
@@ -94,7 +94,7 @@ fn concat(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn split(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let shape = ctx.ty(x).shape.clone();
-    let a = axis(ctx.attrs.int_or("axis", 0), shape.len())?;
+    let a = axis(ctx.attrs.int_or("axis", 0)?, shape.len())?;
     let dim = shape[a];
     // Split-1 took the sizes as an optional input as well as an attribute.
     let given = if ctx.opset < 2 && ctx.opt_input(1).is_some() {
@@ -107,7 +107,7 @@ fn split(ctx: &mut Ctx) -> Result<Vec<Port>> {
         None => {
             let n = ctx
                 .attrs
-                .int("num_outputs")
+                .int("num_outputs")?
                 .map(|n| n as usize)
                 .unwrap_or(ctx.node.output.len());
             if n == 0 {
@@ -126,20 +126,20 @@ fn split(ctx: &mut Ctx) -> Result<Vec<Port>> {
 
 fn gather(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
-    let a = axis(ctx.attrs.int_or("axis", 0), ctx.ty(x).shape.len())?;
+    let a = axis(ctx.attrs.int_or("axis", 0)?, ctx.ty(x).shape.len())?;
     Ok(vec![ctx.op1(Gather { axis: a }, &[Some(x), Some(ctx.input(1)?)])?])
 }
 
 fn gather_elements(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
-    let a = axis(ctx.attrs.int_or("axis", 0), ctx.ty(x).shape.len())?;
+    let a = axis(ctx.attrs.int_or("axis", 0)?, ctx.ty(x).shape.len())?;
     Ok(vec![
         ctx.op1(GatherElements { axis: a }, &[Some(x), Some(ctx.input(1)?)])?
     ])
 }
 
 fn gather_nd(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let b = ctx.attrs.int_or("batch_dims", 0);
+    let b = ctx.attrs.int_or("batch_dims", 0)?;
     let batch_dims = usize::try_from(b).map_err(|_| anyhow!("batch_dims must be non-negative, got {b}"))?;
     Ok(vec![ctx.op1(
         GatherND { batch_dims },
@@ -148,7 +148,7 @@ fn gather_nd(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn reduction(ctx: &Ctx) -> Result<ScatterReduction> {
-    Ok(match ctx.attrs.string("reduction").as_deref().unwrap_or("none") {
+    Ok(match ctx.attrs.string("reduction")?.as_deref().unwrap_or("none") {
         "none" => ScatterReduction::None,
         "add" => ScatterReduction::Add,
         "mul" => ScatterReduction::Mul,
@@ -160,7 +160,7 @@ fn reduction(ctx: &Ctx) -> Result<ScatterReduction> {
 
 fn scatter_elements(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
-    let a = axis(ctx.attrs.int_or("axis", 0), ctx.ty(x).shape.len())?;
+    let a = axis(ctx.attrs.int_or("axis", 0)?, ctx.ty(x).shape.len())?;
     let op = ScatterElements {
         axis: a,
         reduction: reduction(ctx)?,
@@ -184,7 +184,7 @@ fn scatter_nd(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn compress(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let cond = ctx.require_const(1, "condition")?.to_i64_vec()?;
     let mut x = ctx.input(0)?;
-    let a = match ctx.attrs.int("axis") {
+    let a = match ctx.attrs.int("axis")? {
         Some(a) => axis(a, ctx.ty(x).shape.len())?,
         None => {
             let n = ctx.ty(x).shape.iter().product();
@@ -211,7 +211,7 @@ fn trilu(ctx: &mut Ctx) -> Result<Vec<Port>> {
         Some(v) => *v.first().ok_or_else(|| anyhow!("k is empty"))?,
         None => 0,
     };
-    let upper = ctx.attrs.int_or("upper", 1) != 0;
+    let upper = ctx.attrs.int_or("upper", 1)? != 0;
     Ok(vec![ctx.op1(Trilu { upper, k }, &[Some(ctx.input(0)?)])?])
 }
 
@@ -225,7 +225,7 @@ fn one_hot(ctx: &mut Ctx) -> Result<Vec<Port>> {
         bail!("invalid depth {depth}");
     }
     let rank = ctx.ty(idx).shape.len() as i64;
-    let a = ctx.attrs.int_or("axis", -1);
+    let a = ctx.attrs.int_or("axis", -1)?;
     let a = if a < 0 { a + rank + 1 } else { a };
     if a < 0 || a > rank {
         bail!("axis {a} out of range for indices of rank {rank}");
@@ -238,8 +238,8 @@ fn one_hot(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn reverse_sequence(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let b = ctx.attrs.int_or("batch_axis", 1);
-    let t = ctx.attrs.int_or("time_axis", 0);
+    let b = ctx.attrs.int_or("batch_axis", 1)?;
+    let t = ctx.attrs.int_or("time_axis", 0)?;
     let (Ok(batch_axis), Ok(time_axis)) = (usize::try_from(b), usize::try_from(t)) else {
         bail!("batch_axis and time_axis must be 0 or 1");
     };

@@ -39,7 +39,7 @@ fn axes(a: &[i64], rank: usize) -> Result<Vec<usize>> {
 /// (which must be constant) from `opset` on. `None` when absent.
 fn ints_attr_or_input(ctx: &Ctx, attr: &str, i: usize, since: i64) -> Result<Option<Vec<i64>>> {
     if ctx.opset < since {
-        Ok(ctx.attrs.ints(attr))
+        Ok(ctx.attrs.ints(attr)?)
     } else {
         ctx.opt_const_ints(i, attr)
     }

@@ -16,7 +16,7 @@ pub fn register(r: &mut Registry) {
 }
 
 fn pad_mode(ctx: &Ctx) -> Result<PadMode> {
-    Ok(match ctx.attrs.string("mode").as_deref().unwrap_or("constant") {
+    Ok(match ctx.attrs.string("mode")?.as_deref().unwrap_or("constant") {
         "constant" => PadMode::Constant,
         "reflect" => PadMode::Reflect,
         "edge" => PadMode::Edge,
@@ -34,9 +34,9 @@ fn pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
         let name = if ctx.opset < 2 { "paddings" } else { "pads" };
         let pads = ctx
             .attrs
-            .ints(name)
+            .ints(name)?
             .ok_or_else(|| anyhow!("missing attribute '{name}'"))?;
-        let v = ctx.attrs.float_or("value", 0.0) as f64;
+        let v = ctx.attrs.float_or("value", 0.0)? as f64;
         let value = if v != 0.0 {
             Some(ctx.constant(tensor_from_f64(ty.dtype, vec![], &[v])?))
         } else {
@@ -84,7 +84,7 @@ fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let shape = ctx.ty(x).shape.clone();
     let rank = shape.len();
     let target = dims(&ctx.require_const(1, "shape")?.to_i64_vec()?, "shape")?;
-    let ax = match ctx.attrs.ints("axes") {
+    let ax = match ctx.attrs.ints("axes")? {
         Some(a) => axes(&a, rank)?,
         None => (0..rank).collect(),
     };
@@ -215,7 +215,7 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let shape = ctx.ty(x).shape.clone();
     let rank = shape.len();
     let a = &ctx.attrs;
-    let mode = resize_mode(&a.string("mode").unwrap_or_else(|| "nearest".into()))?;
+    let mode = resize_mode(&a.string("mode")?.unwrap_or_else(|| "nearest".into()))?;
     let (coordinate_mode, nearest, scales, sizes, roi) = if ctx.opset < 11 {
         // Resize-10 behaves like Upsample.
         (
@@ -227,10 +227,10 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
         )
     } else {
         let cm = coordinate_mode(
-            &a.string("coordinate_transformation_mode")
+            &a.string("coordinate_transformation_mode")?
                 .unwrap_or_else(|| "half_pixel".into()),
         )?;
-        let nm = nearest_mode(&a.string("nearest_mode").unwrap_or_else(|| "round_prefer_floor".into()))?;
+        let nm = nearest_mode(&a.string("nearest_mode")?.unwrap_or_else(|| "round_prefer_floor".into()))?;
         let roi = if cm == CoordinateMode::TfCropAndResize {
             opt_floats(ctx, 1, "roi")?
         } else {
@@ -243,11 +243,11 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
         (cm, nm, opt_floats(ctx, 2, "scales")?, sizes, roi)
     };
     let a = &ctx.attrs;
-    let ax = match a.ints("axes") {
+    let ax = match a.ints("axes")? {
         Some(v) => axes(&v, rank)?,
         None => (0..rank).collect(),
     };
-    let policy = a.string("keep_aspect_ratio_policy").unwrap_or_else(|| "stretch".into());
+    let policy = a.string("keep_aspect_ratio_policy")?.unwrap_or_else(|| "stretch".into());
     let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, sizes, &policy)?;
     let roi = match (coordinate_mode, roi) {
         (CoordinateMode::TfCropAndResize, Some(r)) => {
@@ -268,10 +268,10 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
         mode,
         coordinate_mode,
         nearest_mode: nearest,
-        cubic_coeff_a: a.float_or("cubic_coeff_a", -0.75) as f64,
-        exclude_outside: a.int_or("exclude_outside", 0) != 0,
-        extrapolation_value: a.float_or("extrapolation_value", 0.0) as f64,
-        antialias: a.int_or("antialias", 0) != 0,
+        cubic_coeff_a: a.float_or("cubic_coeff_a", -0.75)? as f64,
+        exclude_outside: a.int_or("exclude_outside", 0)? != 0,
+        extrapolation_value: a.float_or("extrapolation_value", 0.0)? as f64,
+        antialias: a.int_or("antialias", 0)? != 0,
         scales,
         sizes,
         roi,
@@ -285,7 +285,7 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let shape = ctx.ty(x).shape.clone();
-    let mode = resize_mode(&ctx.attrs.string("mode").unwrap_or_else(|| "nearest".into()))?;
+    let mode = resize_mode(&ctx.attrs.string("mode")?.unwrap_or_else(|| "nearest".into()))?;
     let scales = if ctx.opset < 7 {
         // Upsample-1: NCHW with height_scale and width_scale attributes.
         if shape.len() != 4 {
@@ -293,16 +293,16 @@ fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
         }
         let h = ctx
             .attrs
-            .float("height_scale")
+            .float("height_scale")?
             .ok_or_else(|| anyhow!("missing attribute 'height_scale'"))?;
         let w = ctx
             .attrs
-            .float("width_scale")
+            .float("width_scale")?
             .ok_or_else(|| anyhow!("missing attribute 'width_scale'"))?;
         Some(vec![1.0, 1.0, h as f64, w as f64])
     } else if ctx.opset < 9 {
         ctx.attrs
-            .floats("scales")
+            .floats("scales")?
             .map(|v| v.into_iter().map(|s| s as f64).collect())
     } else {
         opt_floats(ctx, 1, "scales")?

@@ -69,12 +69,12 @@ fn reshape(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let spec = if ctx.opset < 5 {
         ctx.attrs
-            .ints("shape")
+            .ints("shape")?
             .ok_or_else(|| anyhow!("missing attribute 'shape'"))?
     } else {
         ctx.require_const(1, "shape")?.to_i64_vec()?
     };
-    let allowzero = ctx.attrs.int_or("allowzero", 0) != 0;
+    let allowzero = ctx.attrs.int_or("allowzero", 0)? != 0;
     let shape = resolve_reshape(&ctx.ty(x).shape, &spec, allowzero)?;
     Ok(vec![reshape_to(ctx, x, shape)?])
 }
@@ -83,7 +83,7 @@ fn flatten(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let s = ctx.ty(x).shape.clone();
     let r = s.len() as i64;
-    let a = ctx.attrs.int_or("axis", 1);
+    let a = ctx.attrs.int_or("axis", 1)?;
     let a = if a < 0 { a + r } else { a };
     if a < 0 || a > r {
         bail!("axis {a} out of range for rank {r}");
@@ -132,8 +132,8 @@ fn shape(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let s = ctx.input_ty(0)?.shape.clone();
     let r = s.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-    let start = clamp(ctx.attrs.int_or("start", 0));
-    let end = clamp(ctx.attrs.int_or("end", r));
+    let start = clamp(ctx.attrs.int_or("start", 0)?);
+    let end = clamp(ctx.attrs.int_or("end", r)?);
     let values: Vec<i64> = s[start..end.max(start)].iter().map(|&d| d as i64).collect();
     let t = Tensor::from_vec(vec![values.len()], values)?;
     Ok(vec![ctx.constant(t)])
@@ -147,7 +147,7 @@ fn size(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let rank = ctx.ty(x).shape.len();
-    let perm = match ctx.attrs.ints("perm") {
+    let perm = match ctx.attrs.ints("perm")? {
         Some(p) => axes(&p, rank)?,
         None => (0..rank).rev().collect(),
     };
@@ -208,7 +208,7 @@ fn nchw_and_block(ctx: &Ctx) -> Result<([usize; 4], usize)> {
     };
     let b = ctx
         .attrs
-        .int("blocksize")
+        .int("blocksize")?
         .ok_or_else(|| anyhow!("missing attribute 'blocksize'"))?;
     if b <= 0 {
         bail!("blocksize must be positive, got {b}");
@@ -224,7 +224,7 @@ fn depth_to_space(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let c2 = c / (b * b);
     let out = vec![n, c2, h * b, w * b];
-    match ctx.attrs.string("mode").as_deref().unwrap_or("DCR") {
+    match ctx.attrs.string("mode")?.as_deref().unwrap_or("DCR") {
         "DCR" => shuffle(ctx, x, vec![n, b, b, c2, h, w], vec![0, 3, 4, 1, 5, 2], out),
         "CRD" => shuffle(ctx, x, vec![n, c2, b, b, h, w], vec![0, 1, 4, 2, 5, 3], out),
         m => bail!("unknown DepthToSpace mode '{m}'"),
