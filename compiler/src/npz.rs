@@ -294,8 +294,8 @@ pub fn read_npy_file(path: &Path) -> Result<Tensor> {
 }
 
 /// The arrays of an open npz archive: names (sorted) and how to read each.
-pub struct Npz {
-    archive: zip::ZipArchive<std::fs::File>,
+pub struct Npz<R: Read + Seek = std::fs::File> {
+    archive: zip::ZipArchive<R>,
     path: String,
     names: Vec<(String, String)>,
 }
@@ -303,18 +303,25 @@ pub struct Npz {
 impl Npz {
     pub fn open(path: &Path) -> Result<Npz> {
         let file = trtc_runtime::file::open(path)?;
-        let archive = zip::ZipArchive::new(file).map_err(|e| anyhow!("{}: not an npz archive ({e})", path.display()))?;
+        Npz::from_reader(file, &path.display().to_string())
+    }
+}
+
+impl<R: Read + Seek> Npz<R> {
+    /// An archive read from `reader`; `path` names it in errors.
+    pub fn from_reader(reader: R, path: &str) -> Result<Npz<R>> {
+        let archive = zip::ZipArchive::new(reader).map_err(|e| anyhow!("{path}: not an npz archive ({e})"))?;
         // The zip reader lists names in hash order, which changes from run to
         // run; sort them so that results never depend on it.
         let mut names: Vec<(String, String)> = Vec::with_capacity(archive.len());
         for member in archive.file_names() {
             let Some(array) = member.strip_suffix(".npy") else {
-                bail!("{}: member '{}' is not an .npy array", path.display(), crate::text::printable(member));
+                bail!("{path}: member '{}' is not an .npy array", crate::text::printable(member));
             };
             names.push((array.to_string(), member.to_string()));
         }
         names.sort();
-        Ok(Npz { archive, path: path.display().to_string(), names })
+        Ok(Npz { archive, path: path.to_string(), names })
     }
 
     /// The array names, sorted.
