@@ -7,7 +7,7 @@
 use crate::frontend::onnx::{self, ImportOptions};
 use crate::ir::Graph;
 use crate::lower::{self, LowerOptions};
-use crate::precision::calib::{self, CalibOptions, CalibrationCache};
+use crate::precision::calib::{self, Batch, CalibOptions, CalibrationCache};
 use crate::precision::{PrecisionConfig, PrecisionReport};
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
@@ -75,11 +75,33 @@ fn calibration(graph: &Graph, opts: &Int8Options) -> Result<(CalibrationCache, b
         }
     };
     let batches = calib::load_batches(dir, &calib::graph_inputs(graph), opts.calib.max_batches)?;
-    let cache = calib::calibrate(graph, &batches, &opts.calib)?;
+    let cache = calibrate(graph, &batches, &opts.calib)?;
     if let Some(path) = &opts.cache {
         calib::write_cache(path, &cache)?;
     }
     Ok((cache, false))
+}
+
+/// Calibrates an optimized FP32 graph (see [`calib::calibrate`]): on the GPU
+/// of this machine when there is one and NVRTC can build for it, else on
+/// the CPU executor.
+pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
+    let engine = Engine::from_bytes(&calibration_engine(graph)?)?;
+    calib::calibrate(&engine, batches, opts)
+}
+
+/// The FP32 engine calibration runs: for the GPU of this machine when there
+/// is one (heuristic tactics, no tuning), else for the CPU.
+fn calibration_engine(graph: &Graph) -> Result<Vec<u8>> {
+    if let Ok(gpu) = crate::cuda::present_gpu() {
+        let lowered = lower::lower(graph, Default::default())?;
+        let tuning = crate::cuda::TuningOptions { opt_level: Some(0), ..Default::default() };
+        if let Ok((table, _)) = crate::cuda::build_kernels(&lowered.plan, gpu.sm, &tuning) {
+            let target = Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) };
+            return Ok(Engine::serialize(target, vec![], &lowered.plan, &lowered.weights, Some(&table))?);
+        }
+    }
+    engine_of(graph, Default::default(), vec![])
 }
 
 /// Optimizes an imported graph and compiles it into engine bytes.

@@ -4,24 +4,33 @@
 //! [`passes`] (optimizations) → [`lower`] (IR → plan, memory plan, weights) →
 //! `trtc_runtime::Engine::serialize` (engine file).
 
-pub mod accuracy;
-pub mod build;
-pub mod compare;
-pub mod conformance;
-pub mod cuda;
-pub mod frontend;
-pub mod gpu_check;
+// Modules are declared lowest layer first, and each uses only modules
+// declared above it (`cargo xtask layers` checks this in every crate and at
+// every level; see doc/architecture.md).
+
+// Utilities.
+pub mod text;
 pub mod host;
-pub mod ir;
-pub mod lower;
-pub mod inspect;
+pub mod stats;
+pub mod random;
 pub mod npz;
+pub mod compare;
+// The pipeline: ONNX to IR, optimized, reduced precision, lowered to a plan.
+pub mod ir;
+pub mod frontend;
 pub mod passes;
 pub mod precision;
-pub mod random;
-pub mod stats;
-pub mod text;
+pub mod lower;
+// GPU code generation: tactic choice (and the timing cache), then kernels.
 pub mod tuning;
+pub mod cuda;
+// The build that drives all of the above, calibration included.
+pub mod build;
+// Tools on engines and models.
+pub mod inspect;
+pub mod accuracy;
+pub mod conformance;
+pub mod gpu_check;
 
 /// The message of a caught panic (for reporting a bug as one error line).
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {

@@ -436,7 +436,7 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     trtc::passes::optimize(&mut graph, &Default::default())?;
     let start = std::time::Instant::now();
     let batches = trtc::precision::calib::load_batches(dir, &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches)?;
-    let cache = trtc::precision::calib::calibrate(&graph, &batches, &opts.calib)?;
+    let cache = trtc::build::calibrate(&graph, &batches, &opts.calib)?;
     trtc::precision::calib::write_cache(&a.output, &cache)?;
     eprintln!(
         "calibrated {} tensors on {} batches ({}) in {:.2} s; wrote {}",

@@ -1,7 +1,7 @@
 //! The elementwise family: every op of the runtime's `elementwise` and
-//! `quant` families that maps elements independently, and fused
-//! `Pointwise` programs, as instantiations of one map kernel
-//! ([`map::MapKernel`]): a grid-stride loop over the output in which each
+//! `quant` families that maps elements independently, as instantiations of
+//! one map kernel ([`map::MapKernel`], which the `pointwise` family also
+//! instantiates for fused programs): a grid-stride loop over the output in which each
 //! input is read at its numpy-broadcast offset (merged dimensions and
 //! strides are arguments, so one compiled module serves every shape with
 //! the same broadcast structure).
@@ -24,7 +24,6 @@
 //! | QuantizeLinear | f32/f16/i32 input, f32/f16 scales, per tensor, per axis and blocked, to u8/i8/u16/i16 | other dtypes |
 //! | DequantizeLinear | u8/i8/u16/i16/i32 input to f32/f16, per tensor, per axis and blocked | bf16/f64 outputs |
 //! | DynamicQuantizeLinear, QLinearMatMul, QLinearConv | no | a reduction or a matrix product, not a map |
-//! | Pointwise (fused) | every program whose unary kinds [`crate::activation::unary`] expresses | programs with other kinds |
 //!
 //! Broadcasts that need more than [`map::MAX_RANK`] merged dimensions are
 //! unsupported.
@@ -38,16 +37,14 @@ pub(crate) mod ops;
 mod quant;
 
 use crate::{c_type, unsupported, LayerIo, Selection, SmLimits, Unsupported};
-use trtc_runtime::ops::fused::FusedOp;
 use trtc_runtime::ops::Op;
 use trtc_runtime::{DType, TensorType};
 
-/// The candidates of an elementwise, quantization or fused pointwise layer.
+/// The candidates of an elementwise or quantization layer.
 pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     match io.op {
         Op::Elementwise(op) => ops::candidates(op, io, limits),
         Op::Quant(op) => quant::candidates(op, io, limits),
-        Op::Fused(FusedOp::Pointwise(p)) => crate::pointwise::candidates(p, io, limits),
         op => unsupported(format!("{} is not an elementwise op", op.name())),
     }
 }

@@ -12,15 +12,17 @@
 //! the CPU reference op of the runtime exactly, including the f16 rounding
 //! of `HalfIo` layers (load widens to f32, store rounds once).
 
+// Modules are declared lowest layer first, and each uses only modules
+// declared above it (checked by `cargo xtask layers`).
 pub mod activation;
-pub mod attention;
 pub mod elementwise;
+pub mod pointwise;
+pub mod movement;
+pub mod reduce;
+pub mod attention;
 pub mod gemm;
 pub mod linear;
-pub mod movement;
 pub mod nvrtc;
-pub mod pointwise;
-pub mod reduce;
 
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::precision::PrecisionOp;
@@ -121,7 +123,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     let io = LayerIo { op, ..io.clone() };
     match op {
         Op::Elementwise(_) | Op::Quant(_) => elementwise::candidates(&io, limits),
-        Op::Fused(trtc_runtime::ops::fused::FusedOp::Pointwise(_)) => elementwise::candidates(&io, limits),
+        Op::Fused(trtc_runtime::ops::fused::FusedOp::Pointwise(p)) => pointwise::candidates(p, &io, limits),
         Op::Fused(trtc_runtime::ops::fused::FusedOp::Attention(_)) => attention::candidates(&io, limits),
         Op::Fused(trtc_runtime::ops::fused::FusedOp::Linear(_)) | Op::Linalg(_) => {
             match op {

@@ -16,22 +16,23 @@
 //! # }
 //! ```
 
+// Modules are declared lowest layer first, and each uses only modules
+// declared above it (checked by `cargo xtask layers`).
 pub mod dtype;
+pub mod file;
 pub mod error;
-pub mod ops;
 pub mod tensor;
+pub mod ops;
+pub mod memory;
+pub mod plan;
+pub mod kernels;
+pub mod engine;
+pub mod executor;
 
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use ops::Op;
 pub use tensor::{Tensor, TensorType, TensorView, TensorViewMut};
-pub mod engine;
-pub mod executor;
-pub mod file;
-pub mod kernels;
-pub mod memory;
-pub mod plan;
-
 pub use engine::{BindingInfo, Engine, Target};
 pub use executor::ExecutionContext;
 #[cfg(feature = "cuda")]

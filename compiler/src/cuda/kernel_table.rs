@@ -8,28 +8,13 @@
 //! build reports those layers with the reason, and `inspect` lists them.
 
 use super::nvrtc;
+use crate::tuning::TacticChooser;
 use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use trtc_kernels::{Candidate, KernelSource, LayerIo, SmLimits};
+use trtc_kernels::{KernelSource, LayerIo, SmLimits};
 use trtc_runtime::kernels::{KernelModule, KernelTable, LayerKernels, Launch};
 use trtc_runtime::plan::{Layer, Plan};
-
-/// Chooses one candidate among a layer's candidates (the heuristic one
-/// first). Returns its index.
-pub trait TacticChooser {
-    fn choose(&mut self, layer: &Layer, io: &LayerIo<'_>, candidates: &[Candidate]) -> Result<usize>;
-}
-
-/// The documented heuristic of each family (optimization level 0): the
-/// first candidate.
-pub struct Heuristic;
-
-impl TacticChooser for Heuristic {
-    fn choose(&mut self, _: &Layer, _: &LayerIo<'_>, _: &[Candidate]) -> Result<usize> {
-        Ok(0)
-    }
-}
 
 /// What building the kernel table did, for the build's report.
 #[derive(Clone, Debug, Default)]

@@ -3,13 +3,14 @@
 //! (`kernel_table`), timing candidates on the GPU (`measure`), and asking
 //! the GPU present for its compute capability (`--target cuda`).
 
+pub mod nvrtc;
 pub mod kernel_table;
 pub mod measure;
-pub mod nvrtc;
 
 use crate::tuning::{self, Device, Measure, NoGpu, Policy, TimingCache, Tuner};
 use anyhow::{Context, Result};
-use kernel_table::{Heuristic, KernelReport};
+use crate::tuning::Heuristic;
+use kernel_table::KernelReport;
 use std::path::PathBuf;
 use trtc_runtime::executor::cuda::{self as gpu, DeviceInfo};
 use trtc_runtime::kernels::KernelTable;

@@ -6,6 +6,7 @@
 //! `num_inputs` slots; a slot with no edge is an absent optional input.
 
 mod dump;
+mod fold;
 mod verify;
 
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
@@ -13,6 +14,7 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use trtc_runtime::{Op, Tensor, TensorType};
 
+pub use fold::keeps_weight_dequantize;
 pub use verify::verify;
 
 /// One output of one node.

@@ -40,7 +40,7 @@ impl Pass for ConstantFolding {
                 .collect();
             let Some(values) = values else { continue };
             let first = values.first().copied().flatten().map(|t| t.dtype());
-            if crate::precision::keeps_weight_dequantize(op, first) {
+            if crate::ir::keeps_weight_dequantize(op, first) {
                 continue;
             }
             let in_bytes: usize = values.iter().flatten().map(|t| t.bytes().len()).sum();

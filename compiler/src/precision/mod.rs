@@ -23,7 +23,7 @@ use trtc_runtime::Op;
 
 pub use fp16::to_fp16;
 pub use int8::{fold_requantization, to_int8};
-pub use qdq::{fold_int8_relu, fold_qdq, keeps_weight_dequantize};
+pub use qdq::{fold_int8_relu, fold_qdq};
 
 /// Which precisions a build may use.
 #[derive(Clone, Debug, Default)]

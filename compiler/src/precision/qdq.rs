@@ -8,7 +8,7 @@
 //! `--int8` flag and no calibration: the model carries its scales.
 //!
 //! The frontend and constant folding leave int8 weight DequantizeLinear
-//! nodes in place ([`keeps_weight_dequantize`]) so that this rewrite still
+//! nodes in place ([`crate::ir::keeps_weight_dequantize`]) so that this rewrite still
 //! sees the int8 weights.
 
 use super::int8::{make_int8, scale_and_zero, weight_channel_axis};
@@ -18,12 +18,6 @@ use anyhow::Result;
 use trtc_runtime::ops::precision::Precision;
 use trtc_runtime::ops::quant::QuantOp;
 use trtc_runtime::{DType, Op, Tensor};
-
-/// Whether constant folding must keep this node: a DequantizeLinear of an
-/// int8 tensor (a quantized weight, folded into an int8 layer later).
-pub fn keeps_weight_dequantize(op: &Op, first_input: Option<DType>) -> bool {
-    matches!(op, Op::Quant(QuantOp::DequantizeLinear(_))) && first_input == Some(DType::I8)
-}
 
 /// `(x_q, scale)` when `p` is `DequantizeLinear(x_q: i8, scalar scale, zero point 0)`.
 fn dequantized_activation(graph: &Graph, p: Port) -> Option<(Port, f32)> {

@@ -2,10 +2,27 @@
 //! (on a miss) a measurement.
 
 use anyhow::{bail, Result};
-use trtc_kernels::Candidate;
+use trtc_kernels::{Candidate, LayerIo};
+use trtc_runtime::plan::Layer as PlanLayer;
 
 use super::key::{source_hash, Device, TimingKey};
 use super::timing_cache::{Entry, TimingCache};
+
+/// Chooses one candidate among a layer's candidates (the heuristic one
+/// first). Returns its index.
+pub trait TacticChooser {
+    fn choose(&mut self, layer: &PlanLayer, io: &LayerIo<'_>, candidates: &[Candidate]) -> Result<usize>;
+}
+
+/// The documented heuristic of each family (optimization level 0): the
+/// first candidate.
+pub struct Heuristic;
+
+impl TacticChooser for Heuristic {
+    fn choose(&mut self, _: &PlanLayer, _: &LayerIo<'_>, _: &[Candidate]) -> Result<usize> {
+        Ok(0)
+    }
+}
 
 /// How many candidates each optimization level considers, the heuristic
 /// (first) one always among them; index = level. See the module docs.

@@ -61,12 +61,12 @@
 //! the same model, flags and cache file give the same choices, and so a
 //! byte-identical engine.
 
-mod choose;
 mod key;
 mod timing_cache;
+mod choose;
 mod tuner;
 
-pub use choose::{choose, Choice, Layer, Policy, Timing, CANDIDATES_PER_LEVEL, DEFAULT_OPT_LEVEL};
+pub use choose::{choose, Choice, Heuristic, Layer, Policy, TacticChooser, Timing, CANDIDATES_PER_LEVEL, DEFAULT_OPT_LEVEL};
 pub use key::{fnv1a64, op_signature, source_hash, Device, TimingKey};
 pub use timing_cache::{Entry, LoadError, TimingCache, FORMAT_VERSION};
 pub use tuner::{Measure, NoGpu, Tuner};

@@ -2,8 +2,7 @@
 //! [`TacticChooser`] that asks [`choose`] for each layer, with the timing
 //! cache and a way to measure candidates on the GPU (or none).
 
-use super::{choose, op_signature, source_hash, Choice, Device, Layer, Policy, Timing, TimingCache, TimingKey};
-use crate::cuda::kernel_table::TacticChooser;
+use super::{choose, op_signature, source_hash, Choice, Device, Layer, Policy, TacticChooser, Timing, TimingCache, TimingKey};
 use anyhow::{bail, Result};
 use trtc_kernels::{Candidate, LayerIo};
 

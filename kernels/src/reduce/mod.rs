@@ -43,11 +43,11 @@
 //! covers a plane, else 256); the window pool's is its block size (default
 //! 256), after the team tactics of a global pool.
 
+pub mod view;
+mod team;
 mod axis;
 mod norm;
 mod pool;
-mod team;
-pub mod view;
 
 use crate::{unsupported, LayerIo, Selection, SmLimits, Unsupported};
 use trtc_runtime::ops::linalg::LinalgOp;

@@ -29,8 +29,8 @@
 //! machine without a driver or GPU every entry point returns a clear
 //! [`Error::Device`] instead of panicking.
 
-mod context;
 mod driver;
+mod context;
 
 pub use context::{CudaExecutionContext, GpuEvent};
 pub use driver::{check_elf_bounds, libcuda_search_dirs, LIBCUDA, LIBCUDA_ENV};

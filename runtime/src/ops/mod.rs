@@ -14,14 +14,14 @@ use crate::error::Result;
 use crate::tensor::{Tensor, TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};
 
+pub mod util;
 pub mod elementwise;
-pub mod fused;
 pub mod linalg;
 pub mod movement;
-pub mod precision;
 pub mod quant;
 pub mod reduce;
-pub mod util;
+pub mod fused;
+pub mod precision;
 
 /// What every op implements.
 pub trait OpImpl: std::fmt::Debug {

@@ -87,7 +87,7 @@ impl<'a> Ctx<'a> {
         self.added += 1;
         let all_const = inputs.iter().flatten().all(|p| self.graph.node(p.node).constant().is_some());
         let first = inputs.first().copied().flatten().map(|p| self.graph.ty(p).dtype);
-        if all_const && inputs.iter().any(|p| p.is_some()) && !crate::precision::keeps_weight_dequantize(&op, first) {
+        if all_const && inputs.iter().any(|p| p.is_some()) && !crate::ir::keeps_weight_dequantize(&op, first) {
             let values: Vec<Option<&Tensor>> =
                 inputs.iter().map(|p| p.map(|p| self.graph.node(p.node).constant().expect("constant"))).collect();
             let outs = op.eval_owned(&values).map_err(|e| anyhow!("{}: {e}", op.name()))?;

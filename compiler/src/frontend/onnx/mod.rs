@@ -1,9 +1,9 @@
 //! The ONNX frontend: decodes a model with `tract-onnx`'s protobuf types and
 //! builds the IR, giving every tensor a static dtype and shape.
 
+pub mod proto;
 pub mod ctx;
 pub mod ops;
-pub mod proto;
 
 use crate::ir::{Graph, GraphOutput, Port};
 use anyhow::{anyhow, bail, Context, Result};

@@ -1,4 +1,4 @@
-//! INT8 calibration: runs the FP32 engine on calibration batches, collects
+//! INT8 calibration: runs an FP32 engine on calibration batches, collects
 //! per-tensor statistics of |x| and turns them into scales with a
 //! calibrator (entropy, min-max or percentile), stored in a calibration
 //! cache in TensorRT's text format.
@@ -177,33 +177,16 @@ fn for_each_tensor(
     Ok(())
 }
 
-/// The FP32 engine calibration runs: for the GPU of this machine when there
-/// is one (and NVRTC), else for the CPU. Returns the engine bytes and
-/// whether they are for the GPU.
-fn calibration_engine(graph: &Graph) -> Result<(Vec<u8>, bool)> {
-    if let Ok(gpu) = crate::cuda::present_gpu() {
-        let lowered = crate::lower::lower(graph, Default::default())?;
-        let tuning = crate::cuda::TuningOptions { opt_level: Some(0), ..Default::default() };
-        if let Ok((table, _)) = crate::cuda::build_kernels(&lowered.plan, gpu.sm, &tuning) {
-            let target = trtc_runtime::Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) };
-            return Ok((Engine::serialize(target, vec![], &lowered.plan, &lowered.weights, Some(&table))?, true));
-        }
-    }
-    Ok((crate::build::engine_of(graph, Default::default(), vec![])?, false))
-}
-
-/// Calibrates an optimized FP32 graph: returns the cache with a scale for
-/// every f32 activation (inputs and layer outputs). Runs on the GPU of this
-/// machine when there is one (the same FP32 plan; GEMMs and convolutions
-/// may round their inputs to TF32 there), else on the CPU executor. A GPU
-/// engine that does not load is run on the CPU executor instead.
-pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
+/// Calibrates an FP32 engine (of the optimized graph; the build makes it,
+/// see `build::calibrate`): returns the cache with a scale for every f32
+/// activation (inputs and layer outputs). A GPU engine runs on GPU 0 (GEMMs
+/// and convolutions may round their inputs to TF32 there); a CPU engine,
+/// or a GPU engine that does not load, runs on the CPU executor.
+pub fn calibrate(engine: &Engine, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
     if batches.is_empty() {
         bail!("calibration needs at least one batch");
     }
-    let (bytes, for_gpu) = calibration_engine(graph)?;
-    let engine = Engine::from_bytes(&bytes)?;
-    let gpu = if for_gpu { engine.cuda(0).ok() } else { None };
+    let gpu = engine.cuda(0).ok();
     let passes = if matches!(opts.calibrator, Calibrator::MinMax) { 1 } else { 2 };
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new((batches.len() * passes) as u64);
@@ -215,7 +198,7 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
         b
     });
     let mut max_abs: BTreeMap<String, f32> = BTreeMap::new();
-    for_each_tensor(&engine, gpu.as_ref(), batches, &bar, |name, v| {
+    for_each_tensor(engine, gpu.as_ref(), batches, &bar, |name, v| {
         let m = v.iter().fold(0f32, |m, x| if x.is_nan() { m } else { m.max(x.abs()) });
         let e = max_abs.entry(name.to_string()).or_insert(0.0);
         *e = e.max(m);
@@ -224,7 +207,7 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
     if passes == 2 {
         let mut hists: BTreeMap<String, Histogram> =
             max_abs.iter().map(|(n, &m)| (n.clone(), Histogram::with_range(m))).collect();
-        for_each_tensor(&engine, gpu.as_ref(), batches, &bar, |name, v| {
+        for_each_tensor(engine, gpu.as_ref(), batches, &bar, |name, v| {
             if let Some(h) = hists.get_mut(name) {
                 h.add(v);
             }

@@ -1,15 +1,15 @@
 //! Elementwise ops: unary math, binary arithmetic with numpy broadcasting,
 //! comparisons, logic, Pow, Where, Clip, Cast.
 
-mod binary;
 mod broadcast;
+mod erf;
+mod fast_f32;
+mod float;
+mod binary;
 mod cast;
 mod classify;
 mod clip;
 mod compare;
-mod erf;
-mod fast_f32;
-mod float;
 mod not;
 mod pow;
 mod select;

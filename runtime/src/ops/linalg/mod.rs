@@ -1,17 +1,17 @@
 //! Matrix products and convolutions: MatMul, Gemm, Conv, ConvTranspose,
 //! Einsum, pooling. Matrix multiplies go through the `matrixmultiply` crate.
 
+mod gemm_kernel;
+pub(crate) mod num;
+mod window;
+mod matmul;
+mod gemm;
+mod einsum;
 mod conv;
 mod conv_transpose;
-mod einsum;
-mod gemm;
-mod gemm_kernel;
 pub(crate) mod integer;
-mod matmul;
-pub(crate) mod num;
 mod pool;
 mod unpool;
-mod window;
 
 pub use conv::Conv;
 pub use conv_transpose::ConvTranspose;

@@ -1,9 +1,9 @@
 //! Reductions and normalizations: Reduce*, ArgMax/ArgMin, Softmax, TopK,
 //! CumSum, BatchNorm, LayerNorm, InstanceNorm, GroupNorm...
 
+mod common;
 mod arg;
 mod batchnorm;
-mod common;
 mod cumsum;
 mod group_norm;
 mod layer_norm;
