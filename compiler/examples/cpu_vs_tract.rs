@@ -12,7 +12,11 @@ use trtc_runtime::{DType, Engine, Tensor};
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn to_tract(t: &Tensor) -> anyhow::Result<TValue> {
@@ -37,7 +41,11 @@ fn main() -> anyhow::Result<()> {
         let inputs: Vec<(String, Tensor)> = if npz.exists() {
             trtc::npz::read_npz(&npz)?
         } else {
-            engine.inputs().iter().map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, 0)?))).collect::<anyhow::Result<_>>()?
+            engine
+                .inputs()
+                .iter()
+                .map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, 0)?)))
+                .collect::<anyhow::Result<_>>()?
         };
         let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
         let mut ctx = engine.create_context()?;

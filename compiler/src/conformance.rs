@@ -14,18 +14,43 @@ use trtc_runtime::{Engine, Tensor};
 /// strings, randomness, optional types. Cases using them are skipped.
 pub const OUT_OF_SCOPE_OPS: &[&str] = &[
     // Training.
-    "Adagrad", "Adam", "Momentum", "Gradient", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+    "Adagrad",
+    "Adam",
+    "Momentum",
+    "Gradient",
+    "NegativeLogLikelihoodLoss",
+    "SoftmaxCrossEntropyLoss",
     // Recurrent.
-    "RNN", "LSTM", "GRU",
+    "RNN",
+    "LSTM",
+    "GRU",
     // Sequences.
-    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength",
-    "SequenceMap", "ConcatFromSequence", "SplitToSequence",
+    "SequenceAt",
+    "SequenceConstruct",
+    "SequenceEmpty",
+    "SequenceErase",
+    "SequenceInsert",
+    "SequenceLength",
+    "SequenceMap",
+    "ConcatFromSequence",
+    "SplitToSequence",
     // Strings.
-    "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer",
+    "StringNormalizer",
+    "StringConcat",
+    "StringSplit",
+    "RegexFullMatch",
+    "TfIdfVectorizer",
     // Randomness.
-    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli",
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Multinomial",
+    "Bernoulli",
     // Optional types.
-    "Optional", "OptionalGetElement", "OptionalHasElement",
+    "Optional",
+    "OptionalGetElement",
+    "OptionalHasElement",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -174,7 +199,8 @@ fn run_case_inner(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Result<Out
         let mut inputs = Vec::new();
         for (i, p) in numbered(&set, "input").iter().enumerate() {
             let tp = read_pb(p)?;
-            let name = if tp.name.is_empty() { graph_inputs.get(i).map(|s| s.to_string()).unwrap_or_default() } else { tp.name.clone() };
+            let name =
+                if tp.name.is_empty() { graph_inputs.get(i).map(|s| s.to_string()).unwrap_or_default() } else { tp.name.clone() };
             let t = onnx::proto::tensor(&tp, &root)?;
             let declared = g.input.iter().find(|vi| vi.name == name).and_then(declared_dtype);
             inputs.push((name, as_declared(t, declared)?));

@@ -18,9 +18,9 @@
 //! can run each in its own process: a kernel fault makes the CUDA context of
 //! its process unusable, and would fail every later case with it.
 
+use crate::build::{build_graph, BuildOptions};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use crate::build::{build_graph, BuildOptions};
 use trtc_runtime::{Engine, Target, Tensor};
 
 struct Case {
@@ -60,8 +60,10 @@ fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Re
     engine.create_context()?.run_observed(&refs, |_, outs| {
         cpu_layers.push(outs.iter().map(|v| Tensor::from_bytes(v.ty(), v.bytes)).collect());
     })?;
-    let cpu_layers: Vec<Vec<Tensor>> =
-        cpu_layers.into_iter().map(|l| l.into_iter().collect::<trtc_runtime::Result<Vec<_>>>()).collect::<trtc_runtime::Result<_>>()?;
+    let cpu_layers: Vec<Vec<Tensor>> = cpu_layers
+        .into_iter()
+        .map(|l| l.into_iter().collect::<trtc_runtime::Result<Vec<_>>>())
+        .collect::<trtc_runtime::Result<_>>()?;
     let gpu = engine.cuda(0)?;
     let mut found = None;
     gpu.create_context()?.run_layers(&refs, |i, outs| {
@@ -70,11 +72,9 @@ fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Re
             if err > tol {
                 let l = &engine.plan().layers[i];
                 let tactic = match &table.layers[i] {
-                    trtc_runtime::kernels::LayerKernels::Device(ls) => ls
-                        .iter()
-                        .map(|x| table.modules[x.module as usize].tactic.clone())
-                        .collect::<Vec<_>>()
-                        .join(" + "),
+                    trtc_runtime::kernels::LayerKernels::Device(ls) => {
+                        ls.iter().map(|x| table.modules[x.module as usize].tactic.clone()).collect::<Vec<_>>().join(" + ")
+                    }
                     trtc_runtime::kernels::LayerKernels::Host { .. } => "host".into(),
                 };
                 found = Some(format!("layer {i} {} ({}, {tactic}): error {err:.3e}", l.name, l.op.display_name()));
@@ -143,11 +143,16 @@ pub fn main(args: Vec<String>) -> i32 {
         let name = case.model.file_stem().unwrap_or_default().to_string_lossy().to_string();
         let tol = if case.mode == "fp32" { 3e-3 } else { 1e-2 };
         let start = std::time::Instant::now();
-        let r = std::panic::catch_unwind(|| check(case, gpu.sm)).unwrap_or_else(|p| Err(anyhow::anyhow!("PANIC: {}", crate::panic_message(p.as_ref()))));
+        let r = std::panic::catch_unwind(|| check(case, gpu.sm))
+            .unwrap_or_else(|p| Err(anyhow::anyhow!("PANIC: {}", crate::panic_message(p.as_ref()))));
         let (line, ok) = match r {
             Ok((err, replay, dev, host)) => {
                 let ok = err <= tol && replay == 0.0;
-                let mut line = format!("{name:<28} {:<5} {err:>10.3e} {replay:>8.1e} {dev:>6} {host:>5}  {}", case.mode, if ok { "PASS" } else { "FAIL" });
+                let mut line = format!(
+                    "{name:<28} {:<5} {err:>10.3e} {replay:>8.1e} {dev:>6} {host:>5}  {}",
+                    case.mode,
+                    if ok { "PASS" } else { "FAIL" }
+                );
                 if !ok {
                     // Name the first layer that differs.
                     let mut opts = BuildOptions::default();

@@ -141,14 +141,7 @@ pub fn json(engine: &Engine) -> String {
     let plan = engine.plan();
     let bind = |v: &[trtc_runtime::BindingInfo]| {
         v.iter()
-            .map(|b| {
-                format!(
-                    "{{\"name\":{},\"dtype\":\"{}\",\"shape\":{:?}}}",
-                    esc(&b.name),
-                    b.ty.dtype,
-                    b.ty.shape
-                )
-            })
+            .map(|b| format!("{{\"name\":{},\"dtype\":\"{}\",\"shape\":{:?}}}", esc(&b.name), b.ty.dtype, b.ty.shape))
             .collect::<Vec<_>>()
             .join(",")
     };

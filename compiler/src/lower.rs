@@ -41,7 +41,11 @@ pub fn lower(graph: &Graph, opts: LowerOptions) -> Result<Lowered> {
         let offset = align(weights.len(), weight_align);
         weights.resize(offset, 0);
         weights.extend_from_slice(t.bytes());
-        plan.tensors.push(TensorDesc { name: name.to_string(), ty: t.ty().clone(), storage: Storage::Weight { offset: offset as u64 } });
+        plan.tensors.push(TensorDesc {
+            name: name.to_string(),
+            ty: t.ty().clone(),
+            storage: Storage::Weight { offset: offset as u64 },
+        });
         plan.tensors.len() - 1
     };
 
@@ -65,14 +69,14 @@ pub fn lower(graph: &Graph, opts: LowerOptions) -> Result<Lowered> {
                 ids.insert(Port { node: n, port: 0 }, id);
             }
             NodeKind::Op(op) => {
-                let inputs = graph
-                    .inputs_of(n)
-                    .into_iter()
-                    .map(|p| p.map(|p| ids[&p]))
-                    .collect::<Vec<_>>();
+                let inputs = graph.inputs_of(n).into_iter().map(|p| p.map(|p| ids[&p])).collect::<Vec<_>>();
                 let mut outputs = Vec::with_capacity(node.outputs.len());
                 for (port, o) in node.outputs.iter().enumerate() {
-                    plan.tensors.push(TensorDesc { name: o.name.clone(), ty: o.ty.clone(), storage: Storage::Arena { offset: 0 } });
+                    plan.tensors.push(TensorDesc {
+                        name: o.name.clone(),
+                        ty: o.ty.clone(),
+                        storage: Storage::Arena { offset: 0 },
+                    });
                     let id = plan.tensors.len() - 1;
                     ids.insert(Port { node: n, port }, id);
                     outputs.push(id);

@@ -282,7 +282,8 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         TargetSpec::Cpu => trtc_runtime::Target::Cpu,
         TargetSpec::Sm(sm) => trtc_runtime::Target::Cuda { sm, gpu_name: None },
         TargetSpec::Cuda => {
-            let gpu = trtc::cuda::present_gpu().context("--target cuda compiles for the GPU of this machine (use --target sm_XX to build for another)")?;
+            let gpu = trtc::cuda::present_gpu()
+                .context("--target cuda compiles for the GPU of this machine (use --target sm_XX to build for another)")?;
             trtc_runtime::Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) }
         }
     };
@@ -350,11 +351,20 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     if let Some((cache, from_file)) = &built.calibration {
         match (from_file, &a.calib.calib_cache) {
             (true, Some(p)) => eprintln!("int8: {} scales from the calibration cache {}", cache.scales.len(), p.display()),
-            (false, Some(p)) => eprintln!("int8: calibrated {} tensors ({}), cache written to {}", cache.scales.len(), cache.calibrator, p.display()),
+            (false, Some(p)) => eprintln!(
+                "int8: calibrated {} tensors ({}), cache written to {}",
+                cache.scales.len(),
+                cache.calibrator,
+                p.display()
+            ),
             _ => eprintln!("int8: calibrated {} tensors ({})", cache.scales.len(), cache.calibrator),
         }
     }
-    if a.fp16 || a.int8 || !a.layer_precisions.is_empty() || built.precision.layers.contains_key(&trtc_runtime::ops::precision::Precision::Int8) {
+    if a.fp16
+        || a.int8
+        || !a.layer_precisions.is_empty()
+        || built.precision.layers.contains_key(&trtc_runtime::ops::precision::Precision::Int8)
+    {
         let counts: Vec<String> = built.precision.layers.iter().map(|(p, n)| format!("{n} {}", p.name())).collect();
         eprintln!("precision: {} layers", counts.join(", "));
         for (layer, why) in &built.precision.int8_fallbacks {
@@ -387,7 +397,13 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     if a.verbose {
         eprintln!("imported: {} nodes", built.imported_nodes);
         for s in &built.pass_stats {
-            eprintln!("  pass {:<18} {:5} rewrites  {:8.2} ms  -> {} nodes", s.name, s.rewrites, s.time.as_secs_f64() * 1e3, s.nodes_after);
+            eprintln!(
+                "  pass {:<18} {:5} rewrites  {:8.2} ms  -> {} nodes",
+                s.name,
+                s.rewrites,
+                s.time.as_secs_f64() * 1e3,
+                s.nodes_after
+            );
         }
         eprint!("{}", built.graph.dump());
     }
@@ -413,7 +429,9 @@ fn accuracy_report(built: &build::Built, data: Option<&std::path::Path>, per_lay
         Some(dir) => (trtc::precision::calib::load_batches(dir, &inputs, None)?, format!("from {}", dir.display())),
         None => {
             let b = (0..4u64)
-                .map(|i| inputs.iter().map(|(n, ty)| Ok((n.clone(), trtc::random::tensor(ty, 1000 + i)?))).collect::<Result<Vec<_>>>())
+                .map(|i| {
+                    inputs.iter().map(|(n, ty)| Ok((n.clone(), trtc::random::tensor(ty, 1000 + i)?))).collect::<Result<Vec<_>>>()
+                })
                 .collect::<Result<Vec<_>>>()?;
             (b, "of random inputs (give --accuracy-data DIR for real data)".to_string())
         }
@@ -435,7 +453,8 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     let mut graph = trtc::frontend::onnx::import_file(&a.model, &import)?;
     trtc::passes::optimize(&mut graph, &Default::default())?;
     let start = std::time::Instant::now();
-    let batches = trtc::precision::calib::load_batches(dir, &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches)?;
+    let batches =
+        trtc::precision::calib::load_batches(dir, &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches)?;
     let cache = trtc::build::calibrate(&graph, &batches, &opts.calib)?;
     trtc::precision::calib::write_cache(&a.output, &cache)?;
     eprintln!(
@@ -502,7 +521,13 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     for (name, t) in &outputs {
         let v = t.to_f64_vec();
         let preview: Vec<String> = v.iter().take(6).map(|x| format!("{x:.5}")).collect();
-        println!("{}: {} [{}{}]", trtc::text::printable(name), t.ty(), preview.join(", "), if v.len() > 6 { ", ..." } else { "" });
+        println!(
+            "{}: {} [{}{}]",
+            trtc::text::printable(name),
+            t.ty(),
+            preview.join(", "),
+            if v.len() > 6 { ", ..." } else { "" }
+        );
     }
     eprintln!("ran on {on} in {:.2} ms (first run, set-up included)", elapsed.as_secs_f64() * 1e3);
     if let Some(p) = &a.save_outputs {
@@ -592,7 +617,13 @@ fn compare_files(ours: &std::path::Path, reference: &std::path::Path) -> Result<
         let (o, r) = (ours.peek(&name)?, reference.peek(&name)?);
         if o.shape != r.shape {
             let inf = f64::INFINITY;
-            diffs.push(trtc::compare::OutputDiff { name, max_abs: inf, max_rel_to_scale: inf, cosine: f64::NAN, shape_ok: false });
+            diffs.push(trtc::compare::OutputDiff {
+                name,
+                max_abs: inf,
+                max_rel_to_scale: inf,
+                cosine: f64::NAN,
+                shape_ok: false,
+            });
             continue;
         }
         let (o, r) = (ours.read(&name, &mut budget)?, reference.read(&name, &mut budget)?);
@@ -657,7 +688,10 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     let compute = (!gpu_ms.is_empty()).then(|| trtc::stats::Latency::from_ms(&gpu_ms));
     if a.json {
         let compute_json = compute.map_or("null".to_string(), |c| {
-            format!("{{\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4}}}", c.min, c.median, c.p90, c.p99, c.max)
+            format!(
+                "{{\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4}}}",
+                c.min, c.median, c.p90, c.p99, c.max
+            )
         });
         println!(
             "{{\"device\":\"{}\",\"cuda_graph\":{graph},\"batch\":{batch},\"iterations\":{},\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4},\"throughput_per_s\":{:.2},\"gpu_compute\":{compute_json}}}",
@@ -672,9 +706,15 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         );
     } else {
         println!("device: {name}, {} iterations after {} warm-up{}", ms.len(), a.warmup, if graph { ", CUDA graph" } else { "" });
-        println!("end-to-end latency ms (host copies included): min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}", s.min, s.median, s.p90, s.p99, s.max);
+        println!(
+            "end-to-end latency ms (host copies included): min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}",
+            s.min, s.median, s.p90, s.p99, s.max
+        );
         if let Some(c) = compute {
-            println!("GPU compute ms (CUDA events, no copies):      min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}", c.min, c.median, c.p90, c.p99, c.max);
+            println!(
+                "GPU compute ms (CUDA events, no copies):      min {:.3}  median {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}",
+                c.min, c.median, c.p90, c.p99, c.max
+            );
         }
         println!("throughput: {:.2} inferences/s (batch {batch}, end to end)", batch as f64 * 1e3 / s.median);
     }
@@ -726,9 +766,7 @@ fn main() {
         Command::Calibrate(a) => cmd_calibrate(a),
         Command::GpuCheck(a) => std::process::exit(trtc::gpu_check::main(a.args)),
     })
-    .unwrap_or_else(|e| {
-        Err(anyhow!("internal error: {} (please report it)", trtc::panic_message(e.as_ref())))
-    });
+    .unwrap_or_else(|e| Err(anyhow!("internal error: {} (please report it)", trtc::panic_message(e.as_ref()))));
     if let Err(e) = result {
         // One line: every cause, outermost first.
         let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();

@@ -521,7 +521,13 @@ mod tests {
 
     #[test]
     fn malformed_headers_are_one_line_errors() {
-        for text in ["{'descr': '<f4', 'shape': (2, 3), }", "{'descr': '<f4' 'fortran_order': False}", "{'descr': [('a', '<f4')], }", "not a dict", "{'shape': (2, x), 'descr': '<f4', 'fortran_order': False}"] {
+        for text in [
+            "{'descr': '<f4', 'shape': (2, 3), }",
+            "{'descr': '<f4' 'fortran_order': False}",
+            "{'descr': [('a', '<f4')], }",
+            "not a dict",
+            "{'shape': (2, x), 'descr': '<f4', 'fortran_order': False}",
+        ] {
             let e = parse_dict(text.as_bytes()).unwrap_err().to_string();
             assert!(!e.contains('\n'), "{e}");
         }

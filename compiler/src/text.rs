@@ -5,7 +5,8 @@
 /// `s` with control characters (newlines, escapes, NUL) and bidirectional
 /// overrides written as Rust escapes (`\n`, `\u{1b}`); other text unchanged.
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
     if !s.chars().any(unsafe_char) {
         return s.into();
     }

@@ -51,7 +51,11 @@ fn garbage_file_is_refused() {
 fn unsupported_ops_are_listed_with_a_node_each() {
     let dir = TempDir::new("unsupported");
     let m = model(
-        vec![node("FrobnicateA", "first_a", &["x"], &["a"]), node("FrobnicateA", "second_a", &["a"], &["b"]), node("FrobnicateB", "the_b", &["b"], &["y"])],
+        vec![
+            node("FrobnicateA", "first_a", &["x"], &["a"]),
+            node("FrobnicateA", "second_a", &["a"], &["b"]),
+            node("FrobnicateB", "the_b", &["b"], &["y"]),
+        ],
         vec![value_info("x", F32, &[2])],
         vec![value_info("y", F32, &[2])],
         vec![],
@@ -73,7 +77,10 @@ fn unresolved_symbolic_dimension_names_the_input() {
     let path = dir.path("s.onnx");
     std::fs::write(&path, encode(&m)).unwrap();
     let engine = dir.path("s.engine");
-    expect_error(&["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap()], "input 'x' has a symbolic dimension 'batch'");
+    expect_error(
+        &["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap()],
+        "input 'x' has a symbolic dimension 'batch'",
+    );
     let (code, _, err) = trtc(&["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap(), "--shape", "x:2x3"]);
     assert_eq!(code, 0, "{err}");
 }
@@ -88,7 +95,10 @@ fn external_data_outside_the_model_directory_is_refused() {
     w.external_data = vec![tract_onnx::pb::StringStringEntryProto { key: "location".into(), value: "../../etc/passwd".into() }];
     let path = dir.path("e.onnx");
     std::fs::write(&path, encode(&m)).unwrap();
-    expect_error(&["build", path.to_str().unwrap(), "-o", dir.path("e.engine").to_str().unwrap()], "inside the model's directory");
+    expect_error(
+        &["build", path.to_str().unwrap(), "-o", dir.path("e.engine").to_str().unwrap()],
+        "inside the model's directory",
+    );
 }
 
 #[test]

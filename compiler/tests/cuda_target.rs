@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use trtc::build::{build_graph, BuildOptions};
 use trtc::cuda::kernel_table;
-use trtc::tuning::Heuristic;
 use trtc::cuda::nvrtc;
+use trtc::tuning::Heuristic;
 use trtc_kernels::KernelSource;
 use trtc_runtime::{Engine, Target, Tensor};
 
@@ -70,7 +70,8 @@ fn gpu_engines_of_every_testdata_model_build_and_run_on_the_cpu_executor() {
         opts.target = Target::Cuda { sm: 90, gpu_name: None };
         let gpu = build_graph(graph, &opts).unwrap_or_else(|e| panic!("{what} for sm_90: {e:#}"));
         let cpu = Engine::from_bytes(&cpu.engine).unwrap();
-        let gpu_engine = Engine::from_bytes(&gpu.engine).unwrap_or_else(|e| panic!("{what}: the sm_90 engine does not load: {e}"));
+        let gpu_engine =
+            Engine::from_bytes(&gpu.engine).unwrap_or_else(|e| panic!("{what}: the sm_90 engine does not load: {e}"));
         assert_eq!(gpu_engine.header().target, Target::Cuda { sm: 90, gpu_name: None });
         assert_eq!(cpu.plan(), gpu_engine.plan(), "{what}: the sm_90 engine has another plan");
         let table = gpu_engine.kernels().expect("kernel table");
@@ -189,7 +190,10 @@ mod tuning {
         assert!(report.tuning_summary.contains("(cached)"), "{}", report.tuning_summary);
         // Same plan, other kernels: the CPU executor's outputs do not change.
         let inputs = testdata_npz(&model(), "inputs");
-        let (x, y) = (run(&Engine::from_bytes(&a.engine).unwrap(), &inputs), run(&Engine::from_bytes(&heuristic.engine).unwrap(), &inputs));
+        let (x, y) = (
+            run(&Engine::from_bytes(&a.engine).unwrap(), &inputs),
+            run(&Engine::from_bytes(&heuristic.engine).unwrap(), &inputs),
+        );
         assert_eq!(x.iter().map(|(_, t)| t.bytes()).collect::<Vec<_>>(), y.iter().map(|(_, t)| t.bytes()).collect::<Vec<_>>());
     }
 
@@ -208,13 +212,15 @@ mod tuning {
         // Without it, a machine without the GPU falls back to the heuristic
         // tactics: the same engine as an untuned build, and no cache written.
         let heuristic = build(TuningOptions::default()).unwrap();
-        let fallback = build(TuningOptions { opt_level: Some(3), timing_cache: Some(cache.clone()), error_on_cache_miss: false }).unwrap();
+        let fallback =
+            build(TuningOptions { opt_level: Some(3), timing_cache: Some(cache.clone()), error_on_cache_miss: false }).unwrap();
         assert_eq!(fallback.engine, heuristic.engine);
         assert!(!cache.exists());
         assert!(fallback.kernels.unwrap().tuning_summary.contains("heuristic"));
         // A corrupted cache is ignored with a warning.
         std::fs::write(&cache, b"trtc-timing-cache 1 crc32=00000000\ngarbage").unwrap();
-        let built = build(TuningOptions { opt_level: Some(3), timing_cache: Some(cache.clone()), error_on_cache_miss: false }).unwrap();
+        let built =
+            build(TuningOptions { opt_level: Some(3), timing_cache: Some(cache.clone()), error_on_cache_miss: false }).unwrap();
         let warnings = built.kernels.unwrap().warnings.join("\n");
         assert!(warnings.contains("corrupted"), "{warnings}");
         assert_eq!(built.engine, heuristic.engine);

@@ -265,9 +265,21 @@ fn long_npy_headers_round_trip_through_run() {
 fn attributes_of_the_wrong_type_are_errors() {
     let dir = TempDir::new("attr-types");
     let cases: Vec<(&str, pb::AttributeProto, &str)> = vec![
-        ("LeakyRelu", attr("alpha", |a| (a.r#type, a.s) = (3, b"0.1".to_vec())), "attribute 'alpha' must be a float (ONNX type FLOAT), got STRING"),
-        ("LeakyRelu", attr("alpha", |a| (a.r#type, a.i) = (2, 1)), "attribute 'alpha' must be a float (ONNX type FLOAT), got INT"),
-        ("Transpose", attr("perm", |a| (a.r#type, a.i) = (2, 1)), "attribute 'perm' must be a list of ints (ONNX type INTS), got INT"),
+        (
+            "LeakyRelu",
+            attr("alpha", |a| (a.r#type, a.s) = (3, b"0.1".to_vec())),
+            "attribute 'alpha' must be a float (ONNX type FLOAT), got STRING",
+        ),
+        (
+            "LeakyRelu",
+            attr("alpha", |a| (a.r#type, a.i) = (2, 1)),
+            "attribute 'alpha' must be a float (ONNX type FLOAT), got INT",
+        ),
+        (
+            "Transpose",
+            attr("perm", |a| (a.r#type, a.i) = (2, 1)),
+            "attribute 'perm' must be a list of ints (ONNX type INTS), got INT",
+        ),
         ("Flatten", attr("axis", |a| (a.r#type, a.f) = (1, 1.0)), "attribute 'axis' must be an int (ONNX type INT), got FLOAT"),
         ("Flatten", attr("axis", |a| (a.r#type, a.s) = (3, b"1".to_vec())), "got STRING"),
         ("Flatten", attr("axis", |a| (a.r#type, a.ints) = (7, vec![1])), "got INTS"),
@@ -309,7 +321,10 @@ fn names_cannot_forge_lines_or_escape_the_terminal() {
     // A malformed npy header: one line too.
     let npy = dir.path("bad.npy");
     std::fs::write(&npy, b"\x93NUMPY\x01\x00\x10\x00{'descr': oops}\n").unwrap();
-    expect_error(&["build", s(&model), "-o", s(&dir.path("e.engine")), "--input-value", &format!("x:{}", s(&npy))], &["malformed npy header"]);
+    expect_error(
+        &["build", s(&model), "-o", s(&dir.path("e.engine")), "--input-value", &format!("x:{}", s(&npy))],
+        &["malformed npy header"],
+    );
     // Command-line mistakes: one line, exit 1, like every error.
     expect_error(&["build", "--fp61"], &["unexpected argument '--fp61'"]);
     expect_error(&["frobnicate"], &["unrecognized subcommand"]);
@@ -325,7 +340,10 @@ fn graphs_that_break_onnx_rules_are_refused() {
         vec![],
     );
     let m = write_model(&dir, "two.onnx", &two_writers);
-    expect_error(&["build", s(&m), "-o", s(&dir.path("e"))], &["tensor 'y' is written by two nodes, 'first' (Relu) and 'second' (Neg)"]);
+    expect_error(
+        &["build", s(&m), "-o", s(&dir.path("e"))],
+        &["tensor 'y' is written by two nodes, 'first' (Relu) and 'second' (Neg)"],
+    );
     let mut twice = mlp();
     let out = twice.graph.as_ref().unwrap().output[0].clone();
     twice.graph.as_mut().unwrap().output.push(out);
@@ -350,7 +368,10 @@ fn flags_naming_what_the_model_does_not_have_are_errors() {
     trtc::npz::write_npy(&mut f, &trtc_runtime::Tensor::from_vec(vec![1], vec![1i64]).unwrap()).unwrap();
     let m = s(&model);
     let o = dir.path("e.engine");
-    expect_error(&["build", m, "-o", s(&o), "--input-value", &format!("nosuch:{}", s(&npy))], &["--input-value names 'nosuch'", "\"x\""]);
+    expect_error(
+        &["build", m, "-o", s(&o), "--input-value", &format!("nosuch:{}", s(&npy))],
+        &["--input-value names 'nosuch'", "\"x\""],
+    );
     expect_error(&["build", m, "-o", s(&o), "--shape", "x:4x3"], &["--shape x: dimension 0 is 4, but the model fixes it at 2"]);
     build_ok(&model, &o);
     let (code, _, err) = trtc_within(&["build", m, "-o", s(&o), "--shape", "x:2x3"], Duration::from_secs(30));

@@ -142,7 +142,11 @@ fn all_passes_preserve_outputs_of_every_testdata_model() {
         assert!(n_on <= n_off, "{stem}: passes grew the graph from {n_off} to {n_on} nodes");
         for ((name, a), (_, b)) in off.iter().zip(on) {
             let d = trtc::compare::diff(name, b, a);
-            assert!(d.shape_ok && d.max_rel_to_scale <= 1e-5, "{stem}/{name}: passes changed outputs by {:.2e}", d.max_rel_to_scale);
+            assert!(
+                d.shape_ok && d.max_rel_to_scale <= 1e-5,
+                "{stem}/{name}: passes changed outputs by {:.2e}",
+                d.max_rel_to_scale
+            );
         }
         println!("{stem}: {n_off} -> {n_on} nodes, outputs preserved");
         checked += 1;
@@ -170,7 +174,8 @@ fn linear_epilogue_fusion_absorbs_bias_residual_and_activation() {
     let sig = g.add_op("sigmoid", Unary::new(UnaryKind::Sigmoid).into(), &[Some(mb)]).unwrap()[0];
     let y = g.add_op("silu", Binary::new(BinaryKind::Mul).into(), &[Some(mb), Some(sig)]).unwrap()[0];
     g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
-    let (after, text) = check_rewrite(g, Expect::Within(1e-6), |g| (0..4).map(|_| passes::LinearEpilogueFusion.run(g).unwrap()).sum());
+    let (after, text) =
+        check_rewrite(g, Expect::Within(1e-6), |g| (0..4).map(|_| passes::LinearEpilogueFusion.run(g).unwrap()).sum());
     assert_eq!(after.op_count(), 3, "{}", after.dump());
     insta::assert_snapshot!(text);
 }
@@ -248,7 +253,9 @@ fn attention_pattern_fuses_the_exported_spelling() {
     let masked = g.add_op("masked", Binary::new(BinaryKind::Add).into(), &[Some(scores), Some(mask)]).unwrap()[0];
     let p = g.add_op("softmax", Softmax::new(3).into(), &[Some(masked)]).unwrap()[0];
     let nan = g.add_op("isnan", trtc_runtime::Op::Elementwise(ElementwiseOp::IsNaN(IsNaN)), &[Some(p)]).unwrap()[0];
-    let guarded = g.add_op("guard", trtc_runtime::Op::Elementwise(ElementwiseOp::Where(Where)), &[Some(nan), Some(zero), Some(p)]).unwrap()[0];
+    let guarded = g
+        .add_op("guard", trtc_runtime::Op::Elementwise(ElementwiseOp::Where(Where)), &[Some(nan), Some(zero), Some(p)])
+        .unwrap()[0];
     let o = g.add_op("context", MatMul::default().into(), &[Some(guarded), Some(vh)]).unwrap()[0];
     let t = g.add_op("merge_transpose", Transpose { perm: vec![0, 2, 1, 3] }.into(), &[Some(o)]).unwrap()[0];
     let y = g.add_op("merge", Reshape { shape: vec![b, s, h * d] }.into(), &[Some(t)]).unwrap()[0];
@@ -306,7 +313,9 @@ fn layernorm_pattern_recognizes_the_spelled_out_form() {
     let eps = g.add_constant("eps", Tensor::scalar(1e-5f32));
     let gamma = g.add_constant("gamma", random(&[8], 8));
     let beta = g.add_constant("beta", random(&[8], 9));
-    let mean = |g: &mut Graph, name: &str, x| g.add_op(name, Reduce { kind: ReduceKind::Mean, axes: vec![2], keepdims: true }.into(), &[Some(x)]).unwrap()[0];
+    let mean = |g: &mut Graph, name: &str, x| {
+        g.add_op(name, Reduce { kind: ReduceKind::Mean, axes: vec![2], keepdims: true }.into(), &[Some(x)]).unwrap()[0]
+    };
     let m = mean(&mut g, "mean", x);
     let d = g.add_op("sub", Binary::new(BinaryKind::Sub).into(), &[Some(x), Some(m)]).unwrap()[0];
     let sq = g.add_op("pow", trtc_runtime::Op::Elementwise(ElementwiseOp::Pow(Pow)), &[Some(d), Some(two)]).unwrap()[0];
@@ -347,7 +356,8 @@ fn affine_folding_scales_conv_weights_and_bias() {
     let b = g.add_constant("b", random(&[3], 2));
     let s = g.add_constant("s", random(&[1, 3, 1, 1], 3));
     let c = g.add_constant("c", random(&[3, 1, 1], 4));
-    let conv = g.add_op("conv", Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1).into(), &[Some(x), Some(w), Some(b)]).unwrap()[0];
+    let conv =
+        g.add_op("conv", Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1).into(), &[Some(x), Some(w), Some(b)]).unwrap()[0];
     let m = g.add_op("scale", Binary::new(BinaryKind::Mul).into(), &[Some(conv), Some(s)]).unwrap()[0];
     let y = g.add_op("shift", Binary::new(BinaryKind::Add).into(), &[Some(c), Some(m)]).unwrap()[0];
     g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
@@ -361,7 +371,9 @@ fn softmax_pattern_recognizes_the_spelled_out_form() {
     use trtc_runtime::ops::reduce::{Reduce, ReduceKind};
     let mut g = Graph::new();
     let x = g.add_input("x", f32_ty(&[3, 5]));
-    let red = |g: &mut Graph, name: &str, kind, x| g.add_op(name, Reduce { kind, axes: vec![1], keepdims: true }.into(), &[Some(x)]).unwrap()[0];
+    let red = |g: &mut Graph, name: &str, kind, x| {
+        g.add_op(name, Reduce { kind, axes: vec![1], keepdims: true }.into(), &[Some(x)]).unwrap()[0]
+    };
     let m = red(&mut g, "max", ReduceKind::Max, x);
     let d = g.add_op("sub", Binary::new(BinaryKind::Sub).into(), &[Some(x), Some(m)]).unwrap()[0];
     let e = g.add_op("exp", Unary::new(UnaryKind::Exp).into(), &[Some(d)]).unwrap()[0];

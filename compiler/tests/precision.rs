@@ -252,7 +252,12 @@ fn ir_after_fp16_and_int8() {
     use std::collections::BTreeMap;
     let bytes = common::encode(&common::mlp());
     let import = || {
-        let mut g = trtc::frontend::onnx::import_bytes(&bytes, trtc::frontend::onnx::proto::ExternalDataRoot::default(), &Default::default()).unwrap();
+        let mut g = trtc::frontend::onnx::import_bytes(
+            &bytes,
+            trtc::frontend::onnx::proto::ExternalDataRoot::default(),
+            &Default::default(),
+        )
+        .unwrap();
         trtc::passes::optimize(&mut g, &Default::default()).unwrap();
         g
     };

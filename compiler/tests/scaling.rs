@@ -26,7 +26,8 @@ fn x_to_y(nodes: Vec<pb::NodeProto>, last: &str) -> pb::ModelProto {
 fn chain(op: &str, n: usize) -> pb::ModelProto {
     let nodes = (0..n)
         .map(|i| {
-            let mut nd = node(op, &format!("n{i}"), &[&if i == 0 { "x".to_string() } else { format!("t{}", i - 1) }], &[&format!("t{i}")]);
+            let mut nd =
+                node(op, &format!("n{i}"), &[&if i == 0 { "x".to_string() } else { format!("t{}", i - 1) }], &[&format!("t{i}")]);
             if op == "Transpose" {
                 nd.attribute.push(pb::AttributeProto { name: "perm".into(), r#type: 7, ints: vec![1, 0], ..Default::default() });
             }

@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 
 use trtc::tuning::{
-    choose, fnv1a64, op_signature, source_hash, Choice, Device, Entry, Layer, LoadError, Policy, Timing, TimingCache,
-    TimingKey, CANDIDATES_PER_LEVEL,
+    choose, fnv1a64, op_signature, source_hash, Choice, Device, Entry, Layer, LoadError, Policy, Timing, TimingCache, TimingKey,
+    CANDIDATES_PER_LEVEL,
 };
 use trtc_kernels::{Candidate, KernelLaunch, KernelSource, LayerIo};
 use trtc_runtime::ops::elementwise::{Unary, UnaryKind};
@@ -46,7 +46,10 @@ fn a100() -> Device {
 
 fn candidate(tactic: &str, source: &str) -> Candidate {
     let kernel = KernelSource { entry: "k".into(), source: source.into() };
-    Candidate { tactic: tactic.into(), launches: vec![KernelLaunch { kernel, grid: [4, 1, 1], block: [256, 1, 1], shared_bytes: 0, args: vec![] }] }
+    Candidate {
+        tactic: tactic.into(),
+        launches: vec![KernelLaunch { kernel, grid: [4, 1, 1], block: [256, 1, 1], shared_bytes: 0, args: vec![] }],
+    }
 }
 
 /// `n` candidates `t0..t{n-1}` with distinct sources.
@@ -72,13 +75,19 @@ fn sample() -> TimingCache {
     c.insert(key(&h200(), "spills"), entry(3, None, 0));
     c.insert(key(&a100(), "gemm 64x64"), entry(1, Some(20.0), 10));
     let odd = Device { gpu: "odd\tname\\with\nescapes\r".into(), sm: 120, driver: -1, nvrtc: (13, 0) };
-    c.insert(TimingKey { device: odd, op: "op\twith\ttabs".into(), tactic: "ü \\t".into() }, entry(u64::MAX, Some(1e-300), u32::MAX));
+    c.insert(
+        TimingKey { device: odd, op: "op\twith\ttabs".into(), tactic: "ü \\t".into() },
+        entry(u64::MAX, Some(1e-300), u32::MAX),
+    );
     c
 }
 
 /// Timing with fake, deterministic times: `times[i]` for candidate `ti`
 /// (`None`: it could not run), counting the calls.
-fn fake<'a>(times: &'a [Option<f64>], calls: &'a RefCell<Vec<String>>) -> impl FnMut(&Candidate) -> anyhow::Result<Option<Timing>> + 'a {
+fn fake<'a>(
+    times: &'a [Option<f64>],
+    calls: &'a RefCell<Vec<String>>,
+) -> impl FnMut(&Candidate) -> anyhow::Result<Option<Timing>> + 'a {
     move |c: &Candidate| {
         calls.borrow_mut().push(c.tactic.clone());
         let i: usize = c.tactic[1..].parse().unwrap();
@@ -344,7 +353,10 @@ fn each_level_considers_its_number_of_candidates() {
         assert_eq!(choice.index, considered - 1);
         assert_eq!(choice.time_us, Some(1000.0 - (considered - 1) as f64));
         assert_eq!(choice.runner_up, Some((format!("t{}", considered - 2), 1000.0 - (considered - 2) as f64)));
-        assert_eq!((choice.considered, choice.measured, choice.cache_hits, choice.from_cache), (considered, considered, 0, false));
+        assert_eq!(
+            (choice.considered, choice.measured, choice.cache_hits, choice.from_cache),
+            (considered, considered, 0, false)
+        );
         assert_eq!(cache.len(), considered);
     }
     assert_eq!(CANDIDATES_PER_LEVEL, [1, 4, 8, 16, 64, usize::MAX]);
@@ -418,7 +430,9 @@ fn ties_go_to_the_earlier_candidate() {
     assert_eq!(choice.runner_up, Some(("t2".to_string(), 2.0)));
     // A single candidate is never timed.
     let one = candidates(1);
-    let choice = choose(&layer(&one), &h200(), &mut TimingCache::new(), Policy { opt_level: 5, error_on_cache_miss: true }, no_gpu).unwrap();
+    let choice =
+        choose(&layer(&one), &h200(), &mut TimingCache::new(), Policy { opt_level: 5, error_on_cache_miss: true }, no_gpu)
+            .unwrap();
     assert_eq!((choice.tactic.as_str(), choice.time_us), ("t0", None));
 }
 

@@ -41,11 +41,16 @@ fn trtc_agrees_with_tract_on_testdata_models() {
         // npz archives are not ordered; tract takes inputs by position, so
         // put them (and the expected outputs) in the model's binding order.
         let by_binding = |named: Vec<(String, Tensor)>, bindings: &[trtc_runtime::BindingInfo]| -> Vec<(String, Tensor)> {
-            bindings.iter().map(|b| named.iter().find(|(n, _)| *n == b.name).cloned().unwrap_or_else(|| panic!("{stem}: no {}", b.name))).collect()
+            bindings
+                .iter()
+                .map(|b| named.iter().find(|(n, _)| *n == b.name).cloned().unwrap_or_else(|| panic!("{stem}: no {}", b.name)))
+                .collect()
         };
         let inputs = by_binding(testdata_npz(&model, "inputs"), engine.inputs());
         // tract panics on some graphs; that is tract's limitation, reported as skipped.
-        let theirs = match std::panic::catch_unwind(|| tract_outputs(&model, &inputs)).unwrap_or_else(|_| Err(anyhow::anyhow!("tract panicked"))) {
+        let theirs = match std::panic::catch_unwind(|| tract_outputs(&model, &inputs))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("tract panicked")))
+        {
             Ok(o) => o,
             Err(e) => {
                 tract_failed.push(format!("{stem}: {e}"));

@@ -12,15 +12,11 @@ fuzz_target!(|data: &[u8]| {
     if !small {
         return;
     }
-    let inputs: Vec<(String, trtc_runtime::Tensor)> = match engine
-        .inputs()
-        .iter()
-        .map(|b| trtc_runtime::Tensor::zeros(b.ty.clone()).map(|t| (b.name.clone(), t)))
-        .collect()
-    {
-        Ok(v) => v,
-        Err(_) => return,
-    };
+    let inputs: Vec<(String, trtc_runtime::Tensor)> =
+        match engine.inputs().iter().map(|b| trtc_runtime::Tensor::zeros(b.ty.clone()).map(|t| (b.name.clone(), t))).collect() {
+            Ok(v) => v,
+            Err(_) => return,
+        };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     if let Ok(mut ctx) = engine.create_context() {
         let _ = ctx.run(&refs);

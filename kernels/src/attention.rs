@@ -91,14 +91,7 @@ fn fused(op: &Attention, io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     if heads == 0 || q.shape[2] % heads != 0 || v.shape[2] % heads != 0 || q.shape[2] != k.shape[2] {
         return unsupported("hidden sizes do not split into heads");
     }
-    let dims = Dims {
-        batch: q.shape[0],
-        heads,
-        sq: q.shape[1],
-        sk: k.shape[1],
-        d: q.shape[2] / heads,
-        dv: v.shape[2] / heads,
-    };
+    let dims = Dims { batch: q.shape[0], heads, sq: q.shape[1], sk: k.shape[1], d: q.shape[2] / heads, dv: v.shape[2] / heads };
     if dims.sk > MAX_SEQ_K || dims.d > MAX_HEAD_DIM || dims.dv > MAX_HEAD_DIM {
         return unsupported(format!(
             "seq_k {}, head dims {} and {} (the fused kernel takes up to {MAX_SEQ_K} keys and {MAX_HEAD_DIM} per head)",

@@ -169,7 +169,10 @@ fn compile_uncached(source: &str, name: &str, sm: u32) -> Result<Compiled> {
     // SAFETY: every pointer is valid for the calls below; the program is
     // destroyed before returning.
     unsafe {
-        check(sys::nvrtcCreateProgram(&mut prog, src.as_ptr(), cname.as_ptr(), 0, std::ptr::null(), std::ptr::null()), "nvrtcCreateProgram")?;
+        check(
+            sys::nvrtcCreateProgram(&mut prog, src.as_ptr(), cname.as_ptr(), 0, std::ptr::null(), std::ptr::null()),
+            "nvrtcCreateProgram",
+        )?;
         let compiled = sys::nvrtcCompileProgram(prog, opt_ptrs.len() as i32, opt_ptrs.as_ptr());
         let mut log_size = 0usize;
         sys::nvrtcGetProgramLogSize(prog, &mut log_size);

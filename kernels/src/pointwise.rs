@@ -90,7 +90,9 @@ pub(crate) fn candidates(p: &Pointwise, io: &LayerIo<'_>, limits: &SmLimits) -> 
         return unsupported(format!("Pointwise: {} output", out.dtype));
     }
     let Some((k, b)) = kernel(&p.program, &out.shape, &inputs, out.dtype) else {
-        return unsupported("Pointwise: the program has an instruction without a CUDA expression, or its inputs do not broadcast");
+        return unsupported(
+            "Pointwise: the program has an instruction without a CUDA expression, or its inputs do not broadcast",
+        );
     };
     Ok(k.candidates("pointwise", &b, limits))
 }

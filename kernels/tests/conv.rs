@@ -68,12 +68,7 @@ fn layer(name: &str, kind: Kind, n: usize, c: usize, m: usize, h: usize, w: usiz
         Kind::Fused(dt, residual, activation) => Layer {
             name,
             op: Linear { kind: LinearKind::Conv(conv), bias: true, epilogue: Epilogue { residual, activation } }.into(),
-            inputs: vec![
-                Some(t(dt, &[n, c, h, w])),
-                Some(t(dt, &wshape)),
-                Some(t(dt, &[m])),
-                residual.then(|| t(dt, &oshape)),
-            ],
+            inputs: vec![Some(t(dt, &[n, c, h, w])), Some(t(dt, &wshape)), Some(t(dt, &[m])), residual.then(|| t(dt, &oshape))],
             output: t(dt, &oshape),
         },
         Kind::Int8(output, residual, activation) => {
@@ -156,7 +151,16 @@ fn compiled_layers() -> Vec<Layer> {
         // MobileNetV2 depthwise + relu6 (f32, f16) and its int8 form.
         layer("mbv2 dw", Kind::Fused(f32, false, RELU6), 32, 144, 144, 56, 56, conv2d(3, 1, 1, 144)),
         layer("mbv2 dw s2", Kind::Fused(f16, false, RELU6), 1, 96, 96, 112, 112, conv2d(3, 2, 1, 96)),
-        layer("mbv2 dw int8", Kind::Int8(Int8Output::Int8 { scale: 0.05 }, false, RELU6), 32, 144, 144, 56, 56, conv2d(3, 1, 1, 144)),
+        layer(
+            "mbv2 dw int8",
+            Kind::Int8(Int8Output::Int8 { scale: 0.05 }, false, RELU6),
+            32,
+            144,
+            144,
+            56,
+            56,
+            conv2d(3, 1, 1, 144),
+        ),
         // Int8 implicit GEMM: requantized, f16 and f32 outputs, 3x3 and 1x1.
         layer("int8 3x3", Kind::Int8(Int8Output::Int8 { scale: 0.1 }, false, RELU), 32, 128, 128, 28, 28, conv2d(3, 1, 1, 1)),
         layer("int8 1x1 residual", Kind::Int8(Int8Output::F16, true, RELU), 256, 256, 64, 56, 56, conv2d(1, 1, 0, 1)),
@@ -164,7 +168,16 @@ fn compiled_layers() -> Vec<Layer> {
         // Grouped (ResNeXt-like), odd sizes, dilation.
         layer("grouped", Kind::Fused(f32, false, RELU), 8, 128, 128, 28, 28, conv2d(3, 1, 1, 32)),
         layer("odd", Kind::Plain(f32), 3, 13, 37, 11, 9, Conv::new_2d([3, 2], [2, 1], [1, 0, 2, 1], [2, 1], 1)),
-        layer("dilated f16", Kind::Fused(f16, true, Some(Activation::Silu)), 2, 40, 24, 17, 23, Conv::new_2d([3, 3], [1, 1], [2; 4], [2, 2], 1)),
+        layer(
+            "dilated f16",
+            Kind::Fused(f16, true, Some(Activation::Silu)),
+            2,
+            40,
+            24,
+            17,
+            23,
+            Conv::new_2d([3, 3], [1, 1], [2; 4], [2, 2], 1),
+        ),
     ]
 }
 
@@ -217,8 +230,13 @@ fn check_candidates(l: &Layer, cands: &[Candidate]) {
             assert_eq!(kinds.len(), launch.args.len(), "{} {}: argument count", l.name, c.tactic);
             for (k, a) in kinds.iter().zip(&launch.args) {
                 match (k, a) {
-                    ('P', KernelArg::Input(i)) => assert!(matches!(l.inputs.get(*i as usize), Some(Some(_))), "{}: input {i}", l.name),
-                    ('P', KernelArg::Output(0)) | ('I', KernelArg::I32(_)) | ('L', KernelArg::I64(_)) | ('F', KernelArg::F32(_)) => {}
+                    ('P', KernelArg::Input(i)) => {
+                        assert!(matches!(l.inputs.get(*i as usize), Some(Some(_))), "{}: input {i}", l.name)
+                    }
+                    ('P', KernelArg::Output(0))
+                    | ('I', KernelArg::I32(_))
+                    | ('L', KernelArg::I64(_))
+                    | ('F', KernelArg::F32(_)) => {}
                     _ => panic!("{} {}: parameter {k} gets {a:?}", l.name, c.tactic),
                 }
             }
@@ -231,13 +249,40 @@ fn candidates_match_their_kernels_for_the_model_layers() {
     let mut layers = compiled_layers();
     for batch in [1, 32, 256] {
         for (i, &(c, m, h, k, s, p)) in RESNET50.iter().enumerate() {
-            layers.push(layer(&format!("resnet50 #{i}"), Kind::Fused(DType::F32, true, RELU), batch, c, m, h, h, conv2d(k, s, p, 1)));
-            layers.push(layer(&format!("resnet50 #{i}"), Kind::Fused(DType::F16, false, RELU), batch, c, m, h, h, conv2d(k, s, p, 1)));
+            layers.push(layer(
+                &format!("resnet50 #{i}"),
+                Kind::Fused(DType::F32, true, RELU),
+                batch,
+                c,
+                m,
+                h,
+                h,
+                conv2d(k, s, p, 1),
+            ));
+            layers.push(layer(
+                &format!("resnet50 #{i}"),
+                Kind::Fused(DType::F16, false, RELU),
+                batch,
+                c,
+                m,
+                h,
+                h,
+                conv2d(k, s, p, 1),
+            ));
             let q = Int8Output::Int8 { scale: 0.1 };
             layers.push(layer(&format!("resnet50 #{i}"), Kind::Int8(q, false, RELU), batch, c, m, h, h, conv2d(k, s, p, 1)));
         }
         for (i, &(c, m, h, k, s, p, g)) in MOBILENET_V2.iter().enumerate() {
-            layers.push(layer(&format!("mobilenetv2 #{i}"), Kind::Fused(DType::F32, false, RELU6), batch, c, m, h, h, conv2d(k, s, p, g)));
+            layers.push(layer(
+                &format!("mobilenetv2 #{i}"),
+                Kind::Fused(DType::F32, false, RELU6),
+                batch,
+                c,
+                m,
+                h,
+                h,
+                conv2d(k, s, p, g),
+            ));
             layers.push(layer(&format!("mobilenetv2 #{i}"), Kind::Plain(DType::F16), batch, c, m, h, h, conv2d(k, s, p, g)));
         }
     }
@@ -383,7 +428,8 @@ fn unsupported_layers_say_why() {
     assert!(refuse(&l).contains("groups"));
     // Not a convolution.
     let mm: Op = trtc_runtime::ops::linalg::MatMul {}.into();
-    let l = Layer { name: "matmul".into(), op: mm, inputs: vec![Some(t(DType::F32, &[2, 2])); 2], output: t(DType::F32, &[2, 2]) };
+    let l =
+        Layer { name: "matmul".into(), op: mm, inputs: vec![Some(t(DType::F32, &[2, 2])); 2], output: t(DType::F32, &[2, 2]) };
     assert!(refuse(&l).contains("not a convolution"));
 }
 

@@ -89,7 +89,9 @@ fn integer_and_bool_ops_compile() {
     let i = |d: DType, s: &'static [usize]| (d, s);
     let mut layers = Vec::new();
     for d in [DType::I8, DType::I32, DType::I64, DType::U8, DType::U64] {
-        for kind in [BinaryKind::Add, BinaryKind::Div, BinaryKind::Mod { fmod: false }, BinaryKind::BitShiftRight, BinaryKind::PRelu] {
+        for kind in
+            [BinaryKind::Add, BinaryKind::Div, BinaryKind::Mod { fmod: false }, BinaryKind::BitShiftRight, BinaryKind::PRelu]
+        {
             layers.push(Layer::of(binary(kind), &[i(d, &[2, 3, 5]), i(d, &[5])]));
         }
         layers.push(Layer::of(Unary::new(UnaryKind::Abs), &[i(d, &[9])]));
@@ -110,7 +112,17 @@ fn integer_and_bool_ops_compile() {
     let wrapped = Layer::typed(Cast::new(DType::F32), true, vec![Some(TensorType::new(DType::I64, [1, 128]))]);
     assert_eq!(wrapped.outputs[0].dtype, DType::F16);
     layers.push(wrapped);
-    for (from, to) in [(DType::F32, DType::I32), (DType::F16, DType::U8), (DType::F32, DType::F16), (DType::F16, DType::F32), (DType::U8, DType::Bool), (DType::F32, DType::Bool), (DType::I64, DType::I8), (DType::Bool, DType::F32), (DType::F32, DType::U64)] {
+    for (from, to) in [
+        (DType::F32, DType::I32),
+        (DType::F16, DType::U8),
+        (DType::F32, DType::F16),
+        (DType::F16, DType::F32),
+        (DType::U8, DType::Bool),
+        (DType::F32, DType::Bool),
+        (DType::I64, DType::I8),
+        (DType::Bool, DType::F32),
+        (DType::F32, DType::U64),
+    ] {
         layers.push(Layer::of(Cast::new(to), &[i(from, &[3, 7])]));
     }
     compile_heuristic(&layers);
@@ -139,14 +151,30 @@ fn quantization_compiles() {
         let q = |axis, block_size, output_dtype| QuantizeLinear { axis, block_size, output_dtype };
         let x = TensorType::new(dtype, [1, 64, 56, 56]);
         let s = TensorType::new(dtype, []);
-        layers.push(Layer::typed(q(1, 0, DType::U8), false, vec![Some(x.clone()), Some(s.clone()), Some(TensorType::new(DType::U8, []))]));
+        layers.push(Layer::typed(
+            q(1, 0, DType::U8),
+            false,
+            vec![Some(x.clone()), Some(s.clone()), Some(TensorType::new(DType::U8, []))],
+        ));
         let w = TensorType::new(dtype, [64, 3, 3, 3]);
         layers.push(Layer::typed(q(0, 0, DType::I8), false, vec![Some(w), Some(TensorType::new(dtype, [64]))]));
-        layers.push(Layer::typed(q(1, 32, DType::I16), false, vec![Some(TensorType::new(dtype, [4, 96])), Some(TensorType::new(dtype, [4, 3])), None]));
+        layers.push(Layer::typed(
+            q(1, 32, DType::I16),
+            false,
+            vec![Some(TensorType::new(dtype, [4, 96])), Some(TensorType::new(dtype, [4, 3])), None],
+        ));
         let d = DequantizeLinear { axis: 0, block_size: 0 };
         let xi = TensorType::new(DType::I8, [64, 3, 3, 3]);
-        layers.push(Layer::typed(d.clone(), false, vec![Some(xi), Some(TensorType::new(dtype, [64])), Some(TensorType::new(DType::I8, [64]))]));
-        layers.push(Layer::typed(d, false, vec![Some(TensorType::new(DType::U8, [1, 64, 56, 56])), Some(TensorType::new(dtype, []))]));
+        layers.push(Layer::typed(
+            d.clone(),
+            false,
+            vec![Some(xi), Some(TensorType::new(dtype, [64])), Some(TensorType::new(DType::I8, [64]))],
+        ));
+        layers.push(Layer::typed(
+            d,
+            false,
+            vec![Some(TensorType::new(DType::U8, [1, 64, 56, 56])), Some(TensorType::new(dtype, []))],
+        ));
     }
     compile_heuristic(&layers);
     let i32_input = Layer::typed(
@@ -172,7 +200,14 @@ fn fused_pointwise_programs_compile() {
             Instr::Binary(Sub, 5, 0),
         ],
         vec![Instr::Input(0), Instr::Unary(UnaryKind::Sigmoid, 0), Instr::Binary(Mul, 0, 1)],
-        vec![Instr::Input(0), Instr::Input(1), Instr::Binary(Add, 0, 1), Instr::Unary(UnaryKind::Gelu, 2), Instr::Const(f32::INFINITY), Instr::Binary(Div, 3, 4)],
+        vec![
+            Instr::Input(0),
+            Instr::Input(1),
+            Instr::Binary(Add, 0, 1),
+            Instr::Unary(UnaryKind::Gelu, 2),
+            Instr::Const(f32::INFINITY),
+            Instr::Binary(Div, 3, 4),
+        ],
     ];
     let mut layers = Vec::new();
     for dtype in [DType::F32, DType::F16] {
@@ -209,7 +244,8 @@ fn unsupported_cases_stay_on_the_host() {
         Layer::of(Cast::new(DType::F64), &[(DType::F32, &[4])]).refused(),
         Layer::of(DynamicQuantizeLinear {}, &[(DType::F32, &[4])]).refused(),
         // Nine alternating broadcast dimensions exceed the merged rank.
-        Layer::float(binary(BinaryKind::Add), DType::F32, &[&[2, 1, 2, 1, 2, 1, 2, 1, 2], &[1, 2, 1, 2, 1, 2, 1, 2, 1]]).refused(),
+        Layer::float(binary(BinaryKind::Add), DType::F32, &[&[2, 1, 2, 1, 2, 1, 2, 1, 2], &[1, 2, 1, 2, 1, 2, 1, 2, 1]])
+            .refused(),
     ];
     for r in &refused {
         assert!(!r.is_empty());
@@ -231,7 +267,8 @@ fn map_offsets(launch: &trtc_kernels::KernelLaunch, inputs: usize) -> Vec<Vec<u6
     let rank = params.iter().filter(|p| p.contains(" dim")).count() + 1;
     (0..inputs)
         .map(|k| {
-            let line = src.lines().find(|l| l.trim_start().starts_with("const ") && l.contains(&format!("* p{k} = in{k} + "))).unwrap();
+            let line =
+                src.lines().find(|l| l.trim_start().starts_with("const ") && l.contains(&format!("* p{k} = in{k} + "))).unwrap();
             let access = line.rsplit("+ ").next().unwrap().trim_end_matches(';');
             (0..n)
                 .map(|i| match access {

@@ -37,7 +37,9 @@ use std::time::{Duration, Instant};
 use trtc_kernels::{candidates, Candidate, LayerIo, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::elementwise::*;
-use trtc_runtime::ops::fused::{Activation, Attention, Epilogue, Instr, Linear, LinearKind, Pointwise, PointwiseBinary, ScoreScale};
+use trtc_runtime::ops::fused::{
+    Activation, Attention, Epilogue, Instr, Linear, LinearKind, Pointwise, PointwiseBinary, ScoreScale,
+};
 use trtc_runtime::ops::linalg::{Conv, ConvTranspose, Gemm, MatMul, Pool, PoolKind};
 use trtc_runtime::ops::movement::*;
 use trtc_runtime::ops::precision::{HalfIo, Int8Linear, Int8Output};
@@ -145,10 +147,25 @@ impl Builder {
     }
 
     fn add_trap(&mut self, family: &'static str, name: impl Into<String>, op: impl Into<Op>, inputs: Vec<Option<Tensor>>) {
-        self.cases.push(Case { name: name.into(), family, op: op.into(), inputs, pick: Pick::Sample(2), int_slack: 0, expect_trap: true });
+        self.cases.push(Case {
+            name: name.into(),
+            family,
+            op: op.into(),
+            inputs,
+            pick: Pick::Sample(2),
+            int_slack: 0,
+            expect_trap: true,
+        });
     }
 
-    fn add_slack(&mut self, family: &'static str, name: impl Into<String>, op: impl Into<Op>, inputs: Vec<Option<Tensor>>, pick: Pick) {
+    fn add_slack(
+        &mut self,
+        family: &'static str,
+        name: impl Into<String>,
+        op: impl Into<Op>,
+        inputs: Vec<Option<Tensor>>,
+        pick: Pick,
+    ) {
         self.cases.push(Case { name: name.into(), family, op: op.into(), inputs, pick, int_slack: 1, expect_trap: false });
     }
 }
@@ -182,19 +199,49 @@ fn elementwise_cases(b: &mut Builder) {
     for dt in [F32, F16] {
         let x = b.data(dt, &[3, 1, 5, 7]);
         let y = b.data(dt, &[4, 1, 7]);
-        b.add(fam, format!("Add two-sided broadcast {dt}"), for_dtype(dt, Binary::new(BinaryKind::Add)), vec![Some(x), Some(y)], Pick::All);
+        b.add(
+            fam,
+            format!("Add two-sided broadcast {dt}"),
+            for_dtype(dt, Binary::new(BinaryKind::Add)),
+            vec![Some(x), Some(y)],
+            Pick::All,
+        );
         let x = b.data(dt, &[5, 6]);
         let y = b.data(dt, &[]);
-        b.add(fam, format!("Sub scalar {dt}"), for_dtype(dt, Binary::new(BinaryKind::Sub)), vec![Some(x), Some(y)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("Sub scalar {dt}"),
+            for_dtype(dt, Binary::new(BinaryKind::Sub)),
+            vec![Some(x), Some(y)],
+            Pick::Sample(2),
+        );
         let x = b.data(dt, &[2, 3, 4, 5]);
         let y = b.uniform(dt, &[3, 1, 1], 0.5, 2.0);
-        b.add(fam, format!("Div channel {dt}"), for_dtype(dt, Binary::new(BinaryKind::Div)), vec![Some(x), Some(y)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("Div channel {dt}"),
+            for_dtype(dt, Binary::new(BinaryKind::Div)),
+            vec![Some(x), Some(y)],
+            Pick::Sample(2),
+        );
         let x = b.data(dt, &[2, 3, 4, 5]);
         let y = b.data(dt, &[2, 3, 4, 5]);
-        b.add(fam, format!("Mul same shape {dt}"), for_dtype(dt, Binary::new(BinaryKind::Mul)), vec![Some(x), Some(y)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("Mul same shape {dt}"),
+            for_dtype(dt, Binary::new(BinaryKind::Mul)),
+            vec![Some(x), Some(y)],
+            Pick::Sample(2),
+        );
         let slope = b.data(dt, &[3, 1, 1]);
         let x = b.data(dt, &[2, 3, 2, 5]);
-        b.add(fam, format!("PRelu {dt}"), for_dtype(dt, Binary::new(BinaryKind::PRelu)), vec![Some(x), Some(slope)], Pick::Sample(1));
+        b.add(
+            fam,
+            format!("PRelu {dt}"),
+            for_dtype(dt, Binary::new(BinaryKind::PRelu)),
+            vec![Some(x), Some(slope)],
+            Pick::Sample(1),
+        );
     }
     // Enough elements for several blocks and grid-stride iterations.
     let x = b.data(F32, &[5, 21, 24]);
@@ -218,11 +265,23 @@ fn elementwise_cases(b: &mut Builder) {
     let xs = b.indices(I64, &[3, 11], -50, 50);
     let ys = b.indices(I64, &[3, 11], -4, 5);
     b.add(fam, "Div i64 incl. by zero", Binary::new(BinaryKind::Div), vec![Some(xs.clone()), Some(ys.clone())], Pick::Sample(1));
-    b.add(fam, "Mod i64 python", Binary::new(BinaryKind::Mod { fmod: false }), vec![Some(xs.clone()), Some(ys.clone())], Pick::Sample(1));
+    b.add(
+        fam,
+        "Mod i64 python",
+        Binary::new(BinaryKind::Mod { fmod: false }),
+        vec![Some(xs.clone()), Some(ys.clone())],
+        Pick::Sample(1),
+    );
     b.add(fam, "Mod i64 fmod", Binary::new(BinaryKind::Mod { fmod: true }), vec![Some(xs), Some(ys)], Pick::Sample(1));
     let xu = b.indices(U8, &[2, 13], 0, 256);
     let yu = b.indices(U8, &[13], 0, 10);
-    b.add(fam, "BitShiftLeft u8", Binary::new(BinaryKind::BitShiftLeft), vec![Some(xu.clone()), Some(yu.clone())], Pick::Sample(1));
+    b.add(
+        fam,
+        "BitShiftLeft u8",
+        Binary::new(BinaryKind::BitShiftLeft),
+        vec![Some(xu.clone()), Some(yu.clone())],
+        Pick::Sample(1),
+    );
     b.add(fam, "BitShiftRight u8", Binary::new(BinaryKind::BitShiftRight), vec![Some(xu), Some(yu)], Pick::Sample(1));
     let a16 = b.indices(I16, &[21], -30000, 30000);
     let b16 = b.indices(I16, &[21], -30000, 30000);
@@ -327,9 +386,16 @@ fn elementwise_cases(b: &mut Builder) {
     v[9] = f32::NEG_INFINITY;
     let special = Tensor::from_vec(vec![16], v).unwrap();
     b.add(fam, "IsNaN f32", IsNaN, vec![Some(special.clone())], Pick::Sample(1));
-    b.add(fam, "IsInf negative f32", IsInf { detect_positive: false, detect_negative: true }, vec![Some(special.clone())], Pick::Sample(1));
+    b.add(
+        fam,
+        "IsInf negative f32",
+        IsInf { detect_positive: false, detect_negative: true },
+        vec![Some(special.clone())],
+        Pick::Sample(1),
+    );
     // Casts: truncation, saturation and NaN rules, f16 rounding.
-    let wide: Vec<f32> = (0..40).map(|i| (i as f32 - 20.0) * 13.7 + 0.5).chain([f32::NAN, f32::INFINITY, -f32::INFINITY, 1e10, -1e10]).collect();
+    let wide: Vec<f32> =
+        (0..40).map(|i| (i as f32 - 20.0) * 13.7 + 0.5).chain([f32::NAN, f32::INFINITY, -f32::INFINITY, 1e10, -1e10]).collect();
     let wide = Tensor::from_vec(vec![wide.len()], wide).unwrap();
     for to in [I8, U8, I32, I64, F16, Bool, U16] {
         b.add(fam, format!("Cast f32 to {to}"), Cast::new(to), vec![Some(wide.clone())], Pick::Sample(1));
@@ -346,21 +412,63 @@ fn elementwise_cases(b: &mut Builder) {
     let x = b.uniform(F32, &[2, 3, 5], -3.0, 3.0);
     let s = Tensor::from_vec(vec![], vec![0.03f32]).unwrap();
     let z = Tensor::from_vec(vec![], vec![7i8]).unwrap();
-    b.add(fam, "QuantizeLinear per tensor i8", QuantizeLinear { axis: 0, block_size: 0, output_dtype: I8 }, vec![Some(x.clone()), Some(s.clone()), Some(z)], Pick::Sample(2));
+    b.add(
+        fam,
+        "QuantizeLinear per tensor i8",
+        QuantizeLinear { axis: 0, block_size: 0, output_dtype: I8 },
+        vec![Some(x.clone()), Some(s.clone()), Some(z)],
+        Pick::Sample(2),
+    );
     let sa = b.uniform(F32, &[3], 0.01, 0.05);
     let za = b.indices(U8, &[3], 100, 150);
-    b.add(fam, "QuantizeLinear per axis u8", QuantizeLinear { axis: 1, block_size: 0, output_dtype: U8 }, vec![Some(x.clone()), Some(sa.clone()), Some(za.clone())], Pick::Sample(1));
+    b.add(
+        fam,
+        "QuantizeLinear per axis u8",
+        QuantizeLinear { axis: 1, block_size: 0, output_dtype: U8 },
+        vec![Some(x.clone()), Some(sa.clone()), Some(za.clone())],
+        Pick::Sample(1),
+    );
     let sb = b.uniform(F32, &[2, 3, 3], 0.01, 0.05);
-    b.add(fam, "QuantizeLinear blocked i8", QuantizeLinear { axis: 2, block_size: 2, output_dtype: I8 }, vec![Some(x.clone()), Some(sb.clone())], Pick::Sample(1));
+    b.add(
+        fam,
+        "QuantizeLinear blocked i8",
+        QuantizeLinear { axis: 2, block_size: 2, output_dtype: I8 },
+        vec![Some(x.clone()), Some(sb.clone())],
+        Pick::Sample(1),
+    );
     let xh = f16_of(&x);
     let sh = f16_of(&s);
-    b.add(fam, "QuantizeLinear f16 to i16", QuantizeLinear { axis: 0, block_size: 0, output_dtype: I16 }, vec![Some(xh), Some(sh)], Pick::Sample(1));
+    b.add(
+        fam,
+        "QuantizeLinear f16 to i16",
+        QuantizeLinear { axis: 0, block_size: 0, output_dtype: I16 },
+        vec![Some(xh), Some(sh)],
+        Pick::Sample(1),
+    );
     let q = b.indices(I8, &[2, 3, 5], -128, 128);
     let zq = Tensor::from_vec(vec![], vec![-3i8]).unwrap();
-    b.add(fam, "DequantizeLinear per tensor i8", DequantizeLinear { axis: 0, block_size: 0 }, vec![Some(q.clone()), Some(s.clone()), Some(zq)], Pick::Sample(2));
+    b.add(
+        fam,
+        "DequantizeLinear per tensor i8",
+        DequantizeLinear { axis: 0, block_size: 0 },
+        vec![Some(q.clone()), Some(s.clone()), Some(zq)],
+        Pick::Sample(2),
+    );
     let qu = b.indices(U8, &[2, 3, 5], 0, 256);
-    b.add(fam, "DequantizeLinear per axis u8", DequantizeLinear { axis: 1, block_size: 0 }, vec![Some(qu), Some(sa), Some(za)], Pick::Sample(1));
-    b.add(fam, "DequantizeLinear blocked i8", DequantizeLinear { axis: 2, block_size: 2 }, vec![Some(q), Some(sb)], Pick::Sample(1));
+    b.add(
+        fam,
+        "DequantizeLinear per axis u8",
+        DequantizeLinear { axis: 1, block_size: 0 },
+        vec![Some(qu), Some(sa), Some(za)],
+        Pick::Sample(1),
+    );
+    b.add(
+        fam,
+        "DequantizeLinear blocked i8",
+        DequantizeLinear { axis: 2, block_size: 2 },
+        vec![Some(q), Some(sb)],
+        Pick::Sample(1),
+    );
     let qi = b.indices(I32, &[2, 7], -100000, 100000);
     b.add(fam, "DequantizeLinear i32", DequantizeLinear { axis: 0, block_size: 0 }, vec![Some(qi), Some(s)], Pick::Sample(1));
     // Fused pointwise programs: inputs of the output's shape, broadcast
@@ -381,7 +489,13 @@ fn elementwise_cases(b: &mut Builder) {
         let x = b.data(dt, &[2, 3, 4, 5]);
         let y = b.uniform(dt, &[3, 1, 1], 0.5, 2.0);
         let z = b.data(dt, &[5]);
-        b.add(fam, format!("Pointwise program {dt}"), for_dtype(dt, Pointwise { program: program.clone() }), vec![Some(x), Some(y), Some(z)], Pick::All);
+        b.add(
+            fam,
+            format!("Pointwise program {dt}"),
+            for_dtype(dt, Pointwise { program: program.clone() }),
+            vec![Some(x), Some(y), Some(z)],
+            Pick::All,
+        );
     }
     let gelu_bias = vec![Instr::Input(0), Instr::Input(1), Instr::Binary(PointwiseBinary::Add, 0, 1), Instr::Unary(Gelu, 2)];
     let x = b.data(F32, &[3, 50]);
@@ -416,15 +530,33 @@ fn edge_cases(b: &mut Builder) {
     let ties: Vec<f32> = (-12..12).map(|i| i as f32 * 0.5 * 0.1).chain([100.0, -100.0, f32::NAN]).collect();
     let ties = Tensor::from_vec(vec![ties.len()], ties).unwrap();
     let s = Tensor::from_vec(vec![], vec![0.1f32]).unwrap();
-    b.add(fam, "QuantizeLinear ties and saturation i8", QuantizeLinear { axis: 0, block_size: 0, output_dtype: I8 }, vec![Some(ties.clone()), Some(s.clone())], Pick::Sample(1));
+    b.add(
+        fam,
+        "QuantizeLinear ties and saturation i8",
+        QuantizeLinear { axis: 0, block_size: 0, output_dtype: I8 },
+        vec![Some(ties.clone()), Some(s.clone())],
+        Pick::Sample(1),
+    );
     let z = Tensor::from_vec(vec![], vec![250u8]).unwrap();
-    b.add(fam, "QuantizeLinear ties and saturation u8", QuantizeLinear { axis: 0, block_size: 0, output_dtype: U8 }, vec![Some(ties), Some(s), Some(z)], Pick::Sample(1));
+    b.add(
+        fam,
+        "QuantizeLinear ties and saturation u8",
+        QuantizeLinear { axis: 0, block_size: 0, output_dtype: U8 },
+        vec![Some(ties), Some(s), Some(z)],
+        Pick::Sample(1),
+    );
 
     // Movement: negative steps on several axes, rank-5 resize, rank
     // increasing expand, GatherND with two batch dims, reflect pads on 4-D.
     let fam = "movement";
     let x = b.data(F32, &[5, 6, 7]);
-    b.add(fam, "Slice negative steps two axes", slice(&[0, 2], &[-1, 5], &[i64::MIN, 0], &[-2, -3]), vec![Some(x)], Pick::Sample(2));
+    b.add(
+        fam,
+        "Slice negative steps two axes",
+        slice(&[0, 2], &[-1, 5], &[i64::MIN, 0], &[-2, -3]),
+        vec![Some(x)],
+        Pick::Sample(2),
+    );
     let x = b.data(F16, &[2, 3, 4, 5]);
     b.add(fam, "Slice empty f16", half(slice(&[1], &[2], &[2], &[1])), vec![Some(x)], Pick::Sample(1));
     let x = b.data(F32, &[3, 1]);
@@ -436,13 +568,26 @@ fn edge_cases(b: &mut Builder) {
     let i = b.indices(I32, &[2, 2], -9, 9);
     b.add(fam, "Gather last axis 2-D index", Gather { axis: 1 }, vec![Some(x), Some(i)], Pick::Sample(2));
     let x = b.data(F16, &[1, 2, 4, 5]);
-    b.add(fam, "Pad reflect 4-D f16", half(Pad { pads: vec![0, 0, 3, 1, 0, 1, 2, 4], mode: PadMode::Reflect }), vec![Some(x)], Pick::Sample(2));
+    b.add(
+        fam,
+        "Pad reflect 4-D f16",
+        half(Pad { pads: vec![0, 0, 3, 1, 0, 1, 2, 4], mode: PadMode::Reflect }),
+        vec![Some(x)],
+        Pick::Sample(2),
+    );
     let x = b.data(I32, &[3, 4]);
     b.add(fam, "Pad wrap negative i32", Pad { pads: vec![2, -1, 1, 3], mode: PadMode::Wrap }, vec![Some(x)], Pick::Sample(2));
     let x = b.data(F32, &[1, 2, 3, 4, 3]);
-    let r = resize(ResizeMode::Linear, CoordinateMode::HalfPixel, NearestMode::Floor, &[1.0, 1.0, 2.0, 0.75, 1.5], &[1, 2, 6, 3, 4]);
+    let r =
+        resize(ResizeMode::Linear, CoordinateMode::HalfPixel, NearestMode::Floor, &[1.0, 1.0, 2.0, 0.75, 1.5], &[1, 2, 6, 3, 4]);
     b.add(fam, "Resize linear 5-D", r, vec![Some(x.clone())], Pick::Sample(2));
-    let r = resize(ResizeMode::Nearest, CoordinateMode::Asymmetric, NearestMode::Floor, &[1.0, 1.0, 2.0, 0.75, 1.5], &[1, 2, 6, 3, 4]);
+    let r = resize(
+        ResizeMode::Nearest,
+        CoordinateMode::Asymmetric,
+        NearestMode::Floor,
+        &[1.0, 1.0, 2.0, 0.75, 1.5],
+        &[1, 2, 6, 3, 4],
+    );
     b.add(fam, "Resize nearest 5-D", r, vec![Some(x)], Pick::Sample(2));
     let x = b.data(F32, &[7]);
     let r = resize(ResizeMode::Linear, CoordinateMode::AlignCorners, NearestMode::Floor, &[1.6], &[11]);
@@ -484,7 +629,13 @@ fn edge_cases(b: &mut Builder) {
     p.pads = vec![2, 1];
     b.add(fam, "AveragePool 1-D f16", half(p), vec![Some(x)], Pick::Sample(2));
     let x = b.data(F32, &[1, 2, 3, 4, 5]);
-    b.add(fam, "GlobalAveragePool 3-D", Pool::new(PoolKind::Average { count_include_pad: false }, vec![3, 4, 5]), vec![Some(x)], Pick::Sample(3));
+    b.add(
+        fam,
+        "GlobalAveragePool 3-D",
+        Pool::new(PoolKind::Average { count_include_pad: false }, vec![3, 4, 5]),
+        vec![Some(x)],
+        Pick::Sample(3),
+    );
 
     // Attention: one head, one query (a decode step), a per-head mask.
     let fam = "attention";
@@ -493,7 +644,14 @@ fn edge_cases(b: &mut Builder) {
     let v = b.data(F32, &[2, 9, 24]);
     let m: Vec<f32> = (0..2 * 9).map(|i| if i % 7 == 3 { f32::NEG_INFINITY } else { 0.0 }).collect();
     let mask = Tensor::from_vec(vec![2, 1, 1, 9], m).unwrap();
-    let op = Attention { num_heads: 1, q_scale: None, k_scale: None, score_scale: Some(ScoreScale::Div(4.0)), mask: true, nan_to_zero: false };
+    let op = Attention {
+        num_heads: 1,
+        q_scale: None,
+        k_scale: None,
+        score_scale: Some(ScoreScale::Div(4.0)),
+        mask: true,
+        nan_to_zero: false,
+    };
     b.add(fam, "Attention decode step, one head", op, vec![Some(q), Some(k), Some(v), Some(mask)], Pick::Sample(3));
     let q = b.data(F32, &[1, 6, 8]);
     let k = b.data(F32, &[1, 6, 8]);
@@ -524,17 +682,42 @@ fn edge_cases(b: &mut Builder) {
     let fam = "conv";
     let x = b.data(F32, &[2, 3, 9, 9]);
     let w = b.uniform(F32, &[17, 3, 2, 2], -0.5, 0.5);
-    b.add(fam, "Conv stride 3 > kernel", Conv::new_2d([2, 2], [3, 3], [0; 4], [1, 1], 1), vec![Some(x), Some(w)], Pick::Sample(4));
+    b.add(
+        fam,
+        "Conv stride 3 > kernel",
+        Conv::new_2d([2, 2], [3, 3], [0; 4], [1, 1], 1),
+        vec![Some(x), Some(w)],
+        Pick::Sample(4),
+    );
     let x = b.data(F16, &[1, 4, 3, 2]);
     let w = b.uniform(F16, &[20, 4, 5, 5], -0.5, 0.5);
-    b.add(fam, "Conv window larger than input f16", half(Conv::new_2d([5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 1)), vec![Some(x), Some(w)], Pick::Sample(4));
+    b.add(
+        fam,
+        "Conv window larger than input f16",
+        half(Conv::new_2d([5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 1)),
+        vec![Some(x), Some(w)],
+        Pick::Sample(4),
+    );
     let x = b.data(F32, &[2, 20, 7, 7]);
     let w = b.uniform(F32, &[36, 20, 1, 1], -0.5, 0.5);
     let bias = b.data(F32, &[36]);
-    b.add(fam, "Conv 1x1 stride 2", Conv::new_2d([1, 1], [2, 2], [0; 4], [1, 1], 1), vec![Some(x), Some(w), Some(bias)], Pick::Sample(4));
+    b.add(
+        fam,
+        "Conv 1x1 stride 2",
+        Conv::new_2d([1, 1], [2, 2], [0; 4], [1, 1], 1),
+        vec![Some(x), Some(w), Some(bias)],
+        Pick::Sample(4),
+    );
     let x = b.data(F32, &[1, 6, 11]);
     let w = b.uniform(F32, &[6, 5, 3], -0.5, 0.5);
-    let ct = ConvTranspose { kernel_shape: vec![3], strides: vec![3], pads: vec![1, 2], dilations: vec![2], group: 1, output_padding: vec![1] };
+    let ct = ConvTranspose {
+        kernel_shape: vec![3],
+        strides: vec![3],
+        pads: vec![1, 2],
+        dilations: vec![2],
+        group: 1,
+        output_padding: vec![1],
+    };
     b.add(fam, "ConvTranspose 1-D dilated", ct, vec![Some(x), Some(w)], Pick::Sample(2));
 }
 
@@ -589,26 +772,62 @@ fn movement_cases(b: &mut Builder) {
         b.add(fam, format!("Gather rows i32 {dt}"), wrap(Gather { axis: 0 }.into()), vec![Some(x), Some(i)], Pick::Sample(3));
         let x = b.data(dt, &[3, 3, 2]);
         let i = b.indices(I64, &[3, 2, 2], -3, 3);
-        b.add(fam, format!("GatherElements {dt}"), wrap(GatherElements { axis: 1 }.into()), vec![Some(x), Some(i)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("GatherElements {dt}"),
+            wrap(GatherElements { axis: 1 }.into()),
+            vec![Some(x), Some(i)],
+            Pick::Sample(2),
+        );
         let x = b.data(dt, &[5, 6, 8]);
         let i = Tensor::from_vec(vec![4, 2], vec![0i32, 1, -1, 5, 4, -6, 2, 2]).unwrap();
         b.add(fam, format!("GatherND {dt}"), wrap(GatherND { batch_dims: 0 }.into()), vec![Some(x), Some(i)], Pick::Sample(2));
         let x = b.data(dt, &[2, 6, 7]);
         let i = Tensor::from_vec(vec![2, 3, 1], vec![1i64, 0, -1, 5, 2, 3]).unwrap();
-        b.add(fam, format!("GatherND batch_dims 1 {dt}"), wrap(GatherND { batch_dims: 1 }.into()), vec![Some(x), Some(i)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("GatherND batch_dims 1 {dt}"),
+            wrap(GatherND { batch_dims: 1 }.into()),
+            vec![Some(x), Some(i)],
+            Pick::Sample(2),
+        );
         let x = b.data(dt, &[5, 4, 8]);
         let lens = Tensor::from_vec(vec![4], vec![1i64, 5, 0, 3]).unwrap();
-        b.add(fam, format!("ReverseSequence {dt}"), wrap(ReverseSequence { batch_axis: 1, time_axis: 0 }.into()), vec![Some(x), Some(lens)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("ReverseSequence {dt}"),
+            wrap(ReverseSequence { batch_axis: 1, time_axis: 0 }.into()),
+            vec![Some(x), Some(lens)],
+            Pick::Sample(2),
+        );
         // Pads of every mode, negative pads, a constant value input.
         let x = b.data(dt, &[4, 5]);
         let v = b.data(dt, &[]);
-        b.add(fam, format!("Pad constant value {dt}"), wrap(Pad { pads: vec![1, 0, -1, 2], mode: PadMode::Constant }.into()), vec![Some(x), Some(v)], Pick::Sample(3));
+        b.add(
+            fam,
+            format!("Pad constant value {dt}"),
+            wrap(Pad { pads: vec![1, 0, -1, 2], mode: PadMode::Constant }.into()),
+            vec![Some(x), Some(v)],
+            Pick::Sample(3),
+        );
         for mode in [PadMode::Reflect, PadMode::Edge, PadMode::Wrap] {
             let x = b.data(dt, &[2, 5, 3]);
-            b.add(fam, format!("Pad {mode:?} {dt}"), wrap(Pad { pads: vec![0, 3, 1, 0, 2, 2], mode }.into()), vec![Some(x)], Pick::Sample(2));
+            b.add(
+                fam,
+                format!("Pad {mode:?} {dt}"),
+                wrap(Pad { pads: vec![0, 3, 1, 0, 2, 2], mode }.into()),
+                vec![Some(x)],
+                Pick::Sample(2),
+            );
         }
         let x = b.data(dt, &[2, 4, 5]);
-        b.add(fam, format!("Trilu upper k=1 {dt}"), wrap(Trilu { upper: true, k: 1 }.into()), vec![Some(x.clone())], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("Trilu upper k=1 {dt}"),
+            wrap(Trilu { upper: true, k: 1 }.into()),
+            vec![Some(x.clone())],
+            Pick::Sample(2),
+        );
         b.add(fam, format!("Trilu lower k=-1 {dt}"), wrap(Trilu { upper: false, k: -1 }.into()), vec![Some(x)], Pick::Sample(1));
         let idx = Tensor::from_vec(vec![2, 3], vec![0i64, -1, 5, 10, -11, 3]).unwrap();
         let values = b.data(dt, &[2]);
@@ -623,7 +842,12 @@ fn movement_cases(b: &mut Builder) {
     b.add_trap(fam, "GatherElements index out of range traps", GatherElements { axis: 1 }, vec![Some(x), Some(i)]);
     let x = b.data(F32, &[5, 4, 2]);
     let lens = Tensor::from_vec(vec![4], vec![1i64, 6, 0, 3]).unwrap();
-    b.add_trap(fam, "ReverseSequence length past the end traps", ReverseSequence { batch_axis: 1, time_axis: 0 }, vec![Some(x), Some(lens)]);
+    b.add_trap(
+        fam,
+        "ReverseSequence length past the end traps",
+        ReverseSequence { batch_axis: 1, time_axis: 0 },
+        vec![Some(x), Some(lens)],
+    );
     // Empty tensors and scalars.
     let x = b.data(F32, &[0, 5]);
     let y = b.data(F32, &[5]);
@@ -671,7 +895,8 @@ fn reduce_cases(b: &mut Builder) {
     use DType::*;
     use ReduceKind::*;
     let fam = "reduce";
-    let shapes: [(&[usize], &[usize]); 5] = [(&[3, 5, 37], &[2]), (&[3, 37, 5], &[1]), (&[4, 3, 5], &[0, 2]), (&[3, 4, 5, 6], &[0, 2, 3]), (&[2, 3, 4, 5], &[1, 3])];
+    let shapes: [(&[usize], &[usize]); 5] =
+        [(&[3, 5, 37], &[2]), (&[3, 37, 5], &[1]), (&[4, 3, 5], &[0, 2]), (&[3, 4, 5, 6], &[0, 2, 3]), (&[2, 3, 4, 5], &[1, 3])];
     for (si, (shape, axes)) in shapes.iter().enumerate() {
         for kind in [Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare] {
             let (lo, hi) = match kind {
@@ -680,8 +905,15 @@ fn reduce_cases(b: &mut Builder) {
                 _ => (-2.0, 2.0),
             };
             let x = b.uniform(F32, shape, lo, hi);
-            let pick = if si == 2 && matches!(kind, Sum | LogSumExp) { Pick::All } else { Pick::Sample(if si < 2 { 3 } else { 1 }) };
-            b.add(fam, format!("Reduce{kind:?} {shape:?} axes {axes:?}"), Reduce::new(kind, axes.to_vec(), si % 2 == 0), vec![Some(x)], pick);
+            let pick =
+                if si == 2 && matches!(kind, Sum | LogSumExp) { Pick::All } else { Pick::Sample(if si < 2 { 3 } else { 1 }) };
+            b.add(
+                fam,
+                format!("Reduce{kind:?} {shape:?} axes {axes:?}"),
+                Reduce::new(kind, axes.to_vec(), si % 2 == 0),
+                vec![Some(x)],
+                pick,
+            );
         }
     }
     let mut v = b.data(F32, &[3, 37, 5]).to_f64_vec();
@@ -707,9 +939,21 @@ fn reduce_cases(b: &mut Builder) {
         v[100] = f32::NAN;
         v[103] = f32::NAN;
         let x = Tensor::from_vec(vec![4, 33, 3], v.clone()).unwrap();
-        b.add(fam, format!("Arg{kind:?} middle last={last}"), ArgMinMax::new(kind, 1, false, last), vec![Some(x)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("Arg{kind:?} middle last={last}"),
+            ArgMinMax::new(kind, 1, false, last),
+            vec![Some(x)],
+            Pick::Sample(2),
+        );
         let x = Tensor::from_vec(vec![4, 3, 33], v).unwrap();
-        b.add(fam, format!("Arg{kind:?} innermost last={last}"), ArgMinMax::new(kind, 2, true, last), vec![Some(x)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("Arg{kind:?} innermost last={last}"),
+            ArgMinMax::new(kind, 2, true, last),
+            vec![Some(x)],
+            Pick::Sample(2),
+        );
     }
     let x = b.data(F16, &[5, 21]);
     b.add(fam, "ArgMax f16", half(ArgMinMax::new(ArgKind::Max, 1, true, false)), vec![Some(x)], Pick::Sample(2));
@@ -725,7 +969,13 @@ fn reduce_cases(b: &mut Builder) {
     let x = b.uniform(F16, &[5, 40], -5.0, 5.0);
     b.add(fam, "Softmax f16", half(Softmax::new(1)), vec![Some(x)], Pick::Sample(3));
     let v: Vec<f32> = (0..60).map(|_| (b.rng.unit() * 3.0).floor() as f32).collect();
-    b.add(fam, "Hardmax", Softmax::with_kind(SoftmaxKind::Hardmax, 1, false), vec![Some(Tensor::from_vec(vec![2, 3, 10], v).unwrap())], Pick::Sample(3));
+    b.add(
+        fam,
+        "Hardmax",
+        Softmax::with_kind(SoftmaxKind::Hardmax, 1, false),
+        vec![Some(Tensor::from_vec(vec![2, 3, 10], v).unwrap())],
+        Pick::Sample(3),
+    );
     // LpNorm (with an all-zero row), MVN.
     let mut v: Vec<f32> = b.data(F32, &[72]).to_f64_vec().iter().map(|&v| v as f32).collect();
     for k in 0..6 {
@@ -762,7 +1012,13 @@ fn reduce_cases(b: &mut Builder) {
     for dt in [F32, F16] {
         let x = b.data(dt, &[2, 3, 4, 4]);
         let (s, bb, m, var) = (b.uniform(dt, &[3], 0.5, 1.5), b.data(dt, &[3]), b.data(dt, &[3]), b.uniform(dt, &[3], 0.1, 2.0));
-        b.add(fam, format!("BatchNorm {dt}"), for_dtype(dt, BatchNorm::new(1e-5)), vec![Some(x), Some(s), Some(bb), Some(m), Some(var)], Pick::Sample(3));
+        b.add(
+            fam,
+            format!("BatchNorm {dt}"),
+            for_dtype(dt, BatchNorm::new(1e-5)),
+            vec![Some(x), Some(s), Some(bb), Some(m), Some(var)],
+            Pick::Sample(3),
+        );
     }
     let x = b.data(F32, &[2, 7, 3, 3]);
     b.add(fam, "LRN size 3", Lrn::new(3, 1e-2, 0.75, 2.0), vec![Some(x)], Pick::Sample(2));
@@ -798,7 +1054,13 @@ fn reduce_cases(b: &mut Builder) {
     let p = pool(PoolKind::Max, &[2, 2, 3], &[2, 1, 2], &[0, 1, 1, 1, 0, 1], &[1, 1, 1], false);
     b.add(fam, "MaxPool 3-D", p, vec![Some(x)], Pick::Sample(1));
     let x = b.data(F32, &[2, 3, 5, 5]);
-    b.add(fam, "GlobalAveragePool", Pool::new(PoolKind::Average { count_include_pad: false }, vec![5, 5]), vec![Some(x.clone())], Pick::Sample(3));
+    b.add(
+        fam,
+        "GlobalAveragePool",
+        Pool::new(PoolKind::Average { count_include_pad: false }, vec![5, 5]),
+        vec![Some(x.clone())],
+        Pick::Sample(3),
+    );
     b.add(fam, "GlobalLpPool p=3", Pool::new(PoolKind::Lp { p: 3.0 }, vec![5, 5]), vec![Some(x)], Pick::Sample(2));
     let mut v = b.data(F32, &[150]).to_f64_vec();
     v[25] = f64::NAN;
@@ -806,7 +1068,13 @@ fn reduce_cases(b: &mut Builder) {
     let x = Tensor::from_vec(vec![2, 3, 5, 5], v.iter().map(|&v| v as f32).collect::<Vec<_>>()).unwrap();
     b.add(fam, "GlobalMaxPool with NaN", Pool::new(PoolKind::Max, vec![5, 5]), vec![Some(x)], Pick::Sample(3));
     let x = b.indices(I8, &[2, 2, 6, 6], -128, 128);
-    b.add(fam, "MaxPool i8", pool(PoolKind::Max, &[3, 3], &[2, 2], &[1, 1, 1, 1], &[1, 1], false), vec![Some(x)], Pick::Sample(1));
+    b.add(
+        fam,
+        "MaxPool i8",
+        pool(PoolKind::Max, &[3, 3], &[2, 2], &[1, 1, 1, 1], &[1, 1], false),
+        vec![Some(x)],
+        Pick::Sample(1),
+    );
     let x = b.data(F16, &[1, 2, 9, 9]);
     let p = pool(PoolKind::Average { count_include_pad: false }, &[3, 3], &[2, 2], &[1, 1, 1, 1], &[1, 1], true);
     b.add(fam, "AveragePool f16", half(p), vec![Some(x.clone())], Pick::Sample(1));
@@ -834,7 +1102,13 @@ fn attention_cases(b: &mut Builder) {
     let mask = Tensor::from_vec(vec![bt, 1, 1, sk], m).unwrap();
     let all = |t: &[&Tensor]| t.iter().map(|t| Some((*t).clone())).collect::<Vec<_>>();
     b.add(fam, "Attention key mask", att(true, None, Some(ScoreScale::Mul(0.5)), true), all(&[&q, &k, &v, &mask]), Pick::All);
-    b.add(fam, "Attention q/k scales, Div", att(false, Some(0.7), Some(ScoreScale::Div(1.3)), false), all(&[&q, &k, &v]), Pick::Sample(2));
+    b.add(
+        fam,
+        "Attention q/k scales, Div",
+        att(false, Some(0.7), Some(ScoreScale::Div(1.3)), false),
+        all(&[&q, &k, &v]),
+        Pick::Sample(2),
+    );
     // A fully masked row (query 2 of batch 1) with a per-query mask, with and
     // without the NaN guard.
     let mut m: Vec<f32> = (0..bt * h * sq * sk).map(|_| b.rng.range(-1.0, 1.0) as f32).collect();
@@ -844,7 +1118,13 @@ fn attention_cases(b: &mut Builder) {
         }
     }
     let full = Tensor::from_vec(vec![bt, h, sq, sk], m).unwrap();
-    b.add(fam, "Attention fully masked row, nan_to_zero", att(true, None, None, true), all(&[&q, &k, &v, &full]), Pick::Sample(1));
+    b.add(
+        fam,
+        "Attention fully masked row, nan_to_zero",
+        att(true, None, None, true),
+        all(&[&q, &k, &v, &full]),
+        Pick::Sample(1),
+    );
     b.add(fam, "Attention fully masked row, NaN", att(true, None, None, false), all(&[&q, &k, &v, &full]), Pick::Sample(1));
     b.add(
         fam,
@@ -860,7 +1140,13 @@ fn attention_cases(b: &mut Builder) {
     let v = b.data(F32, &[bt, sk, 3 * dv]);
     let causal: Vec<f32> = (0..sq * sk).map(|i| if i % sk > i / sk + 30 { f32::NEG_INFINITY } else { 0.0 }).collect();
     let mask = Tensor::from_vec(vec![sq, sk], causal).unwrap();
-    b.add(fam, "Attention long, causal", att(true, None, Some(ScoreScale::Mul(0.2)), true), all(&[&q, &k, &v, &mask]), Pick::Sample(4));
+    b.add(
+        fam,
+        "Attention long, causal",
+        att(true, None, Some(ScoreScale::Mul(0.2)), true),
+        all(&[&q, &k, &v, &mask]),
+        Pick::Sample(4),
+    );
 }
 
 fn gemm(alpha: f32, beta: f32, trans_a: bool, trans_b: bool) -> Gemm {
@@ -885,12 +1171,24 @@ fn gemm_cases(b: &mut Builder) {
             let a = b.data(dt, &if ta { [k, m] } else { [m, k] });
             let w = b.data(dt, &if tb { [n, k] } else { [k, n] });
             let c = b.data(dt, &[n]);
-            b.add(fam, format!("Gemm ta={ta} tb={tb} {dt}"), for_dtype(dt, gemm(0.5, 1.5, ta, tb)), vec![Some(a), Some(w), Some(c)], Pick::Sample(5));
+            b.add(
+                fam,
+                format!("Gemm ta={ta} tb={tb} {dt}"),
+                for_dtype(dt, gemm(0.5, 1.5, ta, tb)),
+                vec![Some(a), Some(w), Some(c)],
+                Pick::Sample(5),
+            );
         }
         let a = b.data(dt, &[33, 17]);
         let w = b.data(dt, &[17, 29]);
         let c = b.data(dt, &[33, 1]);
-        b.add(fam, format!("Gemm misaligned, column C {dt}"), for_dtype(dt, gemm(1.0, 1.0, false, false)), vec![Some(a), Some(w), Some(c)], Pick::Sample(3));
+        b.add(
+            fam,
+            format!("Gemm misaligned, column C {dt}"),
+            for_dtype(dt, gemm(1.0, 1.0, false, false)),
+            vec![Some(a), Some(w), Some(c)],
+            Pick::Sample(3),
+        );
         // Batched MatMul with a broadcast operand; fused Linear with bias,
         // residual and activation.
         let a = b.data(dt, &[2, 3, 20, 32]);
@@ -900,11 +1198,23 @@ fn gemm_cases(b: &mut Builder) {
         let w = b.uniform(dt, &[64, 48], -0.5, 0.5);
         let bias = b.data(dt, &[48]);
         let r = b.data(dt, &[2, 24, 48]);
-        b.add(fam, format!("Linear bias+residual+gelu {dt}"), for_dtype(dt, linear(mm(), true, true, gelu)), vec![Some(x), Some(w), Some(bias), Some(r)], Pick::Sample(6));
+        b.add(
+            fam,
+            format!("Linear bias+residual+gelu {dt}"),
+            for_dtype(dt, linear(mm(), true, true, gelu)),
+            vec![Some(x), Some(w), Some(bias), Some(r)],
+            Pick::Sample(6),
+        );
         let x = b.data(dt, &[40, 72]);
         let w = b.uniform(dt, &[72, 72], -0.5, 0.5);
         let bias = b.data(dt, &[72]);
-        b.add(fam, format!("Linear Gemm trans_b relu {dt}"), for_dtype(dt, linear(LinearKind::Gemm(gemm(1.0, 1.0, false, true)), true, false, relu)), vec![Some(x), Some(w), Some(bias), None], Pick::Sample(6));
+        b.add(
+            fam,
+            format!("Linear Gemm trans_b relu {dt}"),
+            for_dtype(dt, linear(LinearKind::Gemm(gemm(1.0, 1.0, false, true)), true, false, relu)),
+            vec![Some(x), Some(w), Some(bias), None],
+            Pick::Sample(6),
+        );
     }
     // Int8: requantized, f32 and f16 outputs; [N, K] and [K, N] weights.
     let int8 = |kind: LinearKind, bias: bool, residual: bool, output: Int8Output| Int8Linear {
@@ -920,12 +1230,24 @@ fn gemm_cases(b: &mut Builder) {
         let x = b.data(dt, &[1, 300]);
         let w = b.uniform(dt, &[70, 300], -0.5, 0.5);
         let c = b.data(dt, &[70]);
-        b.add(fam, format!("Gemm one row trans_b {dt}"), for_dtype(dt, gemm(1.0, 1.0, false, true)), vec![Some(x), Some(w), Some(c)], Pick::Sample(8));
+        b.add(
+            fam,
+            format!("Gemm one row trans_b {dt}"),
+            for_dtype(dt, gemm(1.0, 1.0, false, true)),
+            vec![Some(x), Some(w), Some(c)],
+            Pick::Sample(8),
+        );
         let x = b.data(dt, &[2, 3, 130]);
         let w = b.uniform(dt, &[130, 75], -0.5, 0.5);
         let bias = b.data(dt, &[75]);
         let op = linear(mm(), true, false, Some(Activation::Unary(UnaryKind::Tanh)));
-        b.add(fam, format!("Linear three rows batched {dt}"), for_dtype(dt, op), vec![Some(x), Some(w), Some(bias), None], Pick::Sample(8));
+        b.add(
+            fam,
+            format!("Linear three rows batched {dt}"),
+            for_dtype(dt, op),
+            vec![Some(x), Some(w), Some(bias), None],
+            Pick::Sample(8),
+        );
     }
     let x = b.indices(I8, &[5, 96], -128, 128);
     let w = b.indices(I8, &[40, 96], -128, 128);
@@ -944,7 +1266,9 @@ fn gemm_cases(b: &mut Builder) {
     let ws = b.uniform(F32, &[32], 0.0001, 0.001);
     let op = int8(mm(), false, false, Int8Output::F32);
     b.add(fam, "Int8Linear deep K [K,N]", op, vec![Some(x), Some(w), Some(ws)], Pick::Sample(6));
-    for (name, kind, wshape) in [("Gemm [N,K]", LinearKind::Gemm(gemm(1.0, 1.0, false, true)), [48usize, 64usize]), ("MatMul [K,N]", mm(), [64, 48])] {
+    for (name, kind, wshape) in
+        [("Gemm [N,K]", LinearKind::Gemm(gemm(1.0, 1.0, false, true)), [48usize, 64usize]), ("MatMul [K,N]", mm(), [64, 48])]
+    {
         for output in [Int8Output::F32, Int8Output::F16, Int8Output::Int8 { scale: 0.05 }] {
             let x = b.indices(I8, &[40, 64], -128, 128);
             let w = b.indices(I8, &wshape, -128, 128);
@@ -956,7 +1280,13 @@ fn gemm_cases(b: &mut Builder) {
             };
             let r = b.data(res_dt, &[40, 48]);
             let op = int8(kind.clone(), true, true, output);
-            b.add_slack(fam, format!("Int8Linear {name} {output:?}"), op, vec![Some(x), Some(w), Some(ws), Some(bias), Some(r)], Pick::Sample(5));
+            b.add_slack(
+                fam,
+                format!("Int8Linear {name} {output:?}"),
+                op,
+                vec![Some(x), Some(w), Some(ws), Some(bias), Some(r)],
+                Pick::Sample(5),
+            );
         }
     }
     let x = b.indices(I8, &[5, 30], -128, 128);
@@ -986,7 +1316,13 @@ fn conv_cases(b: &mut Builder) {
             let x = b.data(dt, &[*n, *c, *h, *w]);
             let wt = b.uniform(dt, &wshape, -0.5, 0.5);
             let bias = b.data(dt, &[*m]);
-            b.add(fam, format!("Conv {name} {dt}"), for_dtype(dt, conv.clone()), vec![Some(x), Some(wt), Some(bias)], Pick::Sample(6));
+            b.add(
+                fam,
+                format!("Conv {name} {dt}"),
+                for_dtype(dt, conv.clone()),
+                vec![Some(x), Some(wt), Some(bias)],
+                Pick::Sample(6),
+            );
         }
         // Fused: bias, residual, activation.
         let conv = conv2d(3, 1, 1, 1);
@@ -995,20 +1331,45 @@ fn conv_cases(b: &mut Builder) {
         let bias = b.data(dt, &[32]);
         let r = b.data(dt, &[2, 32, 6, 5]);
         let op = linear(LinearKind::Conv(conv), true, true, Some(Activation::Silu));
-        b.add(fam, format!("FusedConv residual silu {dt}"), for_dtype(dt, op), vec![Some(x), Some(wt), Some(bias), Some(r)], Pick::Sample(6));
+        b.add(
+            fam,
+            format!("FusedConv residual silu {dt}"),
+            for_dtype(dt, op),
+            vec![Some(x), Some(wt), Some(bias), Some(r)],
+            Pick::Sample(6),
+        );
         // Depthwise with a channel multiplier, fused relu6.
         let dw = Conv::new_2d([3, 3], [2, 2], [1; 4], [1, 1], 6);
         let x = b.data(dt, &[2, 6, 9, 11]);
         let wt = b.uniform(dt, &[12, 1, 3, 3], -0.5, 0.5);
         let bias = b.data(dt, &[12]);
         let op = linear(LinearKind::Conv(dw), true, false, Some(Activation::Clip { min: Some(0.0), max: Some(6.0) }));
-        b.add(fam, format!("Depthwise x2 relu6 {dt}"), for_dtype(dt, op), vec![Some(x), Some(wt), Some(bias), None], Pick::Sample(4));
+        b.add(
+            fam,
+            format!("Depthwise x2 relu6 {dt}"),
+            for_dtype(dt, op),
+            vec![Some(x), Some(wt), Some(bias), None],
+            Pick::Sample(4),
+        );
         // Transposed, grouped, output padding.
-        let ct = ConvTranspose { kernel_shape: vec![4, 3], strides: vec![2, 2], pads: vec![1, 0, 1, 1], dilations: vec![1, 1], group: 2, output_padding: vec![0, 1] };
+        let ct = ConvTranspose {
+            kernel_shape: vec![4, 3],
+            strides: vec![2, 2],
+            pads: vec![1, 0, 1, 1],
+            dilations: vec![1, 1],
+            group: 2,
+            output_padding: vec![0, 1],
+        };
         let x = b.data(dt, &[2, 4, 5, 4]);
         let wt = b.uniform(dt, &[4, 3, 4, 3], -0.5, 0.5);
         let bias = b.data(dt, &[6]);
-        b.add(fam, format!("ConvTranspose grouped {dt}"), for_dtype(dt, ct), vec![Some(x), Some(wt), Some(bias)], Pick::Sample(2));
+        b.add(
+            fam,
+            format!("ConvTranspose grouped {dt}"),
+            for_dtype(dt, ct),
+            vec![Some(x), Some(wt), Some(bias)],
+            Pick::Sample(2),
+        );
     }
     // 1-D and 3-D convs, 3-D depthwise and transposed.
     let c1 = Conv { kernel_shape: vec![5], strides: vec![2], pads: vec![2, 1], dilations: vec![1], group: 1 };
@@ -1024,7 +1385,14 @@ fn conv_cases(b: &mut Builder) {
     let dw3 = Conv { kernel_shape: vec![3, 3, 3], strides: vec![1; 3], pads: vec![1; 6], dilations: vec![1; 3], group: 4 };
     let wt = b.uniform(F32, &[8, 1, 3, 3, 3], -0.5, 0.5);
     b.add(fam, "Depthwise 3-D", dw3, vec![Some(x.clone()), Some(wt)], Pick::Sample(2));
-    let ct3 = ConvTranspose { kernel_shape: vec![2, 2, 2], strides: vec![2; 3], pads: vec![0; 6], dilations: vec![1; 3], group: 1, output_padding: vec![0; 3] };
+    let ct3 = ConvTranspose {
+        kernel_shape: vec![2, 2, 2],
+        strides: vec![2; 3],
+        pads: vec![0; 6],
+        dilations: vec![1; 3],
+        group: 1,
+        output_padding: vec![0; 3],
+    };
     let wt = b.uniform(F32, &[4, 3, 2, 2, 2], -0.5, 0.5);
     b.add(fam, "ConvTranspose 3-D", ct3, vec![Some(x), Some(wt)], Pick::Sample(2));
     // Int8 convs: requantized, f16 and f32 outputs, residual, 3x3, 1x1 and
@@ -1036,7 +1404,11 @@ fn conv_cases(b: &mut Builder) {
         epilogue: Epilogue { residual, activation: relu },
         output,
     };
-    for (name, conv, c, m) in [("3x3", conv2d(3, 1, 1, 1), 16usize, 40usize), ("1x1", conv2d(1, 1, 0, 1), 64, 32), ("depthwise", conv2d(3, 1, 1, 8), 8, 8)] {
+    for (name, conv, c, m) in [
+        ("3x3", conv2d(3, 1, 1, 1), 16usize, 40usize),
+        ("1x1", conv2d(1, 1, 0, 1), 64, 32),
+        ("depthwise", conv2d(3, 1, 1, 8), 8, 8),
+    ] {
         for output in [Int8Output::F32, Int8Output::F16, Int8Output::Int8 { scale: 0.05 }] {
             let kk = conv.kernel_shape[0];
             let x = b.indices(I8, &[2, c, 5, 7], -128, 128);
@@ -1049,7 +1421,13 @@ fn conv_cases(b: &mut Builder) {
             };
             let r = b.data(res_dt, &[2, m, 5, 7]);
             let op = int8(conv.clone(), true, output);
-            b.add_slack(fam, format!("Int8Conv {name} {output:?}"), op, vec![Some(x), Some(w), Some(ws), Some(bias), Some(r)], Pick::Sample(4));
+            b.add_slack(
+                fam,
+                format!("Int8Conv {name} {output:?}"),
+                op,
+                vec![Some(x), Some(w), Some(ws), Some(bias), Some(r)],
+                Pick::Sample(4),
+            );
         }
     }
 }
@@ -1361,7 +1739,8 @@ fn compile(text: &str, dir: &Path) -> Result<PathBuf, String> {
     let src = dir.join(format!("prog-{hash:016x}.cpp"));
     std::fs::write(&src, text).unwrap();
     let tmp = dir.join(format!("prog-{hash:016x}.tmp{}", std::process::id()));
-    let out = Command::new("g++").args(CXX_FLAGS).arg("-o").arg(&tmp).arg(&src).output().map_err(|e| format!("cannot run g++: {e}"))?;
+    let out =
+        Command::new("g++").args(CXX_FLAGS).arg("-o").arg(&tmp).arg(&src).output().map_err(|e| format!("cannot run g++: {e}"))?;
     if !out.status.success() {
         let log = String::from_utf8_lossy(&out.stderr);
         let head: Vec<&str> = log.lines().filter(|l| l.contains("error")).take(8).collect();
@@ -1377,7 +1756,12 @@ fn compile(text: &str, dir: &Path) -> Result<PathBuf, String> {
 fn clean_cache(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
-        let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|a| a > Duration::from_secs(86400));
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|a| a > Duration::from_secs(86400));
         if old {
             let p = e.path();
             if p.is_dir() {
@@ -1422,11 +1806,7 @@ fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Result<String, String
                 let mut err = String::new();
                 use std::io::Read;
                 child.stderr.take().unwrap().read_to_string(&mut err).ok();
-                return if status.success() {
-                    Ok(err.trim().to_string())
-                } else {
-                    Err(format!("{status}: {}", err.trim()))
-                };
+                return if status.success() { Ok(err.trim().to_string()) } else { Err(format!("{status}: {}", err.trim())) };
             }
             Ok(None) if start.elapsed() > limit => {
                 child.kill().ok();
@@ -1504,7 +1884,14 @@ fn compare(want: &Tensor, got: &Tensor, tactic: &str, int_slack: i64) -> Result<
         let (w, g) = (ints(want), ints(got));
         let bad: Vec<usize> = (0..w.len()).filter(|&i| (w[i] - g[i]).abs() > int_slack).collect();
         if let Some(&i) = bad.first() {
-            return Err(format!("{} of {} elements differ; first at {i} {:?}: expected {}, got {}", bad.len(), w.len(), coords(i), w[i], g[i]));
+            return Err(format!(
+                "{} of {} elements differ; first at {i} {:?}: expected {}, got {}",
+                bad.len(),
+                w.len(),
+                coords(i),
+                w[i],
+                g[i]
+            ));
         }
         let near = (0..w.len()).filter(|&i| w[i] != g[i]).count();
         if near > 0 {
@@ -1548,7 +1935,11 @@ fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], prog
     }
     if run.launches.is_empty() {
         // Nothing to launch (an empty tensor): the outputs are empty too.
-        return if expected.iter().all(|t| t.is_empty()) { Outcome::Pass(String::new()) } else { Outcome::Fail("no launches for a non-empty output".into()) };
+        return if expected.iter().all(|t| t.is_empty()) {
+            Outcome::Pass(String::new())
+        } else {
+            Outcome::Fail("no launches for a non-empty output".into())
+        };
     }
     std::fs::create_dir_all(dir).unwrap();
     for (k, t) in case.inputs.iter().enumerate() {
@@ -1577,7 +1968,8 @@ fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], prog
             let [gx, gy, gz] = l.grid;
             let [bx, by, bz] = l.block;
             let slot = modules[*m].slot;
-            writeln!(job, "launch {slot} {gx} {gy} {gz} {bx} {by} {bz} {} {} {}", l.shared_bytes, args.len(), args.join(" ")).unwrap();
+            writeln!(job, "launch {slot} {gx} {gy} {gz} {bx} {by} {bz} {} {} {}", l.shared_bytes, args.len(), args.join(" "))
+                .unwrap();
         }
         for k in 0..expected.len() {
             writeln!(job, "save {} {}", 32 + k, dir.join(format!("out{k}.{pass}.bin")).display()).unwrap();
@@ -1639,7 +2031,12 @@ fn kernels_compute_what_the_cpu_reference_computes() {
             for (what, body) in CONTROLS {
                 let l = control_launch(body, case.inputs[0].as_ref().unwrap().len());
                 let m = modules.len();
-                modules.push(Module { entry: l.kernel.entry.clone(), code: rewrite(&l.kernel.source), program: usize::MAX, slot: 0 });
+                modules.push(Module {
+                    entry: l.kernel.entry.clone(),
+                    code: rewrite(&l.kernel.source),
+                    program: usize::MAX,
+                    slot: 0,
+                });
                 runs.push(Run { case: ci, tactic: what.into(), control: true, launches: vec![(m, l)] });
             }
             continue;
@@ -1666,7 +2063,8 @@ fn kernels_compute_what_the_cpu_reference_computes() {
         };
         let in_types: Vec<Option<TensorType>> = case.inputs.iter().map(|t| t.as_ref().map(|t| t.ty().clone())).collect();
         let out_types: Vec<TensorType> = want.iter().map(|t| t.ty().clone()).collect();
-        let io = LayerIo { op: &case.op, inputs: in_types.iter().map(|t| t.as_ref()).collect(), outputs: out_types.iter().collect() };
+        let io =
+            LayerIo { op: &case.op, inputs: in_types.iter().map(|t| t.as_ref()).collect(), outputs: out_types.iter().collect() };
         expected.push(want);
         let cands: Vec<Candidate> = match candidates(&io, &limits) {
             Ok(c) => c,
@@ -1682,7 +2080,12 @@ fn kernels_compute_what_the_cpu_reference_computes() {
             let mut launches = Vec::new();
             for l in &c.launches {
                 let m = *by_source.entry(l.kernel.source.clone()).or_insert_with(|| {
-                    modules.push(Module { entry: l.kernel.entry.clone(), code: rewrite(&l.kernel.source), program: usize::MAX, slot: 0 });
+                    modules.push(Module {
+                        entry: l.kernel.entry.clone(),
+                        code: rewrite(&l.kernel.source),
+                        program: usize::MAX,
+                        slot: 0,
+                    });
                     modules.len() - 1
                 });
                 launches.push((m, l.clone()));

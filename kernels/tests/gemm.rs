@@ -73,21 +73,9 @@ fn layers() -> Vec<Layer> {
     let mm = || LinearKind::MatMul(MatMul {});
     vec![
         // ResNet-50's classifier: Gemm with trans_b, batch 1 and 32.
-        layer(
-            "resnet50 fc f32 b1",
-            gemm(true).into(),
-            vec![t(F32, &[1, 2048]), t(F32, &[1000, 2048]), t(F32, &[1000])],
-        ),
-        layer(
-            "resnet50 fc f32 b32",
-            gemm(true).into(),
-            vec![t(F32, &[32, 2048]), t(F32, &[1000, 2048]), t(F32, &[1000])],
-        ),
-        layer(
-            "resnet50 fc f16 b32",
-            half(gemm(true)),
-            vec![t(F16, &[32, 2048]), t(F16, &[1000, 2048]), t(F16, &[1000])],
-        ),
+        layer("resnet50 fc f32 b1", gemm(true).into(), vec![t(F32, &[1, 2048]), t(F32, &[1000, 2048]), t(F32, &[1000])]),
+        layer("resnet50 fc f32 b32", gemm(true).into(), vec![t(F32, &[32, 2048]), t(F32, &[1000, 2048]), t(F32, &[1000])]),
+        layer("resnet50 fc f16 b32", half(gemm(true)), vec![t(F16, &[32, 2048]), t(F16, &[1000, 2048]), t(F16, &[1000])]),
         layer(
             "resnet50 fc int8",
             int8(LinearKind::Gemm(gemm(true)), true, false, Int8Output::F32).into(),
@@ -237,17 +225,11 @@ fn every_candidate_is_launchable_and_unique() {
             assert_eq!(c.launches.len(), 1);
             let la = &c.launches[0];
             let threads: u32 = la.block.iter().product();
-            assert!(
-                (32..=1024).contains(&threads) && threads.is_multiple_of(32),
-                "{} {}: {threads} threads",
-                l.name,
-                c.tactic
-            );
+            assert!((32..=1024).contains(&threads) && threads.is_multiple_of(32), "{} {}: {threads} threads", l.name, c.tactic);
             common::assert_grid(&c.tactic, la.grid);
             assert_eq!(la.shared_bytes, 0, "static shared memory only");
             // A, B, [w_scale], [E], [R], Y, 4 i32, 4 i64, [4 i64], 4 f32.
-            let pointers =
-                3 + p.w_scale.is_some() as usize + p.addend.is_some() as usize + p.residual.is_some() as usize;
+            let pointers = 3 + p.w_scale.is_some() as usize + p.addend.is_some() as usize + p.residual.is_some() as usize;
             let expected = pointers + 8 + 4 * p.addend.is_some() as usize + 4;
             assert_eq!(la.args.len(), expected, "{} {}", l.name, c.tactic);
             assert_eq!(la.args[pointers - 1], KernelArg::Output(0));
@@ -268,10 +250,7 @@ fn heuristic_prefers_tensor_cores_with_tiles_sized_to_the_problem() {
     // Large f16 GEMMs: 128x128 tiles or larger; BERT-sized ones 128 rows
     // (128x64 when 128x128 would leave the last wave half empty).
     let t = first("large f16");
-    assert!(
-        ["128x128x", "128x256x", "256x128x"].iter().any(|s| t.starts_with(&format!("gemm_tc_f16 {s}"))),
-        "large: {t}"
-    );
+    assert!(["128x128x", "128x256x", "256x128x"].iter().any(|s| t.starts_with(&format!("gemm_tc_f16 {s}"))), "large: {t}");
     for name in ["bert ffn1 f16", "bert ffn2 f16", "gpt2 attn f16", "bert scores f16"] {
         let t = first(name);
         assert!(t.starts_with("gemm_tc_f16 128x") || t.starts_with("gemm_tc_f16 256x"), "{name}: {t}");
@@ -333,18 +312,12 @@ fn matmul_batches_fold_into_rows_or_split_over_the_grid() {
     let p = problem(&l);
     assert_eq!((p.m, p.n, p.nz, p.sb), (1, 6, [1, 3], [0, 48]));
     // Gemm's C broadcast per row, scaled by beta; ignored when beta is 0.
-    let l = layer(
-        "gemm c",
-        Gemm { beta: 0.5, ..Gemm::default() }.into(),
-        vec![t(F32, &[4, 8]), t(F32, &[8, 6]), t(F32, &[4, 1])],
-    );
+    let l =
+        layer("gemm c", Gemm { beta: 0.5, ..Gemm::default() }.into(), vec![t(F32, &[4, 8]), t(F32, &[8, 6]), t(F32, &[4, 1])]);
     let p = problem(&l);
     assert_eq!((p.beta, p.addend.as_ref().unwrap().strides), (0.5, [0, 0, 1, 0]));
-    let l = layer(
-        "gemm beta 0",
-        Gemm { beta: 0.0, ..Gemm::default() }.into(),
-        vec![t(F32, &[4, 8]), t(F32, &[8, 6]), t(F32, &[6])],
-    );
+    let l =
+        layer("gemm beta 0", Gemm { beta: 0.0, ..Gemm::default() }.into(), vec![t(F32, &[4, 8]), t(F32, &[8, 6]), t(F32, &[6])]);
     assert!(problem(&l).addend.is_none());
 }
 
@@ -454,8 +427,7 @@ fn interpret(source: &str, args: &[KernelArg], grid: [u32; 3], inputs: &[Option<
                     let ib = ob + if trans_b { col * k + kk } else { kk * n + col } as i64;
                     acc += a[ia as usize] * b[ib as usize];
                 }
-                let mut v =
-                    if int8 { ((alpha as f64 * acc) as f32) * (x_scale * ws[col] as f32) } else { alpha * acc as f32 };
+                let mut v = if int8 { ((alpha as f64 * acc) as f32) * (x_scale * ws[col] as f32) } else { alpha * acc as f32 };
                 if has_e {
                     v += beta * e[(z0 * se[0] + z1 * se[1] + row as i64 * se[2] + col as i64 * se[3]) as usize] as f32;
                 }
@@ -504,11 +476,10 @@ fn random(t: &TensorType, seed: u64) -> Tensor {
         (s >> 33) as u32
     };
     match t.dtype {
-        DType::I8 => Tensor::from_vec(
-            t.shape.clone(),
-            (0..t.len()).map(|_| ((next() % 255) as i32 - 127) as i8).collect::<Vec<i8>>(),
-        )
-        .unwrap(),
+        DType::I8 => {
+            Tensor::from_vec(t.shape.clone(), (0..t.len()).map(|_| ((next() % 255) as i32 - 127) as i8).collect::<Vec<i8>>())
+                .unwrap()
+        }
         DType::F32 | DType::F16 => {
             let v: Vec<f32> = (0..t.len()).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
             let f = Tensor::from_vec(t.shape.clone(), v).unwrap();

@@ -196,7 +196,16 @@ fn unsupported_cases_stay_on_the_host() {
     let refused = [
         Layer::new(cubic, DType::F32, &[&[2, 4]]).refused(),
         Layer::new(antialias, DType::F32, &[&[2, 8]]).refused(),
-        Layer::typed(scatter, false, vec![Some(TensorType::new(DType::F32, [4])), Some(TensorType::new(DType::I64, [2])), Some(TensorType::new(DType::F32, [2]))]).refused(),
+        Layer::typed(
+            scatter,
+            false,
+            vec![
+                Some(TensorType::new(DType::F32, [4])),
+                Some(TensorType::new(DType::I64, [2])),
+                Some(TensorType::new(DType::F32, [2])),
+            ],
+        )
+        .refused(),
         // Ten alternating repeat and data dimensions exceed the merged rank.
         Layer::new(Tile { repeats: vec![2, 2, 2, 2, 2] }, DType::F32, &[&[3, 3, 3, 3, 3]]).refused(),
     ];
@@ -237,14 +246,24 @@ fn interpret(launch: &trtc_kernels::KernelLaunch, inputs: &[Vec<u8>], outputs: &
     };
     let (out, inp) = (ptr(true), ptr(false));
     let entry = launch.kernel.entry.as_str();
-    let idx_input = matches!(entry, "trtc_movement_gather" | "trtc_movement_gather_elements" | "trtc_movement_gather_nd" | "trtc_movement_reverse_sequence" | "trtc_movement_one_hot");
+    let idx_input = matches!(
+        entry,
+        "trtc_movement_gather"
+            | "trtc_movement_gather_elements"
+            | "trtc_movement_gather_nd"
+            | "trtc_movement_reverse_sequence"
+            | "trtc_movement_one_hot"
+    );
     let idx = if idx_input { Some(ptr(false)) } else { None };
-    let pad_value = if launch.kernel.entry == "trtc_movement_pad" && define(src, "HAS_VALUE") == "1" { Some(ptr(false)) } else { None };
-    let rest: Vec<i64> = args.map(|a| match a {
-        KernelArg::I64(v) => *v,
-        KernelArg::I32(v) => *v as i64,
-        a => panic!("{a:?}"),
-    }).collect();
+    let pad_value =
+        if launch.kernel.entry == "trtc_movement_pad" && define(src, "HAS_VALUE") == "1" { Some(ptr(false)) } else { None };
+    let rest: Vec<i64> = args
+        .map(|a| match a {
+            KernelArg::I64(v) => *v,
+            KernelArg::I32(v) => *v as i64,
+            a => panic!("{a:?}"),
+        })
+        .collect();
     let index = |t: &[u8], j: usize| -> i64 {
         if define(src, "INDEX_T") == "long long" {
             i64::from_le_bytes(t[8 * j..8 * j + 8].try_into().unwrap())
@@ -259,7 +278,9 @@ fn interpret(launch: &trtc_kernels::KernelLaunch, inputs: &[Vec<u8>], outputs: &
     };
     let x = &inputs[inp];
     let y = &mut outputs[out];
-    let mv = |y: &mut Vec<u8>, t: usize, s: usize, bytes: usize| y[t * bytes..(t + 1) * bytes].copy_from_slice(&x[s * bytes..(s + 1) * bytes]);
+    let mv = |y: &mut Vec<u8>, t: usize, s: usize, bytes: usize| {
+        y[t * bytes..(t + 1) * bytes].copy_from_slice(&x[s * bytes..(s + 1) * bytes])
+    };
     match entry {
         "trtc_movement_flat" => {
             let (n, dst, s) = (rest[0] as usize, rest[1] as usize, rest[2] as usize);
@@ -392,7 +413,11 @@ fn interpret(launch: &trtc_kernels::KernelLaunch, inputs: &[Vec<u8>], outputs: &
                         1 => {
                             let p = 2 * (m - 1);
                             let j = rel.rem_euclid(p);
-                            if j >= m { p - j } else { j }
+                            if j >= m {
+                                p - j
+                            } else {
+                                j
+                            }
                         }
                         2 => rel.clamp(0, m - 1),
                         _ => rel.rem_euclid(m),
@@ -422,8 +447,12 @@ fn data(t: &TensorType) -> trtc_runtime::Tensor {
 /// Every candidate of `layer`, interpreted on `inputs` (generated data
 /// where `None`), gives the CPU op's output bytes.
 fn check_against_cpu(layer: &Layer, given: &[Option<trtc_runtime::Tensor>]) {
-    let inputs: Vec<trtc_runtime::Tensor> =
-        layer.inputs.iter().enumerate().map(|(k, t)| given.get(k).cloned().flatten().unwrap_or_else(|| data(t.as_ref().unwrap()))).collect();
+    let inputs: Vec<trtc_runtime::Tensor> = layer
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| given.get(k).cloned().flatten().unwrap_or_else(|| data(t.as_ref().unwrap())))
+        .collect();
     let refs: Vec<Option<&trtc_runtime::Tensor>> = inputs.iter().map(Some).collect();
     let want = layer.op.eval_owned(&refs).unwrap();
     let bytes: Vec<Vec<u8>> = inputs.iter().map(|t| t.bytes().to_vec()).collect();

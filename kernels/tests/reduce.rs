@@ -7,8 +7,8 @@ use trtc_kernels::Candidate;
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::linalg::{Pool, PoolKind};
 use trtc_runtime::ops::reduce::{
-    ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LpNorm, Lrn, Mvn, Reduce, ReduceKind,
-    Softmax, SoftmaxKind, TopK,
+    ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LpNorm, Lrn, Mvn, Reduce, ReduceKind, Softmax,
+    SoftmaxKind, TopK,
 };
 use trtc_runtime::ops::Op;
 use trtc_runtime::{DType, TensorType};
@@ -123,19 +123,11 @@ fn normalizations_compile() {
         layers.push(Layer::new(LayerNorm::new(2, 1e-12), dtype, &[Some(&[1, 128, 768]), Some(&[768]), Some(&[768])]));
         layers.push(Layer::new(LayerNorm::with_stats(1, 1e-5, h), dtype, &[Some(&[6, 5, 7]), Some(&[7]), None]));
         // Stable Diffusion's GroupNorm, InstanceNorm, BatchNorm, LRN.
-        layers.push(Layer::new(
-            GroupNorm::new(32, 1e-5),
-            dtype,
-            &[Some(&[1, 320, 64, 64]), Some(&[320]), Some(&[320])],
-        ));
+        layers.push(Layer::new(GroupNorm::new(32, 1e-5), dtype, &[Some(&[1, 320, 64, 64]), Some(&[320]), Some(&[320])]));
         layers.push(Layer::new(GroupNorm::new(2, 1e-5), dtype, &[Some(&[3, 4, 5]), Some(&[2]), Some(&[2])]));
         layers.push(Layer::new(InstanceNorm::new(1e-5), dtype, &[Some(&[1, 64, 56, 56]), Some(&[64]), Some(&[64])]));
         let c: &[usize] = &[64];
-        layers.push(Layer::new(
-            BatchNorm::new(1e-5),
-            dtype,
-            &[Some(&[2, 64, 56, 56]), Some(c), Some(c), Some(c), Some(c)],
-        ));
+        layers.push(Layer::new(BatchNorm::new(1e-5), dtype, &[Some(&[2, 64, 56, 56]), Some(c), Some(c), Some(c), Some(c)]));
         layers.push(Layer::new(Lrn::new(5, 1e-4, 0.75, 2.0), dtype, &[Some(&[1, 96, 55, 55])]));
         layers.push(Layer::new(LpNorm::new(1, 2), dtype, &[Some(&[4, 256, 3])]));
         layers.push(Layer::new(Mvn::new(vec![0, 2, 3]), dtype, &[Some(&[2, 3, 9, 9])]));
@@ -158,11 +150,7 @@ fn pools_compile() {
         // ResNet-50 stem MaxPool and its GlobalAveragePool.
         layers.push(Layer::new(pool(PoolKind::Max, &[3, 3], &[2, 2], &[1, 1, 1, 1], dtype, &x), dtype, &[Some(&x)]));
         let g = [1usize, 2048, 7, 7];
-        layers.push(Layer::new(
-            Pool::new(PoolKind::Average { count_include_pad: false }, vec![7, 7]),
-            dtype,
-            &[Some(&g)],
-        ));
+        layers.push(Layer::new(Pool::new(PoolKind::Average { count_include_pad: false }, vec![7, 7]), dtype, &[Some(&g)]));
         layers.push(Layer::new(Pool::new(PoolKind::Max, vec![7, 7]), dtype, &[Some(&g)]));
         layers.push(Layer::new(Pool::new(PoolKind::Lp { p: 3.0 }, vec![7, 7]), dtype, &[Some(&g)]));
         // Inception's padded average pools, ceil mode, 1-D and 3-D pools.
@@ -243,10 +231,8 @@ fn launch_geometry() {
 fn host_fallbacks() {
     let f32s = |s: &[usize]| Some(TensorType::new(DType::F32, s));
     // Integer reductions are exact on the CPU.
-    let r = Layer::infer(
-        Reduce::new(ReduceKind::Sum, vec![1], false).into(),
-        vec![Some(TensorType::new(DType::I32, vec![4, 5]))],
-    );
+    let r =
+        Layer::infer(Reduce::new(ReduceKind::Sum, vec![1], false).into(), vec![Some(TensorType::new(DType::I32, vec![4, 5]))]);
     assert!(r.refused().contains("i32"), "{}", r.refused());
     // Three kept runs.
     let r = Layer::infer(Reduce::new(ReduceKind::Sum, vec![1, 3], false).into(), vec![f32s(&[2, 3, 4, 5, 6])]);

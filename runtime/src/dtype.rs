@@ -52,10 +52,7 @@ impl DType {
     }
 
     pub fn is_int(self) -> bool {
-        matches!(
-            self,
-            DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64
-        )
+        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }
 
     pub fn is_signed_int(self) -> bool {

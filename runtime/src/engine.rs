@@ -170,8 +170,7 @@ impl Engine {
         let (format_version, header) = read_header(bytes)?;
         let plan_bytes = section(bytes, &header, SectionKind::Plan)?;
         let weight_bytes = section(bytes, &header, SectionKind::Weights)?;
-        let plan: Plan =
-            postcard::from_bytes(plan_bytes).map_err(|e| Error::invalid(format!("plan does not decode: {e}")))?;
+        let plan: Plan = postcard::from_bytes(plan_bytes).map_err(|e| Error::invalid(format!("plan does not decode: {e}")))?;
         plan.validate(weight_bytes.len() as u64)?;
         let kernels = match (&header.target, optional_section(bytes, &header, SectionKind::Kernels)?) {
             (Target::Cpu, None) => None,
@@ -207,11 +206,12 @@ impl Engine {
         let encode = |what: &str, r: std::result::Result<Vec<u8>, postcard::Error>| {
             r.map_err(|e| Error::invalid(format!("{what} does not encode: {e}")))
         };
-        let mut payloads: Vec<(SectionKind, Vec<u8>)> =
-            vec![(SectionKind::Plan, encode("plan", postcard::to_stdvec(plan))?)];
+        let mut payloads: Vec<(SectionKind, Vec<u8>)> = vec![(SectionKind::Plan, encode("plan", postcard::to_stdvec(plan))?)];
         match (&target, kernels) {
             (Target::Cpu, None) => {}
-            (Target::Cuda { .. }, Some(k)) => payloads.push((SectionKind::Kernels, encode("kernel table", postcard::to_stdvec(k))?)),
+            (Target::Cuda { .. }, Some(k)) => {
+                payloads.push((SectionKind::Kernels, encode("kernel table", postcard::to_stdvec(k))?))
+            }
             _ => return Err(Error::invalid("a kernel table goes with a CUDA target and only with it")),
         }
         // Weights last, so that a reader can map them at an aligned offset.

@@ -86,14 +86,20 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     let file = open(path)?;
     let len = file.metadata().map_err(|e| err(path, e))?.len();
     if len > limit {
-        return Err(err(path, io::Error::new(io::ErrorKind::InvalidData, format!("is {len} bytes, more than the {limit} allowed"))));
+        return Err(err(
+            path,
+            io::Error::new(io::ErrorKind::InvalidData, format!("is {len} bytes, more than the {limit} allowed")),
+        ));
     }
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(len as usize).map_err(|_| err(path, io::Error::from(io::ErrorKind::OutOfMemory)))?;
     // The file may grow while it is read: never past the limit.
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| err(path, e))?;
     if bytes.len() as u64 > limit {
-        return Err(err(path, io::Error::new(io::ErrorKind::InvalidData, format!("grew past the {limit} bytes allowed while being read"))));
+        return Err(err(
+            path,
+            io::Error::new(io::ErrorKind::InvalidData, format!("grew past the {limit} bytes allowed while being read")),
+        ));
     }
     Ok(bytes)
 }

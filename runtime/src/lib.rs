@@ -30,10 +30,10 @@ pub mod engine;
 pub mod executor;
 
 pub use dtype::DType;
-pub use error::{Error, Result};
-pub use ops::Op;
-pub use tensor::{Tensor, TensorType, TensorView, TensorViewMut};
 pub use engine::{BindingInfo, Engine, Target};
-pub use executor::ExecutionContext;
+pub use error::{Error, Result};
 #[cfg(feature = "cuda")]
 pub use executor::cuda::{CudaEngine, CudaExecutionContext};
+pub use executor::ExecutionContext;
+pub use ops::Op;
+pub use tensor::{Tensor, TensorType, TensorView, TensorViewMut};

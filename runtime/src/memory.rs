@@ -30,11 +30,7 @@ pub fn plan_with_reuse(intervals: &[Interval], alignment: u64) -> Assignment {
     let mut order: Vec<usize> = (0..intervals.len()).collect();
     // Largest first; ties by first use then index keep it deterministic.
     order.sort_by(|&a, &b| {
-        intervals[b]
-            .bytes
-            .cmp(&intervals[a].bytes)
-            .then(intervals[a].first.cmp(&intervals[b].first))
-            .then(a.cmp(&b))
+        intervals[b].bytes.cmp(&intervals[a].bytes).then(intervals[a].first.cmp(&intervals[b].first)).then(a.cmp(&b))
     });
     let mut offsets = vec![0u64; intervals.len()];
     let mut placed: Vec<usize> = Vec::new();

@@ -150,20 +150,23 @@ impl Plan {
                     None => types.push(None),
                 }
             }
-            let inferred = layer
-                .op
-                .infer(&types)
-                .map_err(|e| Error::invalid(format!("layer {li} ({}): {e}", layer.name)))?;
+            let inferred = layer.op.infer(&types).map_err(|e| Error::invalid(format!("layer {li} ({}): {e}", layer.name)))?;
             if inferred.len() != layer.outputs.len() {
                 return bad(format!("layer {} has {} outputs, its op makes {}", layer.name, layer.outputs.len(), inferred.len()));
             }
             for (&o, ty) in layer.outputs.iter().zip(&inferred) {
                 check_id(o)?;
                 if !is_arena(o) || produced[o] {
-                    return bad(format!("layer {} writes {} which is not a fresh arena tensor", layer.name, self.tensors[o].name));
+                    return bad(format!(
+                        "layer {} writes {} which is not a fresh arena tensor",
+                        layer.name, self.tensors[o].name
+                    ));
                 }
                 if &self.tensors[o].ty != ty {
-                    return bad(format!("layer {}: output {} declared {} but the op makes {}", layer.name, self.tensors[o].name, self.tensors[o].ty, ty));
+                    return bad(format!(
+                        "layer {}: output {} declared {} but the op makes {}",
+                        layer.name, self.tensors[o].name, self.tensors[o].ty, ty
+                    ));
                 }
                 produced[o] = true;
             }

@@ -151,9 +151,7 @@ impl AlignedBytes {
     pub fn try_zeroed(len: usize) -> Result<AlignedBytes> {
         let n = len.div_ceil(ALIGN);
         let mut blocks = Vec::new();
-        blocks
-            .try_reserve_exact(n)
-            .map_err(|_| Error::op(format!("cannot allocate {len} bytes")))?;
+        blocks.try_reserve_exact(n).map_err(|_| Error::op(format!("cannot allocate {len} bytes")))?;
         blocks.resize(n, Block([0; ALIGN]));
         Ok(AlignedBytes { blocks, len })
     }
@@ -219,9 +217,7 @@ pub struct Tensor {
 impl Tensor {
     /// A zero-filled tensor. Fails when the byte size overflows.
     pub fn zeros(ty: TensorType) -> Result<Tensor> {
-        let bytes = ty
-            .checked_bytes()
-            .ok_or_else(|| Error::op(format!("tensor {ty} is too large")))?;
+        let bytes = ty.checked_bytes().ok_or_else(|| Error::op(format!("tensor {ty} is too large")))?;
         Ok(Tensor { ty, data: AlignedBytes::try_zeroed(bytes)? })
     }
 

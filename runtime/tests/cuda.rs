@@ -46,9 +46,7 @@ fn relu_plan_of(shape: Vec<usize>) -> Plan {
 
 fn cuda_engine(plan: &Plan, weights: &[u8], sm: u32, modules: Vec<KernelModule>, layers: Vec<LayerKernels>) -> Engine {
     let table = KernelTable { sm, nvrtc_version: "13.0".into(), modules, layers };
-    let bytes =
-        Engine::serialize(Target::Cuda { sm, gpu_name: None }, vec!["test".into()], plan, weights, Some(&table))
-            .unwrap();
+    let bytes = Engine::serialize(Target::Cuda { sm, gpu_name: None }, vec!["test".into()], plan, weights, Some(&table)).unwrap();
     Engine::from_bytes(&bytes).unwrap()
 }
 
@@ -238,8 +236,7 @@ fn compile(source: &str, name: &str, sm: u32) -> Vec<u8> {
     use std::ffi::CString;
     let src = CString::new(source).unwrap();
     let cname = CString::new(name).unwrap();
-    let opts: Vec<CString> =
-        [format!("--gpu-architecture=sm_{sm}")].into_iter().map(|o| CString::new(o).unwrap()).collect();
+    let opts: Vec<CString> = [format!("--gpu-architecture=sm_{sm}")].into_iter().map(|o| CString::new(o).unwrap()).collect();
     let opt_ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
     // SAFETY: every pointer is valid for the calls; the program is destroyed.
@@ -282,12 +279,7 @@ fn kernel_plan() -> (Plan, Vec<u8>) {
         fixed_inputs: vec![],
         outputs: vec![("y".into(), 4)],
         layers: vec![
-            Layer {
-                name: "relu".into(),
-                op: Unary::new(UnaryKind::Relu).into(),
-                inputs: vec![Some(0)],
-                outputs: vec![2],
-            },
+            Layer { name: "relu".into(), op: Unary::new(UnaryKind::Relu).into(), inputs: vec![Some(0)], outputs: vec![2] },
             Layer {
                 name: "add".into(),
                 op: Binary::new(BinaryKind::Add).into(),
@@ -310,11 +302,8 @@ fn kernel_plan() -> (Plan, Vec<u8>) {
 
 fn kernel_engine(sm: u32, add_on_host: bool) -> Engine {
     let (plan, weights) = kernel_plan();
-    let module = |src: &str, entry: &str| KernelModule {
-        entry: entry.into(),
-        tactic: "test".into(),
-        cubin: compile(src, entry, sm),
-    };
+    let module =
+        |src: &str, entry: &str| KernelModule { entry: entry.into(), tactic: "test".into(), cubin: compile(src, entry, sm) };
     let modules = vec![module(RELU, "relu_f32"), module(ADD, "add_f32"), module(MUL, "mul_f32")];
     for m in &modules {
         cuda::check_elf_bounds(&m.cubin).unwrap_or_else(|e| panic!("NVRTC's cubin for {}: {e}", m.entry));
@@ -340,8 +329,7 @@ fn kernel_engine(sm: u32, add_on_host: bool) -> Engine {
 }
 
 fn input(seed: f32) -> Tensor {
-    Tensor::from_vec(vec![N], (0..N).map(|i| ((i as f32 * 0.37 + seed).sin() * 4.0) + 0.001).collect::<Vec<f32>>())
-        .unwrap()
+    Tensor::from_vec(vec![N], (0..N).map(|i| ((i as f32 * 0.37 + seed).sin() * 4.0) + 0.001).collect::<Vec<f32>>()).unwrap()
 }
 
 #[test]
@@ -390,10 +378,8 @@ fn compiled_kernels_run_like_the_cpu() {
 
         // Layer by layer, against the CPU's per-layer outputs.
         let mut cpu_layers = vec![];
-        cpu.run_observed(&[("x", &x1)], |_, outs| {
-            cpu_layers.push(outs.iter().map(|o| o.to_owned()).collect::<Vec<_>>())
-        })
-        .unwrap();
+        cpu.run_observed(&[("x", &x1)], |_, outs| cpu_layers.push(outs.iter().map(|o| o.to_owned()).collect::<Vec<_>>()))
+            .unwrap();
         let mut n = 0;
         let got = ctx
             .run_layers(&[("x", &x1)], |i, outs| {
@@ -403,9 +389,8 @@ fn compiled_kernels_run_like_the_cpu() {
             })
             .unwrap();
         assert_eq!((got, n), (want1.clone(), 3));
-        let e = ctx
-            .run_layers(&[("x", &x1)], |i, _| if i == 1 { Err(trtc_runtime::Error::op("stop")) } else { Ok(()) })
-            .unwrap_err();
+        let e =
+            ctx.run_layers(&[("x", &x1)], |i, _| if i == 1 { Err(trtc_runtime::Error::op("stop")) } else { Ok(()) }).unwrap_err();
         assert_eq!(e.to_string(), "stop");
 
         // Timing: enqueue on the inputs in the arena.

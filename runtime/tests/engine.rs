@@ -20,8 +20,18 @@ fn plan() -> (Plan, Vec<u8>) {
         fixed_inputs: vec![],
         outputs: vec![("y".into(), 3)],
         layers: vec![
-            Layer { name: "add".into(), op: Binary::new(BinaryKind::Add).into(), inputs: vec![Some(0), Some(1)], outputs: vec![2] },
-            Layer { name: "mul".into(), op: Binary::new(BinaryKind::Mul).into(), inputs: vec![Some(2), Some(0)], outputs: vec![3] },
+            Layer {
+                name: "add".into(),
+                op: Binary::new(BinaryKind::Add).into(),
+                inputs: vec![Some(0), Some(1)],
+                outputs: vec![2],
+            },
+            Layer {
+                name: "mul".into(),
+                op: Binary::new(BinaryKind::Mul).into(),
+                inputs: vec![Some(2), Some(0)],
+                outputs: vec![3],
+            },
         ],
         arena_bytes: 768,
         arena_bytes_without_reuse: 768,

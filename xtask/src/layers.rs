@@ -415,14 +415,21 @@ mod tests {
     }
 
     fn edges(k: &Crate) -> Vec<String> {
-        k.violations().iter().map(|v| format!("{}{}->{}", v.parent.iter().map(|p| format!("{p}:")).collect::<String>(), v.user, v.used)).collect()
+        k.violations()
+            .iter()
+            .map(|v| format!("{}{}->{}", v.parent.iter().map(|p| format!("{p}:")).collect::<String>(), v.user, v.used))
+            .collect()
     }
 
     #[test]
     fn upward_use_is_a_violation() {
         let k = krate(
             "upward",
-            &[("lib.rs", "pub mod ir;\npub mod passes;\n"), ("ir.rs", "use crate::passes::Pass;\n"), ("passes/mod.rs", "use crate::ir::Graph;\n")],
+            &[
+                ("lib.rs", "pub mod ir;\npub mod passes;\n"),
+                ("ir.rs", "use crate::passes::Pass;\n"),
+                ("passes/mod.rs", "use crate::ir::Graph;\n"),
+            ],
         );
         assert_eq!(edges(&k), ["ir->passes"]);
     }
@@ -446,7 +453,8 @@ mod tests {
 
     #[test]
     fn a_sibling_declared_below_its_user_inside_a_module() {
-        let k = krate("inner", &[("lib.rs", "mod p;\n"), ("p.rs", "mod one { use super::two::T; }\nmod two { pub struct T; }\n")]);
+        let k =
+            krate("inner", &[("lib.rs", "mod p;\n"), ("p.rs", "mod one { use super::two::T; }\nmod two { pub struct T; }\n")]);
         assert_eq!(edges(&k), ["p:one->two"]);
     }
 }

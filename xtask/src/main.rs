@@ -11,13 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The crate roots checked, relative to the workspace root.
-const CRATE_ROOTS: &[&str] = &[
-    "runtime/src/lib.rs",
-    "kernels/src/lib.rs",
-    "compiler/src/lib.rs",
-    "compiler/src/main.rs",
-    "xtask/src/main.rs",
-];
+const CRATE_ROOTS: &[&str] =
+    &["runtime/src/lib.rs", "kernels/src/lib.rs", "compiler/src/lib.rs", "compiler/src/main.rs", "xtask/src/main.rs"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,7 +40,12 @@ fn check_layers(graph: bool) -> Result<(), String> {
     for crate_root in CRATE_ROOTS {
         let krate = layers::Crate::read(&root.join(crate_root))?;
         let violations = krate.violations();
-        println!("{crate_root}: {} modules, {} references to modules, {} against the layer order", krate.modules.len(), krate.references.len(), violations.len());
+        println!(
+            "{crate_root}: {} modules, {} references to modules, {} against the layer order",
+            krate.modules.len(),
+            krate.references.len(),
+            violations.len()
+        );
         if graph {
             for (parent, rows) in krate.sibling_graph() {
                 println!("  {}:", if parent.is_empty() { "crate".to_string() } else { parent.join("::") });

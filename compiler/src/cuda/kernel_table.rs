@@ -13,7 +13,7 @@ use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use trtc_kernels::{KernelSource, LayerIo, SmLimits};
-use trtc_runtime::kernels::{KernelModule, KernelTable, LayerKernels, Launch};
+use trtc_runtime::kernels::{KernelModule, KernelTable, Launch, LayerKernels};
 use trtc_runtime::plan::{Layer, Plan};
 
 /// What building the kernel table did, for the build's report.
@@ -149,7 +149,9 @@ pub fn compile_all(sources: &[(KernelSource, String, String)], sm: u32) -> Resul
     });
     results
         .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| Err(anyhow!("a compile job did not finish"))))
+        .map(|m| {
+            m.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(|| Err(anyhow!("a compile job did not finish")))
+        })
         .collect()
 }
 

@@ -14,7 +14,7 @@ use super::nvrtc;
 use crate::tuning::{Measure, Timing};
 use anyhow::{anyhow, Result};
 use trtc_kernels::{Candidate, LayerIo};
-use trtc_runtime::kernels::{KernelModule, KernelTable, LayerKernels, Launch};
+use trtc_runtime::kernels::{KernelModule, KernelTable, Launch, LayerKernels};
 use trtc_runtime::plan::{Layer, Plan, Storage, TensorDesc};
 use trtc_runtime::tensor::ALIGN;
 use trtc_runtime::{Engine, Target, Tensor};
@@ -92,19 +92,25 @@ impl Measure for GpuMeasure {
                         _ => return Ok(None),
                     };
                     sources.push(&l.kernel.source);
-                    modules.push(KernelModule { entry: l.kernel.entry.clone(), tactic: candidate.tactic.clone(), cubin: c.cubin });
+                    modules.push(KernelModule {
+                        entry: l.kernel.entry.clone(),
+                        tactic: candidate.tactic.clone(),
+                        cubin: c.cubin,
+                    });
                     modules.len() - 1
                 }
             };
-            launches.push(Launch { module: module as u32, grid: l.grid, block: l.block, shared_bytes: l.shared_bytes, args: l.args.clone() });
+            launches.push(Launch {
+                module: module as u32,
+                grid: l.grid,
+                block: l.block,
+                shared_bytes: l.shared_bytes,
+                args: l.args.clone(),
+            });
         }
         let plan = one_layer_plan(io)?;
-        let table = KernelTable {
-            sm: self.sm,
-            nvrtc_version: String::new(),
-            modules,
-            layers: vec![LayerKernels::Device(launches)],
-        };
+        let table =
+            KernelTable { sm: self.sm, nvrtc_version: String::new(), modules, layers: vec![LayerKernels::Device(launches)] };
         let bytes = Engine::serialize(Target::Cuda { sm: self.sm, gpu_name: None }, vec![], &plan, &[], Some(&table))?;
         let engine = Engine::from_bytes(&bytes)?;
         // No GPU (or another one) means nothing can be timed: an error, so
@@ -117,7 +123,8 @@ impl Measure for GpuMeasure {
             .iter()
             .enumerate()
             .map(|(k, b)| {
-                let t = if b.ty.dtype.is_float() { crate::random::tensor(&b.ty, k as u64)? } else { Tensor::zeros(b.ty.clone())? };
+                let t =
+                    if b.ty.dtype.is_float() { crate::random::tensor(&b.ty, k as u64)? } else { Tensor::zeros(b.ty.clone())? };
                 Ok((b.name.clone(), t))
             })
             .collect::<Result<_>>()?;

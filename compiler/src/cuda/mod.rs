@@ -7,9 +7,9 @@ pub mod nvrtc;
 pub mod kernel_table;
 pub mod measure;
 
+use crate::tuning::Heuristic;
 use crate::tuning::{self, Device, Measure, NoGpu, Policy, TimingCache, Tuner};
 use anyhow::{Context, Result};
-use crate::tuning::Heuristic;
 use kernel_table::KernelReport;
 use std::path::PathBuf;
 use trtc_runtime::executor::cuda::{self as gpu, DeviceInfo};
@@ -39,7 +39,8 @@ pub struct TuningOptions {
 pub fn build_kernels(plan: &Plan, sm: u32, opts: &TuningOptions) -> Result<(KernelTable, KernelReport)> {
     // The GPU to time on: the first one, when it is of the target's kind.
     let present = present_gpu().ok().filter(|d| d.sm == sm);
-    let level = opts.opt_level.unwrap_or(if present.is_some() || opts.timing_cache.is_some() { tuning::DEFAULT_OPT_LEVEL } else { 0 });
+    let level =
+        opts.opt_level.unwrap_or(if present.is_some() || opts.timing_cache.is_some() { tuning::DEFAULT_OPT_LEVEL } else { 0 });
     if level == 0 && !opts.error_on_cache_miss {
         return kernel_table::build(plan, sm, &mut Heuristic);
     }
@@ -59,11 +60,12 @@ pub fn build_kernels(plan: &Plan, sm: u32, opts: &TuningOptions) -> Result<(Kern
         None => {
             // Without the GPU, the cache's timings for this SM decide (the
             // first device in the file's order, so the choice is stable).
-            let device = cache
-                .devices()
-                .into_iter()
-                .find(|d| d.sm == sm && d.nvrtc == nvrtc)
-                .unwrap_or(Device { gpu: String::new(), sm, driver: 0, nvrtc });
+            let device = cache.devices().into_iter().find(|d| d.sm == sm && d.nvrtc == nvrtc).unwrap_or(Device {
+                gpu: String::new(),
+                sm,
+                driver: 0,
+                nvrtc,
+            });
             (device, Box::new(NoGpu(format!("no sm_{sm} GPU on this machine to time on"))))
         }
     };

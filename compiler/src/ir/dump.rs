@@ -88,7 +88,13 @@ impl Graph {
             match &node.kind {
                 NodeKind::Constant(_) => continue,
                 NodeKind::Input => {
-                    let _ = writeln!(s, "  n{} [label=\"input {}\\n{}\", shape=ellipse];", n.index(), esc(&node.name), node.outputs[0].ty);
+                    let _ = writeln!(
+                        s,
+                        "  n{} [label=\"input {}\\n{}\", shape=ellipse];",
+                        n.index(),
+                        esc(&node.name),
+                        node.outputs[0].ty
+                    );
                 }
                 NodeKind::Op(op) => {
                     let consts: Vec<String> = self
@@ -107,7 +113,8 @@ impl Graph {
                 if self.g[p.node].constant().is_some() {
                     continue;
                 }
-                let _ = writeln!(s, "  n{} -> n{} [label=\"{}\", fontsize=8]; // slot {slot}", p.node.index(), n.index(), self.ty(p));
+                let _ =
+                    writeln!(s, "  n{} -> n{} [label=\"{}\", fontsize=8]; // slot {slot}", p.node.index(), n.index(), self.ty(p));
             }
         }
         for (i, o) in self.outputs.iter().enumerate() {

@@ -213,8 +213,7 @@ impl Graph {
                 (n, preds.len())
             })
             .collect();
-        let mut ready: BinaryHeap<Reverse<NodeIndex>> =
-            indeg.iter().filter(|(_, &d)| d == 0).map(|(&n, _)| Reverse(n)).collect();
+        let mut ready: BinaryHeap<Reverse<NodeIndex>> = indeg.iter().filter(|(_, &d)| d == 0).map(|(&n, _)| Reverse(n)).collect();
         let mut order = Vec::with_capacity(indeg.len());
         while let Some(Reverse(n)) = ready.pop() {
             order.push(n);

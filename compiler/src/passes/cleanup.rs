@@ -59,7 +59,10 @@ impl Pass for NoOpRemoval {
             // Reshape(Reshape(x)) -> Reshape(x).
             if name == "Reshape" {
                 let producer = graph.node(src.node);
-                if producer.op().is_some_and(|p| p.name() == "Reshape") && graph.consumers(src).len() == 1 && !graph.is_output(src) {
+                if producer.op().is_some_and(|p| p.name() == "Reshape")
+                    && graph.consumers(src).len() == 1
+                    && !graph.is_output(src)
+                {
                     let inner = graph.inputs_of(src.node)[0];
                     if let Some(inner) = inner {
                         let edge = graph.g.find_edge(src.node, n).expect("edge");

@@ -140,7 +140,9 @@ pub(crate) fn as_linear(graph: &Graph, n: NodeIndex) -> Option<(Linear, Vec<Opti
 fn activation_of(graph: &Graph, n: NodeIndex) -> Option<Activation> {
     match graph.node(n).op()? {
         Op::Elementwise(ElementwiseOp::Unary(u)) => Some(Activation::Unary(u.kind)),
-        Op::Elementwise(ElementwiseOp::Clip(c)) => Some(Activation::Clip { min: c.min.map(|v| v as f32), max: c.max.map(|v| v as f32) }),
+        Op::Elementwise(ElementwiseOp::Clip(c)) => {
+            Some(Activation::Clip { min: c.min.map(|v| v as f32), max: c.max.map(|v| v as f32) })
+        }
         _ => None,
     }
 }
@@ -331,11 +333,17 @@ impl Pass for SiblingMatMulMerge {
                 let names: Vec<String> = group.iter().map(|(g, _, _)| graph.node(*g).name.clone()).collect();
                 let name = names.join(" | ");
                 let wp = graph.add_constant(&format!("{name}.weight"), Tensor::from_vec(vec![k, total], w_cat)?);
-                let bp = if any_bias { Some(graph.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![total], b_cat)?)) } else { None };
+                let bp = if any_bias {
+                    Some(graph.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![total], b_cat)?))
+                } else {
+                    None
+                };
                 let lin = Linear { kind: LinearKind::MatMul(MatMul::default()), bias: any_bias, epilogue: Epilogue::default() };
                 let Ok(merged) = graph.add_op(&name, FusedOp::Linear(lin).into(), &[Some(x), Some(wp), bp]) else { continue };
                 let axis = graph.ty(merged[0]).shape.len() - 1;
-                let Ok(parts) = graph.add_op(&format!("{name} split"), Split { axis, sizes }.into(), &[Some(merged[0])]) else { continue };
+                let Ok(parts) = graph.add_op(&format!("{name} split"), Split { axis, sizes }.into(), &[Some(merged[0])]) else {
+                    continue;
+                };
                 for (i, (g, _, _)) in group.iter().enumerate() {
                     graph.g[parts[i].node].outputs[i].name = graph.node(*g).outputs[0].name.clone();
                     graph.replace_uses(Port { node: *g, port: 0 }, parts[i]);

@@ -75,7 +75,13 @@ impl Pass for PadFolding {
             };
             let rank = pad.pads.len() / 2;
             let spatial = conv.kernel_shape.len();
-            if !zero || rank != spatial + 2 || pad.pads[0] != 0 || pad.pads[1] != 0 || pad.pads[rank] != 0 || pad.pads[rank + 1] != 0 {
+            if !zero
+                || rank != spatial + 2
+                || pad.pads[0] != 0
+                || pad.pads[1] != 0
+                || pad.pads[rank] != 0
+                || pad.pads[rank + 1] != 0
+            {
                 continue;
             }
             let Some(x) = pad_ins[0] else { continue };
@@ -146,17 +152,25 @@ impl Pass for GemmToMatMul {
                     if t.len() != nn || t.dtype() != trtc_runtime::DType::F32 {
                         continue;
                     }
-                    let v: Vec<f32> = t.as_slice::<f32>()?.iter().map(|&v| if gemm.beta == 1.0 { v } else { gemm.beta * v }).collect();
-                    Some(graph.add_constant(&format!("{}.bias", graph.node(n).name), trtc_runtime::Tensor::from_vec(vec![nn], v)?))
+                    let v: Vec<f32> =
+                        t.as_slice::<f32>()?.iter().map(|&v| if gemm.beta == 1.0 { v } else { gemm.beta * v }).collect();
+                    Some(
+                        graph.add_constant(&format!("{}.bias", graph.node(n).name), trtc_runtime::Tensor::from_vec(vec![nn], v)?),
+                    )
                 }
             };
             let weight = if gemm.trans_b {
-                let t = Op::from(Transpose { perm: vec![1, 0] }).eval_owned(&[Some(&w)]).map_err(|e| anyhow::anyhow!("{e}"))?.remove(0);
+                let t = Op::from(Transpose { perm: vec![1, 0] })
+                    .eval_owned(&[Some(&w)])
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .remove(0);
                 graph.add_constant(&format!("{}.weight_kn", graph.node(n).name), t)
             } else {
                 b
             };
-            let op: Op = Linear { kind: LinearKind::MatMul(MatMul::default()), bias: bias.is_some(), epilogue: Epilogue::default() }.into();
+            let op: Op =
+                Linear { kind: LinearKind::MatMul(MatMul::default()), bias: bias.is_some(), epilogue: Epilogue::default() }
+                    .into();
             let name = format!("{} + {} + {}", graph.node(a.node).name, graph.node(n).name, graph.node(r2).name);
             let out_name = graph.node(r2).outputs[0].name.clone();
             let Ok(ports) = graph.add_op(&name, op, &[Some(x), Some(weight), bias]) else { continue };

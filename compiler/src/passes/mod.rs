@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 pub use cleanup::{DeadNodes, NoOpRemoval};
 pub use constant_folding::ConstantFolding;
 pub use cse::CommonSubexpressions;
-pub use fusion::{AffineFolding, BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
 pub(crate) use fusion::as_linear;
+pub use fusion::{AffineFolding, BatchNormFolding, LinearEpilogueFusion, SiblingMatMulMerge};
 pub use layout::{GemmToMatMul, PadFolding, TransposeCancellation};
 pub use patterns::{AttentionPattern, GeluPattern, LayerNormPattern, SoftmaxPattern};
 pub use pointwise::PointwiseFusion;
@@ -94,7 +94,11 @@ fn run_guarded(p: &dyn Pass, graph: &mut Graph) -> Result<usize> {
         Ok(r) => r.with_context(|| format!("pass {}", p.name())),
         Err(e) => {
             let msg = crate::panic_message(e.as_ref());
-            anyhow::bail!("internal error in pass {} ({msg}); please report it, and build with --disable-pass {} meanwhile", p.name(), p.name())
+            anyhow::bail!(
+                "internal error in pass {} ({msg}); please report it, and build with --disable-pass {} meanwhile",
+                p.name(),
+                p.name()
+            )
         }
     }
 }

@@ -148,7 +148,13 @@ impl GeluPattern {
                 _ => None,
             }
         };
-        let x = if cubic_of(q) == Some(p) { p } else if cubic_of(p) == Some(q) { q } else { return None };
+        let x = if cubic_of(q) == Some(p) {
+            p
+        } else if cubic_of(p) == Some(q) {
+            q
+        } else {
+            return None;
+        };
         Self::match_outer(graph, Port { node: t, port: 0 }, x)
     }
 }
@@ -310,8 +316,11 @@ impl AttentionPattern {
             [(c, 0)] if is_matmul(graph, *c).is_some() => (s_out, false),
             [(a, _), (b, _)] => {
                 use trtc_runtime::ops::elementwise::ElementwiseOp as E;
-                let (isnan, wh) = if matches!(graph.node(*a).op(), Some(Op::Elementwise(E::IsNaN(_)))) { (*a, *b) } else { (*b, *a) };
-                if !matches!(graph.node(isnan).op(), Some(Op::Elementwise(E::IsNaN(_)))) || !matches!(graph.node(wh).op(), Some(Op::Elementwise(E::Where(_)))) {
+                let (isnan, wh) =
+                    if matches!(graph.node(*a).op(), Some(Op::Elementwise(E::IsNaN(_)))) { (*a, *b) } else { (*b, *a) };
+                if !matches!(graph.node(isnan).op(), Some(Op::Elementwise(E::IsNaN(_))))
+                    || !matches!(graph.node(wh).op(), Some(Op::Elementwise(E::Where(_))))
+                {
                     return None;
                 }
                 let w = graph.inputs_of(wh);
@@ -377,7 +386,8 @@ impl Pass for AttentionPattern {
             let want = graph.ty(Port { node: last, port: 0 }).shape.clone();
             if graph.ty(result).shape != want {
                 use trtc_runtime::ops::movement::Reshape;
-                result = graph.add_op(&format!("{name} reshape"), Reshape { shape: want }.into(), &[Some(result)])
+                result = graph
+                    .add_op(&format!("{name} reshape"), Reshape { shape: want }.into(), &[Some(result)])
                     .map_err(|e| anyhow::anyhow!("{e}"))?[0];
             }
             graph.g[result.node].outputs[0].name = out_name;
@@ -464,7 +474,9 @@ impl LayerNormPattern {
         let norm_shape = graph.ty(x).shape[axis..].to_vec();
         let fits = |t: Port| {
             let s = &graph.ty(t).shape;
-            graph.node(t.node).constant().is_some() && s.len() <= norm_shape.len() && s.iter().rev().zip(norm_shape.iter().rev()).all(|(a, b)| a == b || *a == 1)
+            graph.node(t.node).constant().is_some()
+                && s.len() <= norm_shape.len()
+                && s.iter().rev().zip(norm_shape.iter().rev()).all(|(a, b)| a == b || *a == 1)
         };
         let mut last = div;
         let mut gamma = None;
@@ -509,13 +521,16 @@ impl Pass for LayerNormPattern {
             let gamma = match gamma {
                 Some(g) => g,
                 None => {
-                    let ones = trtc_runtime::Tensor::from_vec(ty.shape[axis..].to_vec(), vec![1f32; ty.shape[axis..].iter().product()])?;
+                    let ones =
+                        trtc_runtime::Tensor::from_vec(ty.shape[axis..].to_vec(), vec![1f32; ty.shape[axis..].iter().product()])?;
                     graph.add_constant(&format!("{}.ones", graph.node(n).name), ones)
                 }
             };
             let name = format!("{} (layernorm)", graph.node(last).name);
             let out_name = graph.node(last).outputs[0].name.clone();
-            let Ok(ports) = graph.add_op(&name, LayerNorm::new(axis, epsilon).into(), &[Some(x), Some(gamma), beta]) else { continue };
+            let Ok(ports) = graph.add_op(&name, LayerNorm::new(axis, epsilon).into(), &[Some(x), Some(gamma), beta]) else {
+                continue;
+            };
             graph.g[ports[0].node].outputs[0].name = out_name;
             graph.replace_uses(Port { node: last, port: 0 }, ports[0]);
             graph.g.remove_node(last);
@@ -559,7 +574,11 @@ impl SoftmaxPattern {
         if readers.len() != 2 || graph.is_output(ex) {
             return None;
         }
-        let (sum, div) = if reduce_over(graph, readers[0], ReduceKind::Sum).is_some() { (readers[0], readers[1]) } else { (readers[1], readers[0]) };
+        let (sum, div) = if reduce_over(graph, readers[0], ReduceKind::Sum).is_some() {
+            (readers[0], readers[1])
+        } else {
+            (readers[1], readers[0])
+        };
         let (s_in, axis) = reduce_over(graph, sum, ReduceKind::Sum)?;
         if s_in != ex || max_axis.is_some_and(|m| m != axis) {
             return None;

@@ -30,7 +30,8 @@ fn eligible(graph: &Graph, n: NodeIndex) -> bool {
     match node.op() {
         Some(Op::Elementwise(ElementwiseOp::Unary(_))) => true,
         Some(Op::Elementwise(ElementwiseOp::Binary(b))) => {
-            PointwiseBinary::from_kind(b.kind).is_some() && graph.inputs_of(n).iter().all(|p| p.is_some_and(|p| graph.ty(p).dtype == DType::F32))
+            PointwiseBinary::from_kind(b.kind).is_some()
+                && graph.inputs_of(n).iter().all(|p| p.is_some_and(|p| graph.ty(p).dtype == DType::F32))
         }
         _ => false,
     }
@@ -118,10 +119,21 @@ impl Pass for PointwiseFusion {
             let root_shape = graph.ty(out).shape.clone();
             // A node its consumer can absorb is not a root.
             let cons = graph.consumers(out);
-            if !graph.is_output(out) && cons.len() == 1 && eligible(graph, cons[0].0) && graph.ty(Port { node: cons[0].0, port: 0 }).shape == root_shape {
+            if !graph.is_output(out)
+                && cons.len() == 1
+                && eligible(graph, cons[0].0)
+                && graph.ty(Port { node: cons[0].0, port: 0 }).shape == root_shape
+            {
                 continue;
             }
-            let mut b = Builder { graph, root_shape, program: Vec::new(), leaves: Vec::new(), leaf_index: HashMap::new(), absorbed: Vec::new() };
+            let mut b = Builder {
+                graph,
+                root_shape,
+                program: Vec::new(),
+                leaves: Vec::new(),
+                leaf_index: HashMap::new(),
+                absorbed: Vec::new(),
+            };
             b.node(r);
             if b.absorbed.len() < 2 {
                 continue;

@@ -105,7 +105,9 @@ impl Rewriter {
         // Check before adding casts: the types the op would see.
         let half_types: Vec<Option<TensorType>> = in_types
             .iter()
-            .map(|t| t.as_ref().map(|t| if t.dtype == DType::F32 { TensorType::new(DType::F16, t.shape.clone()) } else { t.clone() }))
+            .map(|t| {
+                t.as_ref().map(|t| if t.dtype == DType::F32 { TensorType::new(DType::F16, t.shape.clone()) } else { t.clone() })
+            })
             .collect();
         let refs: Vec<Option<&TensorType>> = half_types.iter().map(|t| t.as_ref()).collect();
         let Ok(new_out) = new_op.infer(&refs) else { return Ok(false) };

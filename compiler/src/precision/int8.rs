@@ -75,7 +75,13 @@ pub(super) fn make_int8(
         None => None,
     };
     let residual = if linear.epilogue.residual { ins.get(3).copied().flatten() } else { None };
-    let op = Int8Linear { kind: linear.kind.clone(), x_scale, bias: b.is_some(), epilogue: linear.epilogue.clone(), output: Int8Output::F32 };
+    let op = Int8Linear {
+        kind: linear.kind.clone(),
+        x_scale,
+        bias: b.is_some(),
+        epilogue: linear.epilogue.clone(),
+        output: Int8Output::F32,
+    };
     let mut inputs = vec![Some(x_q), Some(wq), Some(ws), b, residual];
     while inputs.last() == Some(&None) {
         inputs.pop();
@@ -190,7 +196,8 @@ pub fn fold_requantization(graph: &mut Graph) -> Result<usize> {
             continue;
         }
         let consumers = graph.consumers(out);
-        let scales: Vec<Option<f32>> = consumers.iter().map(|&(c, slot)| if slot == 0 { int8_quantizer_scale(graph, c) } else { None }).collect();
+        let scales: Vec<Option<f32>> =
+            consumers.iter().map(|&(c, slot)| if slot == 0 { int8_quantizer_scale(graph, c) } else { None }).collect();
         let Some(Some(scale)) = scales.first().copied() else { continue };
         if scales.iter().any(|s| *s != Some(scale)) {
             continue;

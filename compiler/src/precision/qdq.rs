@@ -107,14 +107,16 @@ pub fn fold_int8_relu(graph: &mut Graph) -> Result<usize> {
         // ...whose only consumer is a Relu...
         let dq_out = Port { node: dq, port: 0 };
         let [(relu, 0)] = graph.consumers(dq_out)[..] else { continue };
-        let is_relu = matches!(graph.node(relu).op(), Some(Op::Elementwise(ElementwiseOp::Unary(u))) if u.kind == UnaryKind::Relu);
+        let is_relu =
+            matches!(graph.node(relu).op(), Some(Op::Elementwise(ElementwiseOp::Unary(u))) if u.kind == UnaryKind::Relu);
         if !is_relu || graph.is_output(dq_out) {
             continue;
         }
         // ...read only by int8 quantizers of the same scale.
         let relu_out = Port { node: relu, port: 0 };
         let consumers = graph.consumers(relu_out);
-        let same_scale = consumers.iter().all(|&(c, slot)| slot == 0 && super::int8::int8_quantizer_scale(graph, c) == Some(scale));
+        let same_scale =
+            consumers.iter().all(|&(c, slot)| slot == 0 && super::int8::int8_quantizer_scale(graph, c) == Some(scale));
         if consumers.is_empty() || !same_scale || graph.is_output(relu_out) {
             continue;
         }

@@ -118,7 +118,17 @@ pub fn choose(
     if considered.len() == 1 {
         let tactic = considered[0].tactic.clone();
         let (time_us, runner_up, from_cache, fallback) = (None, None, false, None);
-        return Ok(Choice { index: 0, tactic, time_us, runner_up, from_cache, considered: 1, cache_hits: 0, measured: 0, fallback });
+        return Ok(Choice {
+            index: 0,
+            tactic,
+            time_us,
+            runner_up,
+            from_cache,
+            considered: 1,
+            cache_hits: 0,
+            measured: 0,
+            fallback,
+        });
     }
     for (i, c) in considered.iter().enumerate() {
         if considered[..i].iter().any(|d| d.tactic == c.tactic) {

@@ -236,8 +236,12 @@ fn parse_entry(line: &str) -> Option<(TimingKey, Entry)> {
     let f: Vec<&str> = line.split('\t').collect();
     let [gpu, sm, driver, nvrtc, op, tactic, source, time, runs] = f[..] else { return None };
     let (major, minor) = nvrtc.split_once('.')?;
-    let device =
-        Device { gpu: unescape(gpu)?, sm: sm.parse().ok()?, driver: driver.parse().ok()?, nvrtc: (major.parse().ok()?, minor.parse().ok()?) };
+    let device = Device {
+        gpu: unescape(gpu)?,
+        sm: sm.parse().ok()?,
+        driver: driver.parse().ok()?,
+        nvrtc: (major.parse().ok()?, minor.parse().ok()?),
+    };
     let median_us = match time {
         "-" => None,
         t => Some(t.parse::<f64>().ok().filter(|t| t.is_finite() && *t >= 0.0)?),

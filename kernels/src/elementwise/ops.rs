@@ -261,9 +261,7 @@ fn where_kernel(io: &LayerIo<'_>, out: &TensorType) -> Built {
 /// for integers, round to nearest even for f16), little-endian in a u64.
 pub(crate) fn cast_bits(v: f64, to: DType) -> Result<u64, Unsupported> {
     let op: Op = Cast::new(to).into();
-    let t = op
-        .eval_owned(&[Some(&Tensor::scalar(v))])
-        .map_err(|e| Unsupported(format!("cannot convert {v} to {to}: {e}")))?;
+    let t = op.eval_owned(&[Some(&Tensor::scalar(v))]).map_err(|e| Unsupported(format!("cannot convert {v} to {to}: {e}")))?;
     let mut bytes = [0u8; 8];
     let src = t[0].bytes();
     bytes[..src.len()].copy_from_slice(src);
@@ -291,7 +289,8 @@ fn clip_kernel(min: Option<f64>, max: Option<f64>, io: &LayerIo<'_>, out: &Tenso
         // HalfIo wrapper's f32 computation; the result rounds once on store).
         let lo = min.map_or(f32::NEG_INFINITY, |v| v as f32);
         let hi = max.map_or(f32::INFINITY, |v| v as f32);
-        let (mut k, b) = map1("clip", x, out, "const float x = ld(p0);\nconst float y = x < lo ? lo : x;\nst(q, y > hi ? hi : y);")?;
+        let (mut k, b) =
+            map1("clip", x, out, "const float x = ld(p0);\nconst float y = x < lo ? lo : x;\nst(q, y > hi ? hi : y);")?;
         k.params = vec![("float lo".into(), KernelArg::F32(lo)), ("float hi".into(), KernelArg::F32(hi))];
         return Ok((k, b));
     }

@@ -70,7 +70,8 @@ pub(super) fn candidates(op: &QuantOp, io: &LayerIo<'_>, limits: &SmLimits) -> S
             }
             let zp_load = if has_zp { "(long long)zero[si]" } else { "0" };
             // (x - zero point) in i64, rounded to f32, times the scale.
-            let body = format!("{SCALE_INDEX}const long long zp = {zp_load};\nst(q, (float)((long long)*p0 - zp) * ld(scale + si));");
+            let body =
+                format!("{SCALE_INDEX}const long long zp = {zp_load};\nst(q, (float)((long long)*p0 - zp) * ld(scale + si));");
             ("dequantize", body, ctype(x.dtype)?)
         }
     };
@@ -120,7 +121,8 @@ fn layout_args(x: &[usize], scale: &[usize], axis: usize, block_size: usize) -> 
         return Ok([inner.max(1) as u64, axis_len.max(1) as u64, 1, 0, 1, 0]);
     }
     let blocks = axis_len.div_ceil(block_size);
-    let fits = scale.len() == x.len() && scale.iter().zip(x).enumerate().all(|(d, (&s, &v))| if d == axis { s == blocks } else { s == v });
+    let fits = scale.len() == x.len()
+        && scale.iter().zip(x).enumerate().all(|(d, (&s, &v))| if d == axis { s == blocks } else { s == v });
     if !fits {
         return unsupported(format!("scale {scale:?} does not fit {x:?} in blocks of {block_size} along axis {axis}"));
     }

@@ -287,7 +287,12 @@ impl ConvLayer {
                 })
                 .collect()
         } else {
-            let win = Window { kernel_shape: a.kernel.to_vec(), strides: a.strides.to_vec(), pads: a.pads.to_vec(), dilations: a.dilations.to_vec() };
+            let win = Window {
+                kernel_shape: a.kernel.to_vec(),
+                strides: a.strides.to_vec(),
+                pads: a.pads.to_vec(),
+                dilations: a.dilations.to_vec(),
+            };
             win.output_shape(spatial_in, false, name).map_err(|e| Unsupported(e.to_string()))?
         };
         if out.shape[0] != n || out.shape[1] != m || out.shape[2..] != expected[..] {
@@ -310,7 +315,9 @@ impl ConvLayer {
                 };
                 let scales_ok = input(ws).is_some_and(|t| t.dtype == DType::F32 && t.shape == [m]);
                 if x.dtype != DType::I8 || w.dtype != DType::I8 || out.dtype != wanted || !scales_ok {
-                    return unsupported(format!("{name}: x {x}, weight {w}, output {out} do not match its int8 output {output:?}"));
+                    return unsupported(format!(
+                        "{name}: x {x}, weight {w}, output {out} do not match its int8 output {output:?}"
+                    ));
                 }
                 Some(Int8Params { w_scale: ws, x_scale, out_scale })
             }
@@ -353,9 +360,7 @@ impl ConvLayer {
             stride: pad3(a.strides, 1),
             pad: pad3(&a.pads[..r], 0),
             dilation: pad3(a.dilations, 1),
-            pointwise: !parts.transpose
-                && a.kernel.iter().chain(a.strides).all(|&v| v == 1)
-                && a.pads.iter().all(|&p| p == 0),
+            pointwise: !parts.transpose && a.kernel.iter().chain(a.strides).all(|&v| v == 1) && a.pads.iter().all(|&p| p == 0),
             x: x.dtype,
             out: out.dtype,
             bias: parts.bias.map(|k| (k, dtype_of(Some(k)).unwrap_or(DType::F32))),
@@ -404,7 +409,8 @@ impl ConvLayer {
     /// multiplies sizes.
     fn weight_len(&self) -> usize {
         let taps = self.kernel.iter().fold(1usize, |a, &b| a.saturating_mul(b));
-        let channels = if self.transpose { self.c.saturating_mul(self.m / self.group) } else { self.m.saturating_mul(self.c / self.group) };
+        let channels =
+            if self.transpose { self.c.saturating_mul(self.m / self.group) } else { self.m.saturating_mul(self.c / self.group) };
         channels.saturating_mul(taps)
     }
 

@@ -50,7 +50,8 @@ pub(super) fn depthwise_candidates(layer: &ConvLayer, limits: &SmLimits) -> Sele
             continue;
         }
         let work = (layer.n * layer.m * od * oh * ow.div_ceil(opt as usize)) as u64;
-        let defines = format!("{}#define OPT {opt}\n#define BLOCK {block}\n#define IDX64 {}\n", layer.common_defines(), needs_idx64(work));
+        let defines =
+            format!("{}#define OPT {opt}\n#define BLOCK {block}\n#define IDX64 {}\n", layer.common_defines(), needs_idx64(work));
         let mut args = layer.epilogue_args();
         args.extend(layer.geometry_args());
         args.push(KernelArg::I64(work as i64));
@@ -100,10 +101,7 @@ pub(super) fn transpose_candidates(layer: &ConvLayer, limits: &SmLimits) -> Sele
         out.push(Candidate {
             tactic: format!("conv_t b{block}"),
             launches: vec![KernelLaunch {
-                kernel: KernelSource {
-                    entry: "trtc_conv_transpose".into(),
-                    source: format!("{COMMON}\n{defines}\n{TRANSPOSE}"),
-                },
+                kernel: KernelSource { entry: "trtc_conv_transpose".into(), source: format!("{COMMON}\n{defines}\n{TRANSPOSE}") },
                 grid: grid_for(work, block),
                 block: [block, 1, 1],
                 shared_bytes: 0,

@@ -97,8 +97,16 @@ pub(super) struct Tactic {
 }
 
 /// Shapes tried, as `(tm, tn, a, b)`: SIMT outputs per thread, mma warps.
-const SIMT_TILES: [(u32, u32, u32, u32); 8] =
-    [(128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8), (64, 64, 4, 4), (64, 32, 4, 2), (32, 64, 2, 4), (32, 32, 2, 2), (32, 32, 4, 4)];
+const SIMT_TILES: [(u32, u32, u32, u32); 8] = [
+    (128, 128, 8, 8),
+    (128, 64, 8, 4),
+    (64, 128, 4, 8),
+    (64, 64, 4, 4),
+    (64, 32, 4, 2),
+    (32, 64, 2, 4),
+    (32, 32, 2, 2),
+    (32, 32, 4, 4),
+];
 const MMA_TILES: [(u32, u32, u32, u32); 10] = [
     (128, 128, 2, 4),
     (256, 64, 4, 2),
@@ -158,7 +166,8 @@ impl Tactic {
         let (tm, tn) = (self.tm, self.tn);
         let divides = self.a > 0 && self.b > 0 && tm.is_multiple_of(self.a) && tn.is_multiple_of(self.b);
         // mma warp tiles are whole m16 x n8 tiles.
-        let warp_tiles = self.variant == Variant::Simt || divides && (tm / self.a).is_multiple_of(16) && (tn / self.b).is_multiple_of(8);
+        let warp_tiles =
+            self.variant == Variant::Simt || divides && (tm / self.a).is_multiple_of(16) && (tn / self.b).is_multiple_of(8);
         let t = self.threads();
         divides
             && warp_tiles
@@ -229,10 +238,7 @@ impl Tactic {
             layer.pointwise as u32,
             idx64 as u32,
         );
-        KernelSource {
-            entry: "trtc_conv_igemm".into(),
-            source: format!("{COMMON}\n{MMA}\n{defines}\n{CONV_COMMON}\n{SOURCE}"),
-        }
+        KernelSource { entry: "trtc_conv_igemm".into(), source: format!("{COMMON}\n{MMA}\n{defines}\n{CONV_COMMON}\n{SOURCE}") }
     }
 }
 

@@ -99,9 +99,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
 fn push_tc(out: &mut Vec<Candidate>, p: &Problem, tactics: &[TcTactic]) -> Result<(), Unsupported> {
     for t in tactics {
         let Some(kernel) = t.source(&p.spec) else { return unsupported("GEMM: no kernel for these storage types") };
-        out.extend(
-            launch(p, kernel, t.grid(p), t.threads()).map(|l| Candidate { tactic: t.name(), launches: vec![l] }),
-        );
+        out.extend(launch(p, kernel, t.grid(p), t.threads()).map(|l| Candidate { tactic: t.name(), launches: vec![l] }));
     }
     Ok(())
 }
@@ -110,19 +108,12 @@ fn push_gemv(out: &mut Vec<Candidate>, p: &Problem, tactics: &[GemvTactic]) -> R
     for t in tactics {
         let Some(kernel) = t.source(&p.spec) else { return unsupported("GEMM: no kernel for these storage types") };
         let grid = t.grid(p.m, p.n, p.batch(), p.spec.trans_b);
-        out.extend(
-            launch(p, kernel, grid, GemvTactic::THREADS).map(|l| Candidate { tactic: t.name(), launches: vec![l] }),
-        );
+        out.extend(launch(p, kernel, grid, GemvTactic::THREADS).map(|l| Candidate { tactic: t.name(), launches: vec![l] }));
     }
     Ok(())
 }
 
-fn push_simt(
-    out: &mut Vec<Candidate>,
-    p: &Problem,
-    tactics: &[GemmTactic],
-    limits: &SmLimits,
-) -> Result<(), Unsupported> {
+fn push_simt(out: &mut Vec<Candidate>, p: &Problem, tactics: &[GemmTactic], limits: &SmLimits) -> Result<(), Unsupported> {
     for t in tactics.iter().filter(|t| t.is_valid(limits)) {
         let Some(kernel) = t.source_for(&p.spec) else { return unsupported("GEMM: no kernel for these storage types") };
         let grid = t.grid(p.m, p.n, p.batch());

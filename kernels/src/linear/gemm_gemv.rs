@@ -44,9 +44,6 @@ impl GemvTactic {
     pub fn source(&self, spec: &GemmSpec) -> Option<KernelSource> {
         let load = if spec.ab == AbType::I8 { "((int)*(p))" } else { "ld(p)" };
         let defines = format!("{}#define LOAD_AB(p) {load}\n#define ROWS {}\n", spec.defines()?, self.rows);
-        Some(KernelSource {
-            entry: "trtc_gemm_gemv".into(),
-            source: format!("{COMMON}\n{defines}\n{GEMM_COMMON}\n{SOURCE}"),
-        })
+        Some(KernelSource { entry: "trtc_gemm_gemv".into(), source: format!("{COMMON}\n{defines}\n{GEMM_COMMON}\n{SOURCE}") })
     }
 }

@@ -206,12 +206,7 @@ fn activation_of(name: &str, e: &Epilogue) -> Result<Option<String>, Unsupported
     }
 }
 
-fn spec(
-    ab: AbType,
-    out: &TensorType,
-    residual: Option<(u32, &TensorType)>,
-    e: &Epilogue,
-) -> Result<GemmSpec, Unsupported> {
+fn spec(ab: AbType, out: &TensorType, residual: Option<(u32, &TensorType)>, e: &Epilogue) -> Result<GemmSpec, Unsupported> {
     Ok(GemmSpec {
         ab,
         trans_a: false,

@@ -97,11 +97,8 @@ impl TcTactic {
     /// blocks of 16 words staged through registers.
     pub fn registers(&self, b_kmajor: bool) -> u32 {
         let (mi, ni) = self.warp_tiles();
-        let staged = if self.kind == TcKind::S8 && !b_kmajor {
-            16 * ((self.bk / 16) * (self.bn / 4)).div_ceil(self.threads())
-        } else {
-            0
-        };
+        let staged =
+            if self.kind == TcKind::S8 && !b_kmajor { 16 * ((self.bk / 16) * (self.bn / 4)).div_ceil(self.threads()) } else { 0 };
         mi * ni * 4 + mi * 4 + ni * 2 + 40 + staged
     }
 
@@ -138,16 +135,7 @@ impl TcTactic {
 
     /// The tactic string, e.g. `gemm_tc_f16 128x128x32 w2x2 s3`.
     pub fn name(&self) -> String {
-        format!(
-            "gemm_tc_{} {}x{}x{} w{}x{} s{}",
-            self.kind.name(),
-            self.bm,
-            self.bn,
-            self.bk,
-            self.wm,
-            self.wn,
-            self.stages
-        )
+        format!("gemm_tc_{} {}x{}x{} w{}x{} s{}", self.kind.name(), self.bm, self.bn, self.bk, self.wm, self.wn, self.stages)
     }
 
     /// Every valid tactic of `kind` for the B layout, in a fixed order.

@@ -278,7 +278,8 @@ pub(super) fn candidates(op: &MovementOp, io: &LayerIo<'_>, limits: &SmLimits) -
         }
         MovementOp::Expand(e) => {
             let (r, xr) = (e.shape.len(), x.shape.len());
-            let fits = e.shape == out.shape && xr <= r && x.shape.iter().enumerate().all(|(i, &d)| d == 1 || d == e.shape[r - xr + i]);
+            let fits =
+                e.shape == out.shape && xr <= r && x.shape.iter().enumerate().all(|(i, &d)| d == 1 || d == e.shape[r - xr + i]);
             if !fits {
                 return unsupported(format!("Expand: {x} to {out}"));
             }

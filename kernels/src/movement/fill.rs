@@ -21,7 +21,13 @@ pub(super) fn candidates(op: &MovementOp, io: &LayerIo<'_>, limits: &SmLimits) -
             if r < 2 || out != x {
                 return unsupported(format!("Trilu: {x} to {out}"));
             }
-            let kernel = source(FILL, "trtc_movement_trilu", Elems::single(x.dtype.size()), idx32(x.len() as u64), &[("KIND", "2".into())]);
+            let kernel = source(
+                FILL,
+                "trtc_movement_trilu",
+                Elems::single(x.dtype.size()),
+                idx32(x.len() as u64),
+                &[("KIND", "2".into())],
+            );
             let args = vec![
                 KernelArg::Output(0),
                 KernelArg::Input(0),
@@ -101,7 +107,8 @@ fn pad_job(p: &Pad, io: &LayerIo<'_>) -> Result<Job, Unsupported> {
         return unsupported(format!("Pad: {x} to {out}"));
     }
     let dims = pad_dims(p, &x.shape)?;
-    let expect: Vec<usize> = x.shape.iter().enumerate().map(|(i, &d)| (d as i64 + p.pads[i] + p.pads[x.shape.len() + i]) as usize).collect();
+    let expect: Vec<usize> =
+        x.shape.iter().enumerate().map(|(i, &d)| (d as i64 + p.pads[i] + p.pads[x.shape.len() + i]) as usize).collect();
     if expect != out.shape {
         return unsupported(format!("Pad: {x} to {out}"));
     }
@@ -115,7 +122,12 @@ fn pad_job(p: &Pad, io: &LayerIo<'_>) -> Result<Job, Unsupported> {
         PadMode::Wrap => 3,
     };
     let has_value = p.mode == PadMode::Constant && value.is_some();
-    let defines = [("KIND", "1".to_string()), ("MODE", mode.to_string()), ("RANK", dims.len().to_string()), ("HAS_VALUE", (has_value as u8).to_string())];
+    let defines = [
+        ("KIND", "1".to_string()),
+        ("MODE", mode.to_string()),
+        ("RANK", dims.len().to_string()),
+        ("HAS_VALUE", (has_value as u8).to_string()),
+    ];
     let n = out.len() as u64;
     let kernel = source(FILL, "trtc_movement_pad", Elems::single(x.dtype.size()), idx32(n.max(x.len() as u64)), &defines);
     let mut args = vec![KernelArg::Output(0), KernelArg::Input(0)];
@@ -153,9 +165,14 @@ fn one_hot_job(depth: usize, axis: usize, io: &LayerIo<'_>) -> Result<Job, Unsup
     if shape != out.shape {
         return unsupported(format!("OneHot: {idx} to {out}"));
     }
-    let defines = [("KIND", "3".to_string()), ("INDEX_T", ctype(idx.dtype)?.to_string()), ("INDEX_VALUE(p)", index_value(idx)?.to_string())];
+    let defines = [
+        ("KIND", "3".to_string()),
+        ("INDEX_T", ctype(idx.dtype)?.to_string()),
+        ("INDEX_VALUE(p)", index_value(idx)?.to_string()),
+    ];
     let n = out.len() as u64;
-    let kernel = source(FILL, "trtc_movement_one_hot", Elems::single(values.dtype.size()), idx32(n.max(idx.len() as u64)), &defines);
+    let kernel =
+        source(FILL, "trtc_movement_one_hot", Elems::single(values.dtype.size()), idx32(n.max(idx.len() as u64)), &defines);
     let inner: usize = idx.shape[axis..].iter().product();
     let args = vec![
         KernelArg::Output(0),

@@ -78,7 +78,13 @@ fn gather_job(op: &MovementOp, io: &LayerIo<'_>, max_group: usize) -> Result<Job
             }
             let inner = product(&x.shape[a + 1..]);
             let k = group(inner, narrow);
-            let kernel = source(GATHER, "trtc_movement_gather", Elems { narrow, vec: k }, small, &[("KIND", "1".into()), ("INDEX_T", it.into())]);
+            let kernel = source(
+                GATHER,
+                "trtc_movement_gather",
+                Elems { narrow, vec: k },
+                small,
+                &[("KIND", "1".into()), ("INDEX_T", it.into())],
+            );
             let n = n_out / k as u64;
             let args = vec![
                 KernelArg::Output(0),
@@ -93,7 +99,8 @@ fn gather_job(op: &MovementOp, io: &LayerIo<'_>, max_group: usize) -> Result<Job
         }
         MovementOp::GatherElements(g) => {
             let (a, r) = (g.axis, x.shape.len());
-            let fits = a < r && idx.shape.len() == r && (0..r).all(|d| d == a || idx.shape[d] <= x.shape[d]) && out.shape == idx.shape;
+            let fits =
+                a < r && idx.shape.len() == r && (0..r).all(|d| d == a || idx.shape[d] <= x.shape[d]) && out.shape == idx.shape;
             if !fits {
                 return unsupported(format!("GatherElements: {x} by {idx} to {out}"));
             }
@@ -103,7 +110,13 @@ fn gather_job(op: &MovementOp, io: &LayerIo<'_>, max_group: usize) -> Result<Job
             let mut xs = super::copy::strides(&x.shape);
             let axis_stride = xs[a];
             xs[a] = 0;
-            let kernel = source(GATHER, "trtc_movement_gather_elements", Elems::single(narrow), small, &[("KIND", "2".into()), ("INDEX_T", it.into()), ("RANK", r.to_string())]);
+            let kernel = source(
+                GATHER,
+                "trtc_movement_gather_elements",
+                Elems::single(narrow),
+                small,
+                &[("KIND", "2".into()), ("INDEX_T", it.into()), ("RANK", r.to_string())],
+            );
             let mut args = vec![
                 KernelArg::Output(0),
                 KernelArg::Input(0),
@@ -134,7 +147,13 @@ fn gather_job(op: &MovementOp, io: &LayerIo<'_>, max_group: usize) -> Result<Job
             let block = product(&x.shape[b + m..]);
             let k = group(block, narrow);
             let xs = super::copy::strides(&x.shape);
-            let kernel = source(GATHER, "trtc_movement_gather_nd", Elems { narrow, vec: k }, small, &[("KIND", "3".into()), ("INDEX_T", it.into()), ("M", m.to_string())]);
+            let kernel = source(
+                GATHER,
+                "trtc_movement_gather_nd",
+                Elems { narrow, vec: k },
+                small,
+                &[("KIND", "3".into()), ("INDEX_T", it.into()), ("M", m.to_string())],
+            );
             let n = n_out / k as u64;
             let mut args = vec![
                 KernelArg::Output(0),
@@ -161,7 +180,13 @@ fn gather_job(op: &MovementOp, io: &LayerIo<'_>, max_group: usize) -> Result<Job
             }
             let run = product(&x.shape[2..]);
             let k = group(run, narrow);
-            let kernel = source(GATHER, "trtc_movement_reverse_sequence", Elems { narrow, vec: k }, small, &[("KIND", "4".into()), ("INDEX_T", it.into())]);
+            let kernel = source(
+                GATHER,
+                "trtc_movement_reverse_sequence",
+                Elems { narrow, vec: k },
+                small,
+                &[("KIND", "4".into()), ("INDEX_T", it.into())],
+            );
             let n = n_out / k as u64;
             let args = vec![
                 KernelArg::Output(0),

@@ -78,7 +78,12 @@ pub(super) fn candidates(r: &Resize, io: &LayerIo<'_>, limits: &SmLimits) -> Sel
             } else {
                 ("((double)*(p))", format!("(*(p) = trtc_f2i<{t}>(round(v)))"))
             };
-            defines.extend([("LINEAR", "1".to_string()), ("T", t.to_string()), ("LOAD(p)", load.to_string()), ("STORE(p, v)", store)]);
+            defines.extend([
+                ("LINEAR", "1".to_string()),
+                ("T", t.to_string()),
+                ("LOAD(p)", load.to_string()),
+                ("STORE(p, v)", store),
+            ]);
             ("trtc_movement_resize_linear", r.extrapolation_value.to_bits() as i64)
         }
         ResizeMode::Cubic => return unsupported("Resize: cubic mode"),
@@ -90,7 +95,8 @@ pub(super) fn candidates(r: &Resize, io: &LayerIo<'_>, limits: &SmLimits) -> Sel
     let crop = r.coordinate_mode == CoordinateMode::TfCropAndResize;
     for (d, &stride) in strides.iter().enumerate() {
         let (s, e) = if crop { (r.roi[d], r.roi[rank + d]) } else { (0.0, 0.0) };
-        let dim = [x.shape[d] as i64, r.sizes[d] as i64, r.scales[d].to_bits() as i64, s.to_bits() as i64, e.to_bits() as i64, stride];
+        let dim =
+            [x.shape[d] as i64, r.sizes[d] as i64, r.scales[d].to_bits() as i64, s.to_bits() as i64, e.to_bits() as i64, stride];
         args.extend(dim.map(KernelArg::I64));
     }
     // Unused dimensions: size 1, scale 1.

@@ -94,9 +94,7 @@ pub fn arg(op: &ArgMinMax, io: &LayerIo<'_>) -> Selection {
         ("LAST", op.select_last_index.to_string()),
         ("HARDMAX", "0".to_string()),
     ];
-    Ok(team_candidates("reduce_arg", &view, false, |t| {
-        view_launch(t, &view, "trtc_reduce_arg", REDUCE_ARG, &defines, &[])
-    }))
+    Ok(team_candidates("reduce_arg", &view, false, |t| view_launch(t, &view, "trtc_reduce_arg", REDUCE_ARG, &defines, &[])))
 }
 
 /// Softmax and LogSoftmax (softmax_axis.cu), and Hardmax (reduce_arg.cu),
@@ -119,9 +117,7 @@ pub fn softmax(op: &Softmax, io: &LayerIo<'_>) -> Selection {
                 ("LAST", "false".to_string()),
                 ("HARDMAX", "1".to_string()),
             ];
-            team_candidates("reduce_arg", &view, false, |t| {
-                view_launch(t, &view, "trtc_reduce_arg", REDUCE_ARG, &defines, &[])
-            })
+            team_candidates("reduce_arg", &view, false, |t| view_launch(t, &view, "trtc_reduce_arg", REDUCE_ARG, &defines, &[]))
         }
         kind => {
             let log = u32::from(kind == SoftmaxKind::LogSoftmax);

@@ -132,8 +132,7 @@ fn group_norm_with(groups: usize, epsilon: f32, io: &LayerIo<'_>) -> Selection {
         _ => return unsupported("scale and bias hold different counts"),
     };
     let rows = (x.shape[0] * groups) as u64;
-    let defines =
-        [("TX", tx.to_string()), ("TS", float_type(scale)?.to_string()), ("TB", float_type(bias)?.to_string())];
+    let defines = [("TX", tx.to_string()), ("TS", float_type(scale)?.to_string()), ("TB", float_type(bias)?.to_string())];
     let args = vec![
         KernelArg::Input(0),
         KernelArg::Input(1),
@@ -220,10 +219,7 @@ pub fn lrn(op: &Lrn, io: &LayerIo<'_>) -> Selection {
     Ok(vec![Candidate {
         tactic: "norm_lrn b256".into(),
         launches: vec![KernelLaunch {
-            kernel: KernelSource {
-                entry: "trtc_norm_lrn".into(),
-                source: format!("{COMMON}\n#define TX {tx}\n{NORM_LRN}"),
-            },
+            kernel: KernelSource { entry: "trtc_norm_lrn".into(), source: format!("{COMMON}\n#define TX {tx}\n{NORM_LRN}") },
             grid,
             block,
             shared_bytes: 0,

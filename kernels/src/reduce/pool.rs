@@ -74,8 +74,7 @@ fn window(op: &Pool, io: &LayerIo<'_>, tx: &str) -> Result<Vec<Candidate>, crate
     let rank = op.kernel_shape.len();
     // Spatial parameters padded to 3 dims with leading dims of size 1.
     let lead = 3 - rank;
-    let pad3 =
-        |v: &[usize], fill: usize| -> Vec<usize> { std::iter::repeat_n(fill, lead).chain(v.iter().copied()).collect() };
+    let pad3 = |v: &[usize], fill: usize| -> Vec<usize> { std::iter::repeat_n(fill, lead).chain(v.iter().copied()).collect() };
     let input3 = pad3(&x.shape[2..], 1);
     let output3 = pad3(&y.shape[2..], 1);
     let kernel3 = pad3(&op.kernel_shape, 1);
@@ -97,8 +96,7 @@ fn window(op: &Pool, io: &LayerIo<'_>, tx: &str) -> Result<Vec<Candidate>, crate
         u32::from(op.indices),
         u32::from(op.column_major_indices)
     );
-    let kernel =
-        KernelSource { entry: "trtc_pool_window".into(), source: format!("{COMMON}\n{defines}\n{POOL_WINDOW}") };
+    let kernel = KernelSource { entry: "trtc_pool_window".into(), source: format!("{COMMON}\n{defines}\n{POOL_WINDOW}") };
     let total = y.len() as u64;
     let mut args = vec![KernelArg::Input(0), KernelArg::Output(0)];
     if op.indices {

@@ -113,21 +113,13 @@ impl Team {
         for (k, v) in defines {
             defs.push_str(&format!("#define {k} {v}\n"));
         }
-        KernelSource {
-            entry: entry.into(),
-            source: format!("{COMMON}\n{defs}{}\n{TEAM_CUH}\n{body}", self.defines(red2)),
-        }
+        KernelSource { entry: entry.into(), source: format!("{COMMON}\n{defs}{}\n{TEAM_CUH}\n{body}", self.defines(red2)) }
     }
 }
 
 /// One candidate per team tactic, the heuristic first: `family` names the
 /// tactic (`<family> rows 128x2`), `launch` builds the launch of a team.
-pub fn team_candidates(
-    family: &str,
-    view: &AxisView,
-    rows_only: bool,
-    launch: impl Fn(Team) -> KernelLaunch,
-) -> Vec<Candidate> {
+pub fn team_candidates(family: &str, view: &AxisView, rows_only: bool, launch: impl Fn(Team) -> KernelLaunch) -> Vec<Candidate> {
     Team::all(view, rows_only)
         .into_iter()
         .map(|t| Candidate { tactic: format!("{family} {}", t.name()), launches: vec![launch(t)] })

@@ -87,7 +87,12 @@ pub fn assert_unique_tactics(what: &str, cands: &[Candidate]) {
     let mut tactics: Vec<&str> = cands.iter().map(|c| c.tactic.as_str()).collect();
     tactics.sort();
     tactics.dedup();
-    assert_eq!(tactics.len(), cands.len(), "{what}: duplicate tactics: {:?}", cands.iter().map(|c| &c.tactic).collect::<Vec<_>>());
+    assert_eq!(
+        tactics.len(),
+        cands.len(),
+        "{what}: duplicate tactics: {:?}",
+        cands.iter().map(|c| &c.tactic).collect::<Vec<_>>()
+    );
 }
 
 /// Asserts that a grid is non-empty and within the y and z limits.
@@ -137,8 +142,14 @@ pub fn compile(c: &Candidate, sms: &[u32], param_sizes: bool) {
             let what = format!("{} ({})", c.tactic, l.kernel.entry);
             let out = compile_source(&l.kernel.source, &format!("{}.cu", l.kernel.entry), sm, &what);
             if param_sizes {
-                let want: Vec<u32> = l.args.iter().map(|a| if matches!(a, KernelArg::I32(_) | KernelArg::F32(_)) { 4 } else { 8 }).collect();
-                assert_eq!(cubin_param_sizes(&out.cubin, &l.kernel.entry), want, "{}: arguments do not match the parameters", l.kernel.entry);
+                let want: Vec<u32> =
+                    l.args.iter().map(|a| if matches!(a, KernelArg::I32(_) | KernelArg::F32(_)) { 4 } else { 8 }).collect();
+                assert_eq!(
+                    cubin_param_sizes(&out.cubin, &l.kernel.entry),
+                    want,
+                    "{}: arguments do not match the parameters",
+                    l.kernel.entry
+                );
             }
         }
     }

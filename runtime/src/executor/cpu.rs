@@ -89,8 +89,8 @@ impl<'e> ExecutionContext<'e> {
     fn bind_inputs(&mut self, inputs: &[(&str, &Tensor)]) -> Result<()> {
         let plan = self.engine.plan();
         for (name, _) in inputs {
-            let known = plan.inputs.iter().any(|&i| plan.tensors[i].name == *name)
-                || plan.fixed_inputs.iter().any(|f| f.name == *name);
+            let known =
+                plan.inputs.iter().any(|&i| plan.tensors[i].name == *name) || plan.fixed_inputs.iter().any(|f| f.name == *name);
             if !known {
                 let names: Vec<&str> = self.engine.inputs().iter().map(|b| b.name.as_str()).collect();
                 return Err(Error::Binding(format!("unknown input '{name}'; the engine's inputs are {names:?}")));

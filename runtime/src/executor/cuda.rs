@@ -77,9 +77,7 @@ pub fn device_count() -> Result<usize> {
 pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
     let count = device_count()?;
     if count == 0 {
-        return Err(Error::Device(
-            "no CUDA device found: the NVIDIA driver lists no GPU; run with --device cpu".into(),
-        ));
+        return Err(Error::Device("no CUDA device found: the NVIDIA driver lists no GPU; run with --device cpu".into()));
     }
     if ordinal >= count {
         return Err(Error::Device(format!(
@@ -92,14 +90,12 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
     let name = result::device::get_name(dev).map_err(|e| cuda_error("cuDeviceGetName", e))?;
     let attr = |a: sys::CUdevice_attribute| {
         // SAFETY: `dev` was returned by cuDeviceGet.
-        unsafe { result::device::get_attribute(dev, a) }
-            .map_err(|e| cuda_error(format!("cuDeviceGetAttribute({a:?})"), e))
+        unsafe { result::device::get_attribute(dev, a) }.map_err(|e| cuda_error(format!("cuDeviceGetAttribute({a:?})"), e))
     };
     let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
     // SAFETY: `dev` was returned by cuDeviceGet.
-    let total_memory_bytes =
-        unsafe { result::device::total_mem(dev) }.map_err(|e| cuda_error("cuDeviceTotalMem", e))?;
+    let total_memory_bytes = unsafe { result::device::total_mem(dev) }.map_err(|e| cuda_error("cuDeviceTotalMem", e))?;
     let mut version: std::ffi::c_int = 0;
     // SAFETY: writes one int; the symbol was checked to exist.
     unsafe { sys::cuDriverGetVersion(&mut version) }.result().map_err(|e| cuda_error("cuDriverGetVersion", e))?;
@@ -166,8 +162,8 @@ impl<'e> CudaEngine<'e> {
                 table.sm, device.name, device.sm, device.sm
             )));
         }
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| cuda_error(format!("cannot create a CUDA context on GPU {ordinal}"), e))?;
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| cuda_error(format!("cannot create a CUDA context on GPU {ordinal}"), e))?;
         // SAFETY: the executor orders every use of its buffers itself: all
         // work of a context is on its one stream, weights are written once
         // (synchronously) before any launch, and buffers are freed only
@@ -250,21 +246,13 @@ impl<'e> CudaEngine<'e> {
 
 /// Loads every module of the table and checks each launch against the
 /// kernel's own limits, so that a launch never fails for resources.
-fn load_modules(
-    ctx: &Arc<CudaContext>,
-    engine: &Engine,
-    table: &KernelTable,
-    device: &DeviceInfo,
-) -> Result<Vec<LoadedModule>> {
+fn load_modules(ctx: &Arc<CudaContext>, engine: &Engine, table: &KernelTable, device: &DeviceInfo) -> Result<Vec<LoadedModule>> {
     let plan = engine.plan();
     let optin_shared = {
         let dev = result::device::get(device.ordinal as i32).map_err(|e| cuda_error("cuDeviceGet", e))?;
         // SAFETY: `dev` was returned by cuDeviceGet.
         unsafe {
-            result::device::get_attribute(
-                dev,
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            )
+            result::device::get_attribute(dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         }
         .map_err(|e| cuda_error("cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)", e))? as i64
     };
@@ -304,8 +292,7 @@ fn load_modules(
             }
         }
         if let Some((shared, layer)) = max_shared {
-            let static_shared =
-                module.attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as i64;
+            let static_shared = module.attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as i64;
             let dynamic = shared as i64;
             if static_shared + dynamic > optin_shared {
                 return Err(Error::Cuda(format!(
@@ -314,14 +301,11 @@ fn load_modules(
             }
             if static_shared + dynamic > DEFAULT_DYNAMIC_SHARED_LIMIT {
                 module
-                    .set_attribute(
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        dynamic as i32,
-                    )
+                    .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
                     .map_err(|e| match e {
-                        Error::Cuda(msg) => Error::Cuda(format!(
-                            "{what}, {dynamic} bytes of dynamic shared memory for layer {layer}: {msg}"
-                        )),
+                        Error::Cuda(msg) => {
+                            Error::Cuda(format!("{what}, {dynamic} bytes of dynamic shared memory for layer {layer}: {msg}"))
+                        }
                         other => other,
                     })?;
             }

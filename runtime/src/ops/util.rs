@@ -34,9 +34,7 @@ pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
 pub fn broadcast_strides(shape: &[usize], out_shape: &[usize]) -> Vec<usize> {
     let own = strides(shape);
     let off = out_shape.len() - shape.len();
-    (0..out_shape.len())
-        .map(|i| if i < off || shape[i - off] == 1 { 0 } else { own[i - off] })
-        .collect()
+    (0..out_shape.len()).map(|i| if i < off || shape[i - off] == 1 { 0 } else { own[i - off] }).collect()
 }
 
 /// For each flat output index of `out_shape`, the flat index into an input

@@ -48,12 +48,7 @@ pub fn decode(bytes: &[u8]) -> Result<pb::ModelProto> {
 
 /// The opset of the default domain.
 pub fn default_opset(model: &pb::ModelProto) -> i64 {
-    model
-        .opset_import
-        .iter()
-        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
-        .map(|o| o.version)
-        .unwrap_or(1)
+    model.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version).unwrap_or(1)
 }
 
 pub fn import_bytes(bytes: &[u8], root: ExternalDataRoot, opts: &ImportOptions) -> Result<Graph> {
@@ -137,7 +132,10 @@ fn input_type(vi: &pb::ValueInfoProto, opts: &ImportOptions) -> Result<TensorTyp
 /// the ready node that comes first in the file, so the file order is kept
 /// where it is valid. Also refuses a tensor written by two nodes (or by a
 /// node and an input or initializer): ONNX graphs are in SSA form.
-fn sorted_nodes<'a>(graph: &'a pb::GraphProto, known: &std::collections::HashSet<&'a str>) -> Result<Vec<(usize, &'a pb::NodeProto)>> {
+fn sorted_nodes<'a>(
+    graph: &'a pb::GraphProto,
+    known: &std::collections::HashSet<&'a str>,
+) -> Result<Vec<(usize, &'a pb::NodeProto)>> {
     use std::cmp::Reverse;
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in graph.node.iter().enumerate() {
@@ -147,7 +145,13 @@ fn sorted_nodes<'a>(graph: &'a pb::GraphProto, known: &std::collections::HashSet
             }
             if let Some(&j) = producer.get(out.as_str()) {
                 let other = &graph.node[j];
-                bail!("tensor '{out}' is written by two nodes, '{}' ({}) and '{}' ({})", node_name(other, j), other.op_type, node_name(n, i), n.op_type);
+                bail!(
+                    "tensor '{out}' is written by two nodes, '{}' ({}) and '{}' ({})",
+                    node_name(other, j),
+                    other.op_type,
+                    node_name(n, i),
+                    n.op_type
+                );
             }
             producer.insert(out, i);
         }
@@ -161,7 +165,9 @@ fn sorted_nodes<'a>(graph: &'a pb::GraphProto, known: &std::collections::HashSet
         for x in n.input.iter().filter(|x| !x.is_empty() && !known.contains(x.as_str())) {
             match producer.get(x.as_str()) {
                 Some(&j) => producers.push(j),
-                None => bail!("node '{}' ({}) reads '{x}', which no node, input or initializer produces", node_name(n, i), n.op_type),
+                None => {
+                    bail!("node '{}' ({}) reads '{x}', which no node, input or initializer produces", node_name(n, i), n.op_type)
+                }
             }
         }
         producers.sort_unstable();
@@ -171,7 +177,8 @@ fn sorted_nodes<'a>(graph: &'a pb::GraphProto, known: &std::collections::HashSet
             dependents[j].push(i);
         }
     }
-    let mut ready: std::collections::BinaryHeap<Reverse<usize>> = (0..graph.node.len()).filter(|&i| waiting[i] == 0).map(Reverse).collect();
+    let mut ready: std::collections::BinaryHeap<Reverse<usize>> =
+        (0..graph.node.len()).filter(|&i| waiting[i] == 0).map(Reverse).collect();
     let mut out = Vec::with_capacity(graph.node.len());
     while let Some(Reverse(i)) = ready.pop() {
         out.push((i, &graph.node[i]));
@@ -230,7 +237,13 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         let p = graph.add_input(&vi.name, ty);
         values.insert(vi.name.clone(), p);
     }
-    let input_names = || gp.input.iter().filter(|vi| !gp.initializer.iter().any(|i| i.name == vi.name)).map(|vi| vi.name.as_str()).collect::<Vec<_>>();
+    let input_names = || {
+        gp.input
+            .iter()
+            .filter(|vi| !gp.initializer.iter().any(|i| i.name == vi.name))
+            .map(|vi| vi.name.as_str())
+            .collect::<Vec<_>>()
+    };
     for name in opts.shapes.keys() {
         if !gp.input.iter().any(|vi| &vi.name == name) {
             bail!("--shape names '{name}', which is not an input of the model (its inputs: {:?})", input_names());

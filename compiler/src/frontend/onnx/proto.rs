@@ -35,9 +35,7 @@ pub struct ExternalDataRoot {
 }
 
 fn checked_len(dims: &[usize]) -> Result<usize> {
-    dims.iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| anyhow!("tensor dimensions {dims:?} overflow"))
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| anyhow!("tensor dimensions {dims:?} overflow"))
 }
 
 /// Decodes a TensorProto into a tensor.
@@ -121,10 +119,7 @@ fn tensor_inner(t: &pb::TensorProto, root: &ExternalDataRoot) -> Result<Tensor> 
 /// path stays under the model's directory, no symlinks or hard links, only
 /// known keys, and `offset + length` within the file.
 fn read_external(t: &pb::TensorProto, root: &ExternalDataRoot, nbytes: usize) -> Result<Vec<u8>> {
-    let dir = root
-        .dir
-        .as_ref()
-        .ok_or_else(|| anyhow!("uses external data, which needs the model to be loaded from a file"))?;
+    let dir = root.dir.as_ref().ok_or_else(|| anyhow!("uses external data, which needs the model to be loaded from a file"))?;
     let (mut location, mut offset, mut length) = (None, 0u64, None);
     for e in &t.external_data {
         match e.key.as_str() {
@@ -298,7 +293,9 @@ impl<'a> Attributes<'a> {
     }
 
     pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>> {
-        Ok(self.typed(name, AttrKind::Strings)?.map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()))
+        Ok(self
+            .typed(name, AttrKind::Strings)?
+            .map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()))
     }
 
     pub fn tensor(&self, name: &str, root: &ExternalDataRoot) -> Result<Option<Tensor>> {

@@ -40,10 +40,7 @@ impl Histogram {
     pub fn new(range_max: f32, bins: usize) -> Self {
         let range_max = Some(range_max).filter(|r| r.is_finite() && *r > 0.0);
         let bins = vec![0; bins.max(1)];
-        Histogram {
-            range_max: range_max.unwrap_or(0.0),
-            bins,
-        }
+        Histogram { range_max: range_max.unwrap_or(0.0), bins }
     }
 
     /// Creates an empty histogram with the default [`HIST_BINS`] bins.
@@ -82,9 +79,7 @@ impl Histogram {
 
     /// Adds another histogram's counts; it fails unless both have the same range and bin count.
     pub fn merge(&mut self, other: &Histogram) -> Result<()> {
-        if self.range_max.to_bits() != other.range_max.to_bits()
-            || self.bins.len() != other.bins.len()
-        {
+        if self.range_max.to_bits() != other.range_max.to_bits() || self.bins.len() != other.bins.len() {
             let (a, b) = (self.bins.len(), other.bins.len());
             let (ra, rb) = (self.range_max, other.range_max);
             bail!("cannot merge a {a}-bin histogram over {ra} with a {b}-bin one over {rb}");
@@ -154,11 +149,7 @@ pub fn quantize_expand(bins: &[u64], levels: usize) -> Vec<f64> {
     let merged = bins.len() / levels;
     for level in 0..levels {
         let start = level * merged;
-        let end = if level + 1 == levels {
-            bins.len()
-        } else {
-            start + merged
-        };
+        let end = if level + 1 == levels { bins.len() } else { start + merged };
         let group = &bins[start..end];
         let total: f64 = group.iter().map(|&b| b as f64).sum();
         let nonzero = group.iter().filter(|&&b| b != 0).count();
@@ -258,11 +249,7 @@ pub fn entropy_amax(hist: &Histogram) -> f32 {
 /// `pct` percent of the total (with a 1e-12 relative tolerance for rounding).
 /// `pct` is clamped to [0, 100] and NaN means 100; an empty histogram gives `range_max`.
 pub fn percentile_amax(hist: &Histogram, pct: f64) -> f32 {
-    let pct = if pct.is_nan() {
-        100.0
-    } else {
-        pct.clamp(0.0, 100.0)
-    };
+    let pct = if pct.is_nan() { 100.0 } else { pct.clamp(0.0, 100.0) };
     let total = hist.total();
     if total == 0 {
         return hist.range_max;
@@ -330,16 +317,9 @@ impl CalibrationCache {
 
     /// Parses cache text; blank lines are skipped and every error names its 1-based line.
     pub fn parse(text: &str) -> Result<Self> {
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (i + 1, l.trim()))
-            .filter(|(_, l)| !l.is_empty());
-        let (header_no, header) = lines
-            .next()
-            .ok_or_else(|| anyhow!("line 1: missing calibration cache header"))?;
-        let (version, calibrator) =
-            parse_header(header).map_err(|e| anyhow!("line {header_no}: {e}"))?;
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty());
+        let (header_no, header) = lines.next().ok_or_else(|| anyhow!("line 1: missing calibration cache header"))?;
+        let (version, calibrator) = parse_header(header).map_err(|e| anyhow!("line {header_no}: {e}"))?;
         let mut scales = BTreeMap::new();
         for (line_no, line) in lines {
             let (name, scale) = parse_entry(line).map_err(|e| anyhow!("line {line_no}: {e}"))?;
@@ -347,11 +327,7 @@ impl CalibrationCache {
                 bail!("line {line_no}: duplicate tensor name `{name}`");
             }
         }
-        Ok(CalibrationCache {
-            version,
-            calibrator,
-            scales,
-        })
+        Ok(CalibrationCache { version, calibrator, scales })
     }
 
     /// Renders the cache in TensorRT's format, tensors sorted by name, ending in a newline.
@@ -367,12 +343,8 @@ impl CalibrationCache {
 
 /// Splits a `TRT-<digits>-<name>` header into its version and calibrator name.
 fn parse_header(header: &str) -> Result<(String, String)> {
-    let rest = header
-        .strip_prefix("TRT-")
-        .ok_or_else(|| anyhow!("header `{header}` does not start with `TRT-`"))?;
-    let (version, name) = rest
-        .split_once('-')
-        .ok_or_else(|| anyhow!("header `{header}` lacks `-<calibrator>`"))?;
+    let rest = header.strip_prefix("TRT-").ok_or_else(|| anyhow!("header `{header}` does not start with `TRT-`"))?;
+    let (version, name) = rest.split_once('-').ok_or_else(|| anyhow!("header `{header}` lacks `-<calibrator>`"))?;
     if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
         bail!("header `{header}` has a non-numeric version `{version}`");
     }
@@ -384,17 +356,14 @@ fn parse_header(header: &str) -> Result<(String, String)> {
 
 /// Splits a `name: xxxxxxxx` line at its last `": "` and decodes the scale.
 fn parse_entry(line: &str) -> Result<(&str, f32)> {
-    let (name, hex) = line
-        .rsplit_once(": ")
-        .ok_or_else(|| anyhow!("expected `name: xxxxxxxx`, got `{line}`"))?;
+    let (name, hex) = line.rsplit_once(": ").ok_or_else(|| anyhow!("expected `name: xxxxxxxx`, got `{line}`"))?;
     if name.is_empty() {
         bail!("empty tensor name");
     }
     if hex.len() != 8 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         bail!("scale `{hex}` of `{name}` is not 8 hex digits");
     }
-    let bits =
-        u32::from_str_radix(hex, 16).map_err(|e| anyhow!("scale `{hex}` of `{name}`: {e}"))?;
+    let bits = u32::from_str_radix(hex, 16).map_err(|e| anyhow!("scale `{hex}` of `{name}`: {e}"))?;
     let scale = f32::from_bits(bits);
     if !scale.is_finite() || scale.is_sign_negative() {
         bail!("scale `{hex}` of `{name}` is {scale}, not a finite non-negative number");
@@ -431,10 +400,7 @@ mod tests {
         zero.add(&[0.0, 5.0, -1.0, f32::NAN]);
         assert_eq!(zero.bins, vec![3, 0, 0, 0]);
         assert_eq!(Histogram::new(f32::NAN, 0), Histogram::new(0.0, 1));
-        let mut hand_built = Histogram {
-            range_max: 1.0,
-            bins: Vec::new(),
-        };
+        let mut hand_built = Histogram { range_max: 1.0, bins: Vec::new() };
         hand_built.add(&[0.5]); // no bins: ignored rather than panicking
         assert_eq!(entropy_amax(&hand_built), 1.0);
     }
@@ -467,10 +433,7 @@ mod tests {
         // P = [1/2, 0, 1/2], Q = [1/3; 3]: the p = 0 term is skipped, giving ln 1.5.
         let d = kl_divergence(&[1.0, 0.0, 1.0], &[1.0, 1.0, 1.0]);
         assert!((d - 1.5f64.ln()).abs() < 1e-12, "{d}");
-        assert_eq!(
-            kl_divergence(&[1.0, 1.0, 0.0], &[1.0, 0.0, 1.0]),
-            f64::INFINITY
-        );
+        assert_eq!(kl_divergence(&[1.0, 1.0, 0.0], &[1.0, 0.0, 1.0]), f64::INFINITY);
         assert_eq!(kl_divergence(&[1.0], &[1.0, 1.0]), f64::INFINITY);
     }
 
@@ -525,27 +488,18 @@ mod tests {
         let amax = entropy_amax(&hist);
         let sigma = 2f32.sqrt(); // Laplace(b = 1)
                                  // Observed: amax 9.01 of range 100 (the bulk ends near ln(200k) = 12).
-        assert!(
-            amax > 3.0 * sigma && amax < 0.25 * hist.range_max,
-            "amax {amax}"
-        );
+        assert!(amax > 3.0 * sigma && amax < 0.25 * hist.range_max, "amax {amax}");
     }
 
     #[test]
     fn percentile_and_minmax() {
         let bins = vec![10, 20, 30, 40, 0, 0, 0, 0, 0, 0];
-        let hist = Histogram {
-            range_max: 10.0,
-            bins,
-        };
+        let hist = Histogram { range_max: 10.0, bins };
         assert_eq!(percentile_amax(&hist, 50.0), 3.0);
         assert_eq!(percentile_amax(&hist, 60.0), 3.0);
         assert_eq!(percentile_amax(&hist, 100.0), 4.0);
         let bins = vec![9999, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-        let tail = Histogram {
-            range_max: 10.0,
-            bins,
-        };
+        let tail = Histogram { range_max: 10.0, bins };
         assert_eq!(percentile_amax(&tail, DEFAULT_PERCENTILE), 1.0);
         assert_eq!(percentile_amax(&tail, 100.0), 10.0);
         assert_eq!(percentile_amax(&Histogram::new(5.0, 4), 99.0), 5.0);
@@ -562,10 +516,7 @@ mod tests {
             assert_eq!(scale_from_amax(bad).to_bits(), 0x3c01_0204);
         }
         let all = [Calibrator::Entropy, Calibrator::MinMax];
-        for c in all
-            .into_iter()
-            .chain([Calibrator::Percentile(DEFAULT_PERCENTILE)])
-        {
+        for c in all.into_iter().chain([Calibrator::Percentile(DEFAULT_PERCENTILE)]) {
             assert_eq!(Calibrator::from_name(c.name()), Some(c));
         }
         assert_eq!(Calibrator::Percentile(99.9).name(), "PercentileCalibration");

@@ -242,7 +242,11 @@ pub fn write_cache(path: &Path, cache: &CalibrationCache) -> Result<()> {
 /// copied from `template` (e.g. a model's recorded inputs), with tensors
 /// named `*input_ids*` shuffled by the seed so that batches differ but stay
 /// valid ids.
-pub fn synthetic_batches(inputs: &[(String, TensorType)], template: &[(String, Tensor)], seeds: std::ops::Range<u64>) -> Result<Vec<Batch>> {
+pub fn synthetic_batches(
+    inputs: &[(String, TensorType)],
+    template: &[(String, Tensor)],
+    seeds: std::ops::Range<u64>,
+) -> Result<Vec<Batch>> {
     let mut out = Vec::new();
     for seed in seeds {
         let mut batch = Vec::with_capacity(inputs.len());

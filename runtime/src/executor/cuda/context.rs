@@ -42,12 +42,7 @@ struct PreparedLaunch {
 unsafe impl Send for PreparedLaunch {}
 
 impl PreparedLaunch {
-    fn new(
-        module: u32,
-        function: sys::CUfunction,
-        launch: &crate::kernels::Launch,
-        values: Vec<u64>,
-    ) -> PreparedLaunch {
+    fn new(module: u32, function: sys::CUfunction, launch: &crate::kernels::Launch, values: Vec<u64>) -> PreparedLaunch {
         let mut values = values.into_boxed_slice();
         let base = values.as_mut_ptr();
         // SAFETY: `i < values.len()`, so each pointer is inside the allocation.
@@ -142,9 +137,8 @@ impl<'a> CudaExecutionContext<'a> {
             let mut prepared = Vec::with_capacity(launches.len());
             for l in launches {
                 let bad = |m: String| Error::invalid(format!("layer {}: {m}", layer.name));
-                let module = engine
-                    .module(l.module)
-                    .ok_or_else(|| bad(format!("launches module {} which does not exist", l.module)))?;
+                let module =
+                    engine.module(l.module).ok_or_else(|| bad(format!("launches module {} which does not exist", l.module)))?;
                 let mut values = Vec::with_capacity(l.args.len());
                 for a in &l.args {
                     values.push(match *a {
@@ -294,9 +288,8 @@ impl<'a> CudaExecutionContext<'a> {
             let n = plan.tensors[id].ty.bytes();
             // SAFETY: the arena range of an input tensor was validated when
             // the engine loaded; the caller guarantees `src` holds `n` bytes.
-            unsafe { result::memcpy_dtod_async(self.address(id), src, n, self.stream.cu_stream()) }.map_err(|e| {
-                cuda_error(format!("copying input '{}' ({n} bytes) into the arena", plan.tensors[id].name), e)
-            })?;
+            unsafe { result::memcpy_dtod_async(self.address(id), src, n, self.stream.cu_stream()) }
+                .map_err(|e| cuda_error(format!("copying input '{}' ({n} bytes) into the arena", plan.tensors[id].name), e))?;
         }
         self.execute()?;
         for (name, id, dst) in outs {
@@ -552,10 +545,9 @@ impl<'a> CudaExecutionContext<'a> {
         for (name, id) in &plan.outputs {
             let desc = &plan.tensors[*id];
             let t = match desc.storage {
-                Storage::Weight { offset } => Tensor::from_bytes(
-                    desc.ty.clone(),
-                    &engine.weights()[offset as usize..offset as usize + desc.ty.bytes()],
-                ),
+                Storage::Weight { offset } => {
+                    Tensor::from_bytes(desc.ty.clone(), &engine.weights()[offset as usize..offset as usize + desc.ty.bytes()])
+                }
                 Storage::Arena { .. } => self.download(*id),
             };
             match t {

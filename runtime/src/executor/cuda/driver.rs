@@ -147,9 +147,7 @@ fn find_libcuda() -> std::result::Result<String, String> {
     if !failures.is_empty() {
         msg.push_str(&format!(" ({})", failures.join("; ")));
     }
-    msg.push_str(&format!(
-        "; install the NVIDIA driver, set {LIBCUDA_ENV} to the library's path, or run with --device cpu"
-    ));
+    msg.push_str(&format!("; install the NVIDIA driver, set {LIBCUDA_ENV} to the library's path, or run with --device cpu"));
     Err(msg)
 }
 
@@ -307,8 +305,7 @@ impl LoadedModule {
         // code: engines, like TensorRT plans, must come from trusted sources.
         let module = unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }
             .map_err(|e| cuda_error(format!("cannot load the cubin of {what} (cuModuleLoadData)"), e))?;
-        let name =
-            CString::new(entry).map_err(|_| Error::invalid(format!("{what}: entry point contains a NUL byte")))?;
+        let name = CString::new(entry).map_err(|_| Error::invalid(format!("{what}: entry point contains a NUL byte")))?;
         // SAFETY: `module` was just loaded and is not unloaded yet.
         let function = match unsafe { result::module::get_function(module, name) } {
             Ok(f) => f,

@@ -194,13 +194,7 @@ fn run_arith_half<H: Half>(kind: BinaryKind, a: TensorView, b: TensorView, out: 
     Ok(())
 }
 
-fn arith<T: Arith>(
-    kind: BinaryKind,
-    x: (&[T], &[usize]),
-    y: (&[T], &[usize]),
-    o: &mut [T],
-    shape: &[usize],
-) -> Result<()> {
+fn arith<T: Arith>(kind: BinaryKind, x: (&[T], &[usize]), y: (&[T], &[usize]), o: &mut [T], shape: &[usize]) -> Result<()> {
     match kind {
         BinaryKind::Add => map2(x, y, o, shape, T::add),
         BinaryKind::Sub => map2(x, y, o, shape, T::sub),

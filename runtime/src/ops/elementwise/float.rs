@@ -8,13 +8,7 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 
 /// A float type the unary math is written once for.
 pub(crate) trait Float:
-    Copy
-    + PartialOrd
-    + Add<Output = Self>
-    + Sub<Output = Self>
-    + Mul<Output = Self>
-    + Div<Output = Self>
-    + Neg<Output = Self>
+    Copy + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> + Neg<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;

@@ -9,13 +9,13 @@
 //! its results equal the unfused graph's bit for bit.
 
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::linalg::{gemm_f32, GemmArgs};
 use crate::ops::reduce::Softmax;
 use crate::ops::util::{broadcast_index_map, broadcast_shapes, broadcast_strides};
 use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
-use crate::ensure_op;
 use serde::{Deserialize, Serialize};
 
 /// How the scores are scaled after Q·Kᵀ.
@@ -181,7 +181,9 @@ mod tests {
                 for i in 0..s {
                     let scores: Vec<f64> = (0..s)
                         .map(|j| {
-                            let dot: f64 = (0..d).map(|x| q[(bi * s + i) * hd + hi * d + x] as f64 * k[(bi * s + j) * hd + hi * d + x] as f64).sum();
+                            let dot: f64 = (0..d)
+                                .map(|x| q[(bi * s + i) * hd + hi * d + x] as f64 * k[(bi * s + j) * hd + hi * d + x] as f64)
+                                .sum();
                             dot * scale + mask[bi * s + j] as f64
                         })
                         .collect();
@@ -189,7 +191,8 @@ mod tests {
                     let e: Vec<f64> = scores.iter().map(|x| (x - max).exp()).collect();
                     let sum: f64 = e.iter().sum();
                     for x in 0..d {
-                        out[(bi * s + i) * hd + hi * d + x] = (0..s).map(|j| e[j] / sum * v[(bi * s + j) * hd + hi * d + x] as f64).sum();
+                        out[(bi * s + i) * hd + hi * d + x] =
+                            (0..s).map(|j| e[j] / sum * v[(bi * s + j) * hd + hi * d + x] as f64).sum();
                     }
                 }
             }
@@ -200,14 +203,24 @@ mod tests {
     #[test]
     fn matches_the_definition_with_a_padding_mask() {
         let (b, s, h, d) = (2, 3, 2, 4);
-        let gen = |seed: u32, n: usize| -> Vec<f32> { (0..n).map(|i| (((i as u32).wrapping_mul(2654435761u32) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect() };
+        let gen = |seed: u32, n: usize| -> Vec<f32> {
+            (0..n).map(|i| (((i as u32).wrapping_mul(2654435761u32) ^ seed) % 1000) as f32 / 500.0 - 1.0).collect()
+        };
         let (q, k, v) = (gen(1, b * s * h * d), gen(7, b * s * h * d), gen(13, b * s * h * d));
         // The second sequence's last position is padding.
         let mask = vec![0f32, 0., 0., 0., 0., f32::NEG_INFINITY];
         let t = |x: &[f32]| Tensor::from_vec(vec![b, s, h * d], x.to_vec()).unwrap();
         let m = Tensor::from_vec(vec![b, 1, 1, s], mask.clone()).unwrap();
         let scale = 1.0 / (d as f32).sqrt();
-        let op: Op = Attention { num_heads: h, q_scale: None, k_scale: None, score_scale: Some(ScoreScale::Mul(scale)), mask: true, nan_to_zero: true }.into();
+        let op: Op = Attention {
+            num_heads: h,
+            q_scale: None,
+            k_scale: None,
+            score_scale: Some(ScoreScale::Mul(scale)),
+            mask: true,
+            nan_to_zero: true,
+        }
+        .into();
         let out = op.eval_owned(&[Some(&t(&q)), Some(&t(&k)), Some(&t(&v)), Some(&m)]).unwrap().remove(0);
         let want = naive(&q, &k, &v, &mask, b, s, h, d, scale as f64);
         for (a, w) in out.to_f64_vec().iter().zip(&want) {

@@ -41,7 +41,11 @@ impl Linear {
     fn product_inputs<'a, T: Copy>(&self, inputs: &'a [Option<T>]) -> Vec<Option<T>> {
         match self.kind {
             LinearKind::Conv(_) | LinearKind::Gemm(_) => {
-                vec![inputs.first().copied().flatten(), inputs.get(1).copied().flatten(), if self.bias { opt_input(inputs, 2) } else { None }]
+                vec![
+                    inputs.first().copied().flatten(),
+                    inputs.get(1).copied().flatten(),
+                    if self.bias { opt_input(inputs, 2) } else { None },
+                ]
             }
             LinearKind::MatMul(_) => vec![inputs.first().copied().flatten(), inputs.get(1).copied().flatten()],
         }

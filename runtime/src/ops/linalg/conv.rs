@@ -35,13 +35,7 @@ pub struct Conv {
 
 impl Conv {
     /// A 2-D convolution; `pads` is `[top, left, bottom, right]`.
-    pub fn new_2d(
-        kernel: [usize; 2],
-        strides: [usize; 2],
-        pads: [usize; 4],
-        dilations: [usize; 2],
-        group: usize,
-    ) -> Conv {
+    pub fn new_2d(kernel: [usize; 2], strides: [usize; 2], pads: [usize; 4], dilations: [usize; 2], group: usize) -> Conv {
         Conv {
             kernel_shape: kernel.to_vec(),
             strides: strides.to_vec(),
@@ -150,11 +144,7 @@ impl OpImpl for Conv {
         let x = input(inputs, 0, "Conv")?;
         let w = input(inputs, 1, "Conv")?;
         let b = opt_input(inputs, 2);
-        ensure_op!(
-            matches!(x.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16),
-            "Conv: unsupported dtype {}",
-            x.dtype
-        );
+        ensure_op!(matches!(x.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16), "Conv: unsupported dtype {}", x.dtype);
         ensure_op!(w.dtype == x.dtype, "Conv: weight dtype {} differs from input {}", w.dtype, x.dtype);
         if let Some(b) = b {
             ensure_op!(b.dtype == x.dtype, "Conv: bias dtype {} differs from input {}", b.dtype, x.dtype);
@@ -276,8 +266,7 @@ impl<'a> Taps<'a> {
         unflatten(row, &g.out_spatial[..l], &mut self.oidx[..l]);
         let mut base = 0usize;
         for d in 0..l {
-            let i = (self.oidx[d] * g.win.strides[d] + self.kidx[d] * g.win.dilations[d]) as isize
-                - g.win.pad_begin(d) as isize;
+            let i = (self.oidx[d] * g.win.strides[d] + self.kidx[d] * g.win.dilations[d]) as isize - g.win.pad_begin(d) as isize;
             if i < 0 || i as usize >= g.in_spatial[d] {
                 return None;
             }

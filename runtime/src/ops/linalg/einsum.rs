@@ -79,12 +79,7 @@ fn parse(equation: &str, shapes: &[&[usize]]) -> Result<Parsed> {
         None => (eq.as_str(), None),
     };
     let terms: Vec<&str> = lhs.split(',').collect();
-    ensure_op!(
-        terms.len() == shapes.len(),
-        "Einsum: equation '{equation}' has {} operands, {} given",
-        terms.len(),
-        shapes.len()
-    );
+    ensure_op!(terms.len() == shapes.len(), "Einsum: equation '{equation}' has {} operands, {} given", terms.len(), shapes.len());
     let parsed: Vec<(Vec<Label>, Option<usize>)> = terms.iter().map(|t| parse_term(t)).collect::<Result<_>>()?;
     let mut ell_counts = Vec::new();
     for ((letters, ell), shape) in parsed.iter().zip(shapes) {
@@ -117,10 +112,7 @@ fn parse(equation: &str, shapes: &[&[usize]]) -> Result<Parsed> {
     let output = match rhs {
         Some(r) => {
             let (letters, ell) = parse_term(r)?;
-            ensure_op!(
-                ell.is_some() || total == 0 || ell_counts.iter().all(|&c| c == 0),
-                "Einsum: the output must keep '...'"
-            );
+            ensure_op!(ell.is_some() || total == 0 || ell_counts.iter().all(|&c| c == 0), "Einsum: the output must keep '...'");
             expand(&letters, ell, total, total)
         }
         None => {
@@ -310,12 +302,7 @@ fn sum_to<T: Scalar>(t: Term<T>, keep: &[Label], size: &impl Fn(&Label) -> usize
 }
 
 /// Contracts two terms as a batched matrix multiply.
-fn contract<T: Scalar>(
-    a: Term<T>,
-    b: Term<T>,
-    keep: &impl Fn(&Label) -> bool,
-    size: &impl Fn(&Label) -> usize,
-) -> Term<T> {
+fn contract<T: Scalar>(a: Term<T>, b: Term<T>, keep: &impl Fn(&Label) -> bool, size: &impl Fn(&Label) -> usize) -> Term<T> {
     let in_b = |l: &Label| b.labels.contains(l);
     let batch: Vec<Label> = a.labels.iter().copied().filter(|l| in_b(l) && keep(l)).collect();
     let inner: Vec<Label> = a.labels.iter().copied().filter(|l| in_b(l) && !keep(l)).collect();

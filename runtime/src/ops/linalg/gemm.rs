@@ -56,10 +56,7 @@ impl Gemm {
                     [cm, cn] => (*cm, *cn),
                     _ => unreachable!("rank checked"),
                 };
-                ensure_op!(
-                    (cm == 1 || cm == m) && (cn == 1 || cn == n),
-                    "Gemm: C {c:?} does not broadcast to [{m}, {n}]"
-                );
+                ensure_op!((cm == 1 || cm == m) && (cn == 1 || cn == n), "Gemm: C {c:?} does not broadcast to [{m}, {n}]");
                 Some((if cm == 1 { 0 } else { cn }, if cn == 1 { 0 } else { 1 }))
             }
         };

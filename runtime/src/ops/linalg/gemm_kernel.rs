@@ -20,19 +20,7 @@ pub struct GemmArgs {
 impl GemmArgs {
     /// Row-major, contiguous A (m×k), B (k×n), C (m×n); C is overwritten.
     pub fn row_major(m: usize, k: usize, n: usize) -> GemmArgs {
-        GemmArgs {
-            m,
-            k,
-            n,
-            alpha: 1.0,
-            beta: 0.0,
-            rsa: k as isize,
-            csa: 1,
-            rsb: n as isize,
-            csb: 1,
-            rsc: n as isize,
-            csc: 1,
-        }
+        GemmArgs { m, k, n, alpha: 1.0, beta: 0.0, rsa: k as isize, csa: 1, rsb: n as isize, csb: 1, rsc: n as isize, csc: 1 }
     }
 }
 

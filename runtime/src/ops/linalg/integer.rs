@@ -28,11 +28,7 @@ pub(crate) fn int8_values(v: &TensorView<'_>) -> Result<Vec<i32>> {
 }
 
 /// `x - zp[index(i)]` for every element `i` of an 8-bit tensor.
-fn minus_zero_point(
-    x: &TensorView<'_>,
-    zp: Option<&TensorView<'_>>,
-    index: impl Fn(usize) -> usize,
-) -> Result<Vec<i32>> {
+fn minus_zero_point(x: &TensorView<'_>, zp: Option<&TensorView<'_>>, index: impl Fn(usize) -> usize) -> Result<Vec<i32>> {
     let mut v = int8_values(x)?;
     if let Some(zp) = zp {
         let z = int8_values(zp)?;
@@ -57,12 +53,7 @@ pub(crate) fn matmul_integer_shape(
     bzp: Option<&TensorType>,
     op: &str,
 ) -> Result<Vec<usize>> {
-    ensure_op!(
-        is_int8(a.dtype) && is_int8(b.dtype),
-        "{op}: operands must be u8 or i8, got {} and {}",
-        a.dtype,
-        b.dtype
-    );
+    ensure_op!(is_int8(a.dtype) && is_int8(b.dtype), "{op}: operands must be u8 or i8, got {} and {}", a.dtype, b.dtype);
     let d = dims(&a.shape, &b.shape)?;
     if let Some(z) = azp {
         ensure_op!(z.dtype == a.dtype, "{op}: A's zero point {z} must be {}", a.dtype);
@@ -132,12 +123,7 @@ pub(crate) fn conv_integer_shape(
     wzp: Option<&TensorType>,
     op: &str,
 ) -> Result<Vec<usize>> {
-    ensure_op!(
-        is_int8(x.dtype) && is_int8(w.dtype),
-        "{op}: operands must be u8 or i8, got {} and {}",
-        x.dtype,
-        w.dtype
-    );
+    ensure_op!(is_int8(x.dtype) && is_int8(w.dtype), "{op}: operands must be u8 or i8, got {} and {}", x.dtype, w.dtype);
     let g = c.geometry(&x.shape, &w.shape, None, op)?;
     if let Some(z) = xzp {
         ensure_op!(z.dtype == x.dtype && z.len() == 1, "{op}: X's zero point {z} must be a {} scalar", x.dtype);

@@ -78,14 +78,8 @@ wrapping!(i32, i64, u32, u64);
 /// C = A·B (+ C when `beta != 0`) for integer types, on strided operands.
 /// Wrapping arithmetic; `alpha` is ignored (always 1 for integer callers).
 pub fn gemm_naive<T: Element + Default + WrappingArith>(args: &GemmArgs, a: &[T], b: &[T], c: &mut [T]) {
-    let (rsa, csa, rsb, csb, rsc, csc) = (
-        args.rsa as usize,
-        args.csa as usize,
-        args.rsb as usize,
-        args.csb as usize,
-        args.rsc as usize,
-        args.csc as usize,
-    );
+    let (rsa, csa, rsb, csb, rsc, csc) =
+        (args.rsa as usize, args.csa as usize, args.rsb as usize, args.csb as usize, args.rsc as usize, args.csc as usize);
     for i in 0..args.m {
         if args.beta == 0.0 {
             for j in 0..args.n {

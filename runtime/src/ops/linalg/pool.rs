@@ -74,11 +74,7 @@ impl Pool {
         let name = self.name();
         let win = self.window();
         win.validate(name)?;
-        ensure_op!(
-            x.len() == win.rank() + 2 && win.rank() >= 1,
-            "{name}: input {x:?} does not match kernel rank {}",
-            win.rank()
-        );
+        ensure_op!(x.len() == win.rank() + 2 && win.rank() >= 1, "{name}: input {x:?} does not match kernel rank {}", win.rank());
         let out = win.output_shape(&x[2..], self.ceil_mode, name)?;
         Ok(ConvGeometry::new(x[0], x[1], x[1], x[1], x[2..].to_vec(), out, win))
     }
@@ -115,9 +111,8 @@ impl OpImpl for Pool {
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let x = input(inputs, 0, self.name())?;
         let g = self.geometry(x.shape)?;
-        let (y, rest) = outputs
-            .split_first_mut()
-            .ok_or_else(|| crate::error::Error::op(format!("{}: missing output", self.name())))?;
+        let (y, rest) =
+            outputs.split_first_mut().ok_or_else(|| crate::error::Error::op(format!("{}: missing output", self.name())))?;
         let indices = match rest.first_mut() {
             Some(i) if self.indices => Some(i.as_mut_slice::<i64>()?),
             _ => None,
@@ -219,13 +214,7 @@ fn column_major_index(mut flat: usize, shape: &[usize]) -> usize {
 
 /// Accumulates `map(x)` over each window in f64, then writes
 /// `finish(sum, output index within the plane)`.
-fn sum_pool<T: Element>(
-    g: &ConvGeometry,
-    x: &[T],
-    y: &mut [T],
-    map: impl Fn(f64) -> f64,
-    finish: impl Fn(f64, usize) -> f64,
-) {
+fn sum_pool<T: Element>(g: &ConvGeometry, x: &[T], y: &mut [T], map: impl Fn(f64) -> f64, finish: impl Fn(f64, usize) -> f64) {
     let ow = g.out_spatial[g.out_spatial.len() - 1];
     let mut taps = Taps::new(g);
     let s = g.win.strides[taps.last];
@@ -261,8 +250,7 @@ fn average_divisors(g: &ConvGeometry, count_include_pad: bool) -> Vec<f64> {
     let per_axis: Vec<Vec<usize>> = (0..win.rank())
         .map(|d| {
             let (pb, pe) = (win.pad_begin(d), win.pad_end(d));
-            let (lo_bound, len) =
-                if count_include_pad { (pb as isize, g.in_spatial[d] + pb + pe) } else { (0, g.in_spatial[d]) };
+            let (lo_bound, len) = if count_include_pad { (pb as isize, g.in_spatial[d] + pb + pe) } else { (0, g.in_spatial[d]) };
             let mut counts = vec![0usize; g.out_spatial[d]];
             for k in 0..win.kernel_shape[d] {
                 // Input index o*s + k*dil - pb, shifted by lo_bound so that

@@ -53,10 +53,7 @@ impl Window {
             self.pads,
             self.dilations
         );
-        ensure_op!(
-            self.strides.iter().chain(&self.dilations).all(|&v| v > 0),
-            "{op}: strides and dilations must be positive"
-        );
+        ensure_op!(self.strides.iter().chain(&self.dilations).all(|&v| v > 0), "{op}: strides and dilations must be positive");
         ensure_op!(self.kernel_shape.iter().all(|&k| k > 0), "{op}: kernel_shape must be positive");
         Ok(())
     }
@@ -65,12 +62,7 @@ impl Window {
     /// partial last window counts, as long as it starts inside the input or
     /// its begin padding (the PyTorch and ONNX rule).
     pub fn output_shape(&self, input: &[usize], ceil_mode: bool, op: &str) -> Result<Vec<usize>> {
-        ensure_op!(
-            input.len() == self.rank(),
-            "{op}: input has {} spatial dimensions, the window {}",
-            input.len(),
-            self.rank()
-        );
+        ensure_op!(input.len() == self.rank(), "{op}: input has {} spatial dimensions, the window {}", input.len(), self.rank());
         let mut out = Vec::with_capacity(input.len());
         for (d, &len) in input.iter().enumerate() {
             let padded = len + self.pad_begin(d) + self.pad_end(d);

@@ -25,28 +25,13 @@ impl OpImpl for Concat {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let first = input(inputs, 0, "Concat")?;
         let rank = first.shape.len();
-        ensure_op!(
-            self.axis < rank,
-            "Concat: axis {} out of range for rank {rank}",
-            self.axis
-        );
+        ensure_op!(self.axis < rank, "Concat: axis {} out of range for rank {rank}", self.axis);
         let mut shape = first.shape.clone();
         shape[self.axis] = 0;
         for (i, t) in inputs.iter().enumerate() {
-            let Some(t) = t else {
-                bail_op!("Concat: missing input {i}")
-            };
-            ensure_op!(
-                t.dtype == first.dtype,
-                "Concat: input {i} is {}, input 0 is {}",
-                t.dtype,
-                first.dtype
-            );
-            ensure_op!(
-                t.shape.len() == rank,
-                "Concat: input {i} has rank {}, expected {rank}",
-                t.shape.len()
-            );
+            let Some(t) = t else { bail_op!("Concat: missing input {i}") };
+            ensure_op!(t.dtype == first.dtype, "Concat: input {i} is {}, input 0 is {}", t.dtype, first.dtype);
+            ensure_op!(t.shape.len() == rank, "Concat: input {i} has rank {}, expected {rank}", t.shape.len());
             for d in 0..rank {
                 ensure_op!(
                     d == self.axis || t.shape[d] == first.shape[d],
@@ -96,18 +81,9 @@ impl OpImpl for Split {
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "Split")?;
-        ensure_op!(
-            self.axis < x.shape.len(),
-            "Split: axis {} out of range for {x}",
-            self.axis
-        );
+        ensure_op!(self.axis < x.shape.len(), "Split: axis {} out of range for {x}", self.axis);
         let total: usize = self.sizes.iter().sum();
-        ensure_op!(
-            total == x.shape[self.axis],
-            "Split: sizes {:?} do not add up to dimension {} of {x}",
-            self.sizes,
-            self.axis
-        );
+        ensure_op!(total == x.shape[self.axis], "Split: sizes {:?} do not add up to dimension {} of {x}", self.sizes, self.axis);
         Ok(self
             .sizes
             .iter()
@@ -167,11 +143,7 @@ mod tests {
     #[test]
     fn splits_unevenly() {
         let x = Tensor::from_vec(vec![2, 3], (0..6).map(|v| v as i64).collect()).unwrap();
-        let op: Op = Split {
-            axis: 1,
-            sizes: vec![2, 1],
-        }
-        .into();
+        let op: Op = Split { axis: 1, sizes: vec![2, 1] }.into();
         let y = op.eval_owned(&[Some(&x)]).unwrap();
         assert_eq!(y[0].as_slice::<i64>().unwrap(), &[0, 1, 3, 4]);
         assert_eq!(y[1].as_slice::<i64>().unwrap(), &[2, 5]);

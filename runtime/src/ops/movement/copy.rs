@@ -44,13 +44,7 @@ impl Strided {
             ss.push(s);
             ds.push(d);
         }
-        Strided {
-            shape,
-            src_strides: ss,
-            dst_strides: ds,
-            src_off: self.src_off,
-            dst_off: self.dst_off,
-        }
+        Strided { shape, src_strides: ss, dst_strides: ds, src_off: self.src_off, dst_off: self.dst_off }
     }
 }
 
@@ -65,13 +59,7 @@ pub fn strided_copy(src: &[u8], dst: &mut [u8], esize: usize, plan: &Strided) ->
     }
     let p = plan.collapsed();
     check_bounds(&p.shape, &p.src_strides, p.src_off, src.len() / esize.max(1), "source")?;
-    check_bounds(
-        &p.shape,
-        &p.dst_strides,
-        p.dst_off,
-        dst.len() / esize.max(1),
-        "destination",
-    )?;
+    check_bounds(&p.shape, &p.dst_strides, p.dst_off, dst.len() / esize.max(1), "destination")?;
     let rank = p.shape.len();
     if rank == 0 {
         let (s, d) = (p.src_off as usize * esize, p.dst_off as usize * esize);
@@ -84,25 +72,15 @@ pub fn strided_copy(src: &[u8], dst: &mut [u8], esize: usize, plan: &Strided) ->
     let outer = &p.shape[..last];
     if ss == 1 && ds == 1 {
         let run = n * esize;
-        for_each_offset(
-            outer,
-            &p.src_strides[..last],
-            &p.dst_strides[..last],
-            p.src_off,
-            p.dst_off,
-            |s, d| {
-                let (s, d) = (s as usize * esize, d as usize * esize);
-                dst[d..d + run].copy_from_slice(&src[s..s + run]);
-            },
-        );
+        for_each_offset(outer, &p.src_strides[..last], &p.dst_strides[..last], p.src_off, p.dst_off, |s, d| {
+            let (s, d) = (s as usize * esize, d as usize * esize);
+            dst[d..d + run].copy_from_slice(&src[s..s + run]);
+        });
         return Ok(());
     }
     macro_rules! typed {
         ($t:ty) => {{
-            let (Ok(sv), Ok(dv)) = (
-                bytemuck::try_cast_slice::<u8, $t>(src),
-                bytemuck::try_cast_slice_mut::<u8, $t>(dst),
-            ) else {
+            let (Ok(sv), Ok(dv)) = (bytemuck::try_cast_slice::<u8, $t>(src), bytemuck::try_cast_slice_mut::<u8, $t>(dst)) else {
                 return strided_bytes(src, dst, esize, &p);
             };
             if rank >= 2 && ds == 1 && p.src_strides[last - 1] == 1 {
@@ -110,43 +88,29 @@ pub fn strided_copy(src: &[u8], dst: &mut [u8], esize: usize, plan: &Strided) ->
                 // square tiles so that reads and writes both stay in cache.
                 let (rows, dr) = (p.shape[last - 1], p.dst_strides[last - 1]);
                 let outer2 = &p.shape[..last - 1];
-                for_each_offset(
-                    outer2,
-                    &p.src_strides[..last - 1],
-                    &p.dst_strides[..last - 1],
-                    p.src_off,
-                    p.dst_off,
-                    |s, d| {
-                        for r0 in (0..rows).step_by(TILE) {
-                            for c0 in (0..n).step_by(TILE) {
-                                for r in r0..(r0 + TILE).min(rows) {
-                                    let drow = d + r as isize * dr;
-                                    let srow = s + r as isize;
-                                    for c in c0..(c0 + TILE).min(n) {
-                                        dv[(drow + c as isize) as usize] = sv[(srow + c as isize * ss) as usize];
-                                    }
+                for_each_offset(outer2, &p.src_strides[..last - 1], &p.dst_strides[..last - 1], p.src_off, p.dst_off, |s, d| {
+                    for r0 in (0..rows).step_by(TILE) {
+                        for c0 in (0..n).step_by(TILE) {
+                            for r in r0..(r0 + TILE).min(rows) {
+                                let drow = d + r as isize * dr;
+                                let srow = s + r as isize;
+                                for c in c0..(c0 + TILE).min(n) {
+                                    dv[(drow + c as isize) as usize] = sv[(srow + c as isize * ss) as usize];
                                 }
                             }
                         }
-                    },
-                );
+                    }
+                });
                 return Ok(());
             }
-            for_each_offset(
-                outer,
-                &p.src_strides[..last],
-                &p.dst_strides[..last],
-                p.src_off,
-                p.dst_off,
-                |s, d| {
-                    let (mut s, mut d) = (s, d);
-                    for _ in 0..n {
-                        dv[d as usize] = sv[s as usize];
-                        s += ss;
-                        d += ds;
-                    }
-                },
-            );
+            for_each_offset(outer, &p.src_strides[..last], &p.dst_strides[..last], p.src_off, p.dst_off, |s, d| {
+                let (mut s, mut d) = (s, d);
+                for _ in 0..n {
+                    dv[d as usize] = sv[s as usize];
+                    s += ss;
+                    d += ds;
+                }
+            });
             Ok(())
         }};
     }
@@ -164,19 +128,12 @@ fn strided_bytes(src: &[u8], dst: &mut [u8], esize: usize, p: &Strided) -> Resul
     let last = p.shape.len() - 1;
     let n = p.shape[last];
     let (ss, ds) = (p.src_strides[last], p.dst_strides[last]);
-    for_each_offset(
-        &p.shape[..last],
-        &p.src_strides[..last],
-        &p.dst_strides[..last],
-        p.src_off,
-        p.dst_off,
-        |s, d| {
-            for k in 0..n as isize {
-                let (s, d) = ((s + k * ss) as usize * esize, (d + k * ds) as usize * esize);
-                dst[d..d + esize].copy_from_slice(&src[s..s + esize]);
-            }
-        },
-    );
+    for_each_offset(&p.shape[..last], &p.src_strides[..last], &p.dst_strides[..last], p.src_off, p.dst_off, |s, d| {
+        for k in 0..n as isize {
+            let (s, d) = ((s + k * ss) as usize * esize, (d + k * ds) as usize * esize);
+            dst[d..d + esize].copy_from_slice(&src[s..s + esize]);
+        }
+    });
     Ok(())
 }
 
@@ -192,9 +149,7 @@ fn check_bounds(shape: &[usize], strides: &[isize], off: isize, len: usize, what
         }
     }
     if lo < 0 || hi >= len as i128 {
-        return Err(Error::op(format!(
-            "internal: strided copy steps outside its {what} ({lo}..={hi} of {len})"
-        )));
+        return Err(Error::op(format!("internal: strided copy steps outside its {what} ({lo}..={hi} of {len})")));
     }
     Ok(())
 }
@@ -238,10 +193,7 @@ pub fn for_each_offset(
 
 /// Row-major strides in elements, as `isize`.
 pub fn istrides(shape: &[usize]) -> Vec<isize> {
-    crate::ops::util::strides(shape)
-        .into_iter()
-        .map(|s| s as isize)
-        .collect()
+    crate::ops::util::strides(shape).into_iter().map(|s| s as isize).collect()
 }
 
 /// Reads an index tensor (i32 or i64) as i64 values.
@@ -259,9 +211,7 @@ pub fn resolve_index(i: i64, dim: usize, op: &str) -> Result<usize> {
     let d = dim as i64;
     let r = if i < 0 { i + d } else { i };
     if r < 0 || r >= d {
-        return Err(Error::op(format!(
-            "{op}: index {i} is out of range for a dimension of size {dim}"
-        )));
+        return Err(Error::op(format!("{op}: index {i} is out of range for a dimension of size {dim}")));
     }
     Ok(r as usize)
 }
@@ -274,13 +224,7 @@ mod tests {
     fn transposes_a_matrix() {
         let src: Vec<u8> = (0..6).collect(); // 2x3
         let mut dst = vec![0u8; 6];
-        let plan = Strided {
-            shape: vec![3, 2],
-            src_strides: vec![1, 3],
-            dst_strides: vec![2, 1],
-            src_off: 0,
-            dst_off: 0,
-        };
+        let plan = Strided { shape: vec![3, 2], src_strides: vec![1, 3], dst_strides: vec![2, 1], src_off: 0, dst_off: 0 };
         strided_copy(&src, &mut dst, 1, &plan).unwrap();
         assert_eq!(dst, vec![0, 3, 1, 4, 2, 5]);
     }
@@ -312,13 +256,7 @@ mod tests {
     fn rejects_out_of_bounds_plans() {
         let src = vec![0u8; 4];
         let mut dst = vec![0u8; 8];
-        let plan = Strided {
-            shape: vec![8],
-            src_strides: vec![1],
-            dst_strides: vec![1],
-            src_off: 0,
-            dst_off: 0,
-        };
+        let plan = Strided { shape: vec![8], src_strides: vec![1], dst_strides: vec![1], src_off: 0, dst_off: 0 };
         assert!(strided_copy(&src, &mut dst, 1, &plan).is_err());
     }
 
@@ -326,13 +264,7 @@ mod tests {
     fn reverses_with_negative_strides() {
         let src: Vec<u8> = (0..4).collect();
         let mut dst = vec![0u8; 4];
-        let plan = Strided {
-            shape: vec![4],
-            src_strides: vec![-1],
-            dst_strides: vec![1],
-            src_off: 3,
-            dst_off: 0,
-        };
+        let plan = Strided { shape: vec![4], src_strides: vec![-1], dst_strides: vec![1], src_off: 3, dst_off: 0 };
         strided_copy(&src, &mut dst, 1, &plan).unwrap();
         assert_eq!(dst, vec![3, 2, 1, 0]);
     }

@@ -31,10 +31,7 @@ impl OpImpl for Expand {
         let out = &mut outputs[0];
         let plan = Strided {
             shape: self.shape.clone(),
-            src_strides: broadcast_strides(x.shape, &self.shape)
-                .into_iter()
-                .map(|s| s as isize)
-                .collect(),
+            src_strides: broadcast_strides(x.shape, &self.shape).into_iter().map(|s| s as isize).collect(),
             dst_strides: istrides(&self.shape),
             src_off: 0,
             dst_off: 0,
@@ -101,17 +98,8 @@ impl OpImpl for Tile {
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "Tile")?;
-        ensure_op!(
-            self.repeats.len() == x.shape.len(),
-            "Tile: {} repeats for {x}",
-            self.repeats.len()
-        );
-        let shape = x
-            .shape
-            .iter()
-            .zip(&self.repeats)
-            .map(|(&d, &r)| d.checked_mul(r))
-            .collect::<Option<Vec<_>>>();
+        ensure_op!(self.repeats.len() == x.shape.len(), "Tile: {} repeats for {x}", self.repeats.len());
+        let shape = x.shape.iter().zip(&self.repeats).map(|(&d, &r)| d.checked_mul(r)).collect::<Option<Vec<_>>>();
         let shape = shape.ok_or_else(|| crate::Error::op("Tile: output too large"))?;
         Ok(vec![TensorType::new(x.dtype, shape)])
     }
@@ -127,13 +115,7 @@ impl OpImpl for Tile {
             shape.extend([self.repeats[i], d]);
             src_strides.extend([0, in_strides[i]]);
         }
-        let plan = Strided {
-            dst_strides: istrides(&shape),
-            shape,
-            src_strides,
-            src_off: 0,
-            dst_off: 0,
-        };
+        let plan = Strided { dst_strides: istrides(&shape), shape, src_strides, src_off: 0, dst_off: 0 };
         strided_copy(x.bytes, out.bytes, x.dtype.size(), &plan)
     }
 }
@@ -149,10 +131,7 @@ mod tests {
         let x = Tensor::from_vec(vec![3, 1], vec![1f32, 2., 3.]).unwrap();
         let op: Op = Expand { shape: vec![2, 3, 2] }.into();
         let y = op.eval_owned(&[Some(&x)]).unwrap();
-        assert_eq!(
-            y[0].as_slice::<f32>().unwrap(),
-            &[1., 1., 2., 2., 3., 3., 1., 1., 2., 2., 3., 3.]
-        );
+        assert_eq!(y[0].as_slice::<f32>().unwrap(), &[1., 1., 2., 2., 3., 3., 1., 1., 2., 2., 3., 3.]);
     }
 
     #[test]

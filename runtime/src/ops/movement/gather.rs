@@ -12,11 +12,7 @@ use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};
 
 fn check_index_dtype(t: &TensorType, op: &str) -> Result<()> {
-    ensure_op!(
-        matches!(t.dtype, DType::I32 | DType::I64),
-        "{op}: indices must be i32 or i64, got {}",
-        t.dtype
-    );
+    ensure_op!(matches!(t.dtype, DType::I32 | DType::I64), "{op}: indices must be i32 or i64, got {}", t.dtype);
     Ok(())
 }
 
@@ -35,11 +31,7 @@ impl OpImpl for Gather {
         let x = input(inputs, 0, "Gather")?;
         let idx = input(inputs, 1, "Gather")?;
         check_index_dtype(idx, "Gather")?;
-        ensure_op!(
-            self.axis < x.shape.len(),
-            "Gather: axis {} out of range for {x}",
-            self.axis
-        );
+        ensure_op!(self.axis < x.shape.len(), "Gather: axis {} out of range for {x}", self.axis);
         let mut shape = x.shape[..self.axis].to_vec();
         shape.extend_from_slice(&idx.shape);
         shape.extend_from_slice(&x.shape[self.axis + 1..]);
@@ -50,10 +42,8 @@ impl OpImpl for Gather {
         let x = input(inputs, 0, "Gather")?;
         let idx = input(inputs, 1, "Gather")?;
         let n = x.shape[self.axis];
-        let rows: Vec<usize> = index_values(&idx, "Gather")?
-            .into_iter()
-            .map(|i| resolve_index(i, n, "Gather"))
-            .collect::<Result<_>>()?;
+        let rows: Vec<usize> =
+            index_values(&idx, "Gather")?.into_iter().map(|i| resolve_index(i, n, "Gather")).collect::<Result<_>>()?;
         let esize = x.dtype.size();
         let outer: usize = x.shape[..self.axis].iter().product();
         let run = x.shape[self.axis + 1..].iter().product::<usize>() * esize;
@@ -83,15 +73,9 @@ pub struct GatherElements {
 /// Checks that `idx` has the rank of `x` and fits inside it off `axis`.
 fn check_elements_shapes(x: &[usize], idx: &[usize], axis: usize, op: &str) -> Result<()> {
     ensure_op!(axis < x.len(), "{op}: axis {axis} out of range for rank {}", x.len());
-    ensure_op!(
-        idx.len() == x.len(),
-        "{op}: indices {idx:?} and data {x:?} differ in rank"
-    );
+    ensure_op!(idx.len() == x.len(), "{op}: indices {idx:?} and data {x:?} differ in rank");
     for d in 0..x.len() {
-        ensure_op!(
-            d == axis || idx[d] <= x[d],
-            "{op}: indices {idx:?} do not fit in data {x:?}"
-        );
+        ensure_op!(d == axis || idx[d] <= x[d], "{op}: indices {idx:?} do not fit in data {x:?}");
     }
     Ok(())
 }
@@ -155,18 +139,9 @@ pub(crate) fn nd_geometry(x: &[usize], idx: &[usize], b: usize, op: &str) -> Res
     ensure_op!(!idx.is_empty(), "{op}: indices must have rank >= 1");
     let q = idx.len();
     let m = idx[q - 1];
-    ensure_op!(
-        b < q && b <= x.len(),
-        "{op}: batch_dims {b} too large for indices {idx:?} and data {x:?}"
-    );
-    ensure_op!(
-        x[..b] == idx[..b],
-        "{op}: batch dimensions of data {x:?} and indices {idx:?} differ"
-    );
-    ensure_op!(
-        b + m <= x.len(),
-        "{op}: index tuples of length {m} are too long for data {x:?}"
-    );
+    ensure_op!(b < q && b <= x.len(), "{op}: batch_dims {b} too large for indices {idx:?} and data {x:?}");
+    ensure_op!(x[..b] == idx[..b], "{op}: batch dimensions of data {x:?} and indices {idx:?} differ");
+    ensure_op!(b + m <= x.len(), "{op}: index tuples of length {m} are too long for data {x:?}");
     Ok(NdGeometry {
         batch: x[..b].iter().product(),
         tuples: idx[b..q - 1].iter().product(),

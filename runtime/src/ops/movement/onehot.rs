@@ -24,19 +24,9 @@ impl OpImpl for OneHot {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let idx = input(inputs, 0, "OneHot")?;
         let values = input(inputs, 1, "OneHot")?;
-        ensure_op!(
-            values.checked_len() == Some(2),
-            "OneHot: values must hold [off, on], got {values}"
-        );
-        ensure_op!(
-            idx.dtype != crate::DType::Bool,
-            "OneHot: bool indices are not supported"
-        );
-        ensure_op!(
-            self.axis <= idx.shape.len(),
-            "OneHot: axis {} out of range for {idx}",
-            self.axis
-        );
+        ensure_op!(values.checked_len() == Some(2), "OneHot: values must hold [off, on], got {values}");
+        ensure_op!(idx.dtype != crate::DType::Bool, "OneHot: bool indices are not supported");
+        ensure_op!(self.axis <= idx.shape.len(), "OneHot: axis {} out of range for {idx}", self.axis);
         let mut shape = idx.shape.clone();
         shape.insert(self.axis, self.depth);
         Ok(vec![TensorType::new(values.dtype, shape)])

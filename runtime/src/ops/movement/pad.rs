@@ -44,10 +44,7 @@ impl Pad {
             let (b, e) = (self.pads[i], self.pads[r + i]);
             let crop_b = (-b).max(0) as u64;
             let crop_e = (-e).max(0) as u64;
-            ensure_op!(
-                crop_b + crop_e <= d as u64,
-                "Pad: pads {b}, {e} crop more than dimension {i} ({d})"
-            );
+            ensure_op!(crop_b + crop_e <= d as u64, "Pad: pads {b}, {e} crop more than dimension {i} ({d})");
             let kept = d - (crop_b + crop_e) as usize;
             let (before, after) = (b.max(0) as usize, e.max(0) as usize);
             ensure_op!(
@@ -55,12 +52,7 @@ impl Pad {
                 "Pad: cannot pad an empty dimension {i} in {:?} mode",
                 self.mode
             );
-            out.push(AxisPad {
-                crop: crop_b as usize,
-                kept,
-                before,
-                after,
-            });
+            out.push(AxisPad { crop: crop_b as usize, kept, before, after });
         }
         Ok(out)
     }
@@ -154,9 +146,7 @@ impl OpImpl for Pad {
             .iter()
             .map(|a| {
                 let n = a.before + a.kept + a.after;
-                (0..n)
-                    .map(|o| a.crop + map_index(o as i64 - a.before as i64, a.kept, self.mode))
-                    .collect()
+                (0..n).map(|o| a.crop + map_index(o as i64 - a.before as i64, a.kept, self.mode)).collect()
             })
             .collect();
         let xs = crate::ops::util::strides(x.shape);

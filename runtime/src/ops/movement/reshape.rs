@@ -20,11 +20,7 @@ impl OpImpl for Reshape {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "Reshape")?;
         let out = TensorType::new(x.dtype, self.shape.clone());
-        ensure_op!(
-            out.checked_len() == x.checked_len(),
-            "Reshape: cannot reshape {x} to {:?}",
-            self.shape
-        );
+        ensure_op!(out.checked_len() == x.checked_len(), "Reshape: cannot reshape {x} to {:?}", self.shape);
         Ok(vec![out])
     }
 

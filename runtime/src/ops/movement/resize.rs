@@ -108,11 +108,8 @@ impl Resize {
             CoordinateMode::TfCropAndResize => {
                 let r = self.roi.len() / 2;
                 let (s, e) = (self.roi[axis], self.roi[r + axis]);
-                let v = if out_w == 1.0 {
-                    (e - s) * (in_w - 1.0) / 2.0
-                } else {
-                    x * (e - s) * (in_w - 1.0) / (out_w - 1.0)
-                } + s * (in_w - 1.0);
+                let v = if out_w == 1.0 { (e - s) * (in_w - 1.0) / 2.0 } else { x * (e - s) * (in_w - 1.0) / (out_w - 1.0) }
+                    + s * (in_w - 1.0);
                 if v < 0.0 || v > in_w - 1.0 {
                     return None;
                 }
@@ -156,9 +153,8 @@ impl Resize {
                 if self.antialias && scale < 1.0 {
                     let start = (-1.0 / scale).floor() as i64 + 1;
                     let n = 2 - 2 * start;
-                    let w: Vec<f64> = (start..start + n)
-                        .map(|i| (1.0 - ((i as f64 - ratio) * scale).abs()).clamp(0.0, 1.0))
-                        .collect();
+                    let w: Vec<f64> =
+                        (start..start + n).map(|i| (1.0 - ((i as f64 - ratio) * scale).abs()).clamp(0.0, 1.0)).collect();
                     (start, normalized(w))
                 } else {
                     (0, vec![1.0 - ratio, ratio])
@@ -168,9 +164,7 @@ impl Resize {
                 let a = self.cubic_coeff_a;
                 if self.antialias && scale < 1.0 {
                     let start = (-2.0 / scale).floor() as i64 + 1;
-                    let w: Vec<f64> = (start..2 - start)
-                        .map(|i| cubic_weight(scale * (i as f64 - ratio), a))
-                        .collect();
+                    let w: Vec<f64> = (start..2 - start).map(|i| cubic_weight(scale * (i as f64 - ratio), a)).collect();
                     (start, normalized(w))
                 } else {
                     (-1, (-1..3).map(|i| cubic_weight(i as f64 - ratio, a)).collect())
@@ -180,12 +174,7 @@ impl Resize {
     }
 
     fn taps(&self, axis: usize, in_len: usize, out_len: usize) -> AxisTaps {
-        let mut t = AxisTaps {
-            start: vec![0],
-            idx: Vec::new(),
-            w: Vec::new(),
-            extrapolate: Vec::new(),
-        };
+        let mut t = AxisTaps { start: vec![0], idx: Vec::new(), w: Vec::new(), extrapolate: Vec::new() };
         for o in 0..out_len {
             match self.source_coord(axis, o, in_len, out_len) {
                 None => t.extrapolate.push(true),
@@ -193,11 +182,7 @@ impl Resize {
                     t.extrapolate.push(false);
                     // The base is the pixel left of x; ratio is in (0, 1].
                     let fl = x.floor();
-                    let (base, ratio) = if x == fl {
-                        (fl as i64 - 1, 1.0)
-                    } else {
-                        (fl as i64, x - fl)
-                    };
+                    let (base, ratio) = if x == fl { (fl as i64 - 1, 1.0) } else { (fl as i64, x - fl) };
                     let (first, mut w) = self.weights(ratio, self.scales[axis]);
                     let last = in_len as i64 - 1;
                     if self.exclude_outside && self.mode != ResizeMode::Nearest {
@@ -284,15 +269,7 @@ fn run_nearest(op: &Resize, x: &TensorView, out: &mut TensorViewMut) -> Result<(
     let maps: Vec<Vec<Option<usize>>> = (0..rank)
         .map(|a| {
             let t = op.taps(a, x.shape[a], op.sizes[a]);
-            (0..op.sizes[a])
-                .map(|o| {
-                    if t.extrapolate[o] {
-                        None
-                    } else {
-                        Some(t.idx[t.start[o]])
-                    }
-                })
-                .collect()
+            (0..op.sizes[a]).map(|o| if t.extrapolate[o] { None } else { Some(t.idx[t.start[o]]) }).collect()
         })
         .collect();
     let fill = scalar_bytes(x.dtype, op.extrapolation_value);
@@ -358,30 +335,16 @@ impl OpImpl for Resize {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "Resize")?;
         let r = x.shape.len();
-        ensure_op!(
-            self.scales.len() == r && self.sizes.len() == r,
-            "Resize: scales/sizes do not match {x}"
-        );
-        ensure_op!(
-            self.scales.iter().all(|&s| s > 0.0 && s.is_finite()),
-            "Resize: scales must be positive"
-        );
+        ensure_op!(self.scales.len() == r && self.sizes.len() == r, "Resize: scales/sizes do not match {x}");
+        ensure_op!(self.scales.iter().all(|&s| s > 0.0 && s.is_finite()), "Resize: scales must be positive");
         if self.coordinate_mode == CoordinateMode::TfCropAndResize {
-            ensure_op!(
-                self.roi.len() == 2 * r,
-                "Resize: tf_crop_and_resize needs a roi of {} values",
-                2 * r
-            );
+            ensure_op!(self.roi.len() == 2 * r, "Resize: tf_crop_and_resize needs a roi of {} values", 2 * r);
         }
         for (a, (&i, &o)) in x.shape.iter().zip(&self.sizes).enumerate() {
             ensure_op!(i > 0 || o == 0, "Resize: cannot resize empty axis {a} of {x} to {o}");
         }
         if self.mode != ResizeMode::Nearest {
-            ensure_op!(
-                x.dtype != DType::Bool,
-                "Resize: {:?} mode does not support bool",
-                self.mode
-            );
+            ensure_op!(x.dtype != DType::Bool, "Resize: {:?} mode does not support bool", self.mode);
         }
         Ok(vec![TensorType::new(x.dtype, self.sizes.clone())])
     }
@@ -434,12 +397,7 @@ mod tests {
     #[test]
     fn nearest_upsample_doubles() {
         let x = Tensor::from_vec(vec![1, 2], vec![1f32, 2.]).unwrap();
-        let mut op = resize(
-            ResizeMode::Nearest,
-            CoordinateMode::Asymmetric,
-            vec![1., 2.],
-            vec![1, 4],
-        );
+        let mut op = resize(ResizeMode::Nearest, CoordinateMode::Asymmetric, vec![1., 2.], vec![1, 4]);
         op.nearest_mode = NearestMode::Floor;
         let op: Op = op.into();
         let y = op.eval_owned(&[Some(&x)]).unwrap();

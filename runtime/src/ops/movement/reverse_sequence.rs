@@ -79,11 +79,7 @@ mod tests {
         // [time=3, batch=2]
         let x = Tensor::from_vec(vec![3, 2], vec![0f32, 10., 1., 11., 2., 12.]).unwrap();
         let lens = Tensor::from_vec(vec![2], vec![3i64, 2]).unwrap();
-        let op: Op = ReverseSequence {
-            batch_axis: 1,
-            time_axis: 0,
-        }
-        .into();
+        let op: Op = ReverseSequence { batch_axis: 1, time_axis: 0 }.into();
         let y = op.eval_owned(&[Some(&x), Some(&lens)]).unwrap();
         assert_eq!(y[0].as_slice::<f32>().unwrap(), &[2., 11., 1., 10., 0., 12.]);
     }
@@ -92,11 +88,7 @@ mod tests {
     fn rejects_too_long_sequences() {
         let x = Tensor::from_vec(vec![1, 2], vec![0f32, 1.]).unwrap();
         let lens = Tensor::from_vec(vec![1], vec![3i64]).unwrap();
-        let op: Op = ReverseSequence {
-            batch_axis: 0,
-            time_axis: 1,
-        }
-        .into();
+        let op: Op = ReverseSequence { batch_axis: 0, time_axis: 1 }.into();
         assert!(op.eval_owned(&[Some(&x), Some(&lens)]).is_err());
     }
 }

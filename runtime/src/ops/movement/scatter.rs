@@ -124,21 +124,9 @@ fn scatter(
 }
 
 fn check_types(op: &str, x: &TensorType, idx: &TensorType, upd: &TensorType, r: ScatterReduction) -> Result<()> {
-    ensure_op!(
-        matches!(idx.dtype, DType::I32 | DType::I64),
-        "{op}: indices must be i32 or i64, got {}",
-        idx.dtype
-    );
-    ensure_op!(
-        upd.dtype == x.dtype,
-        "{op}: updates are {}, data is {}",
-        upd.dtype,
-        x.dtype
-    );
-    ensure_op!(
-        r == ScatterReduction::None || x.dtype != DType::Bool,
-        "{op}: reduction {r:?} is not supported on bool tensors"
-    );
+    ensure_op!(matches!(idx.dtype, DType::I32 | DType::I64), "{op}: indices must be i32 or i64, got {}", idx.dtype);
+    ensure_op!(upd.dtype == x.dtype, "{op}: updates are {}, data is {}", upd.dtype, x.dtype);
+    ensure_op!(r == ScatterReduction::None || x.dtype != DType::Bool, "{op}: reduction {r:?} is not supported on bool tensors");
     Ok(())
 }
 
@@ -159,24 +147,11 @@ impl OpImpl for ScatterElements {
         let idx = input(inputs, 1, "ScatterElements")?;
         let upd = input(inputs, 2, "ScatterElements")?;
         check_types("ScatterElements", x, idx, upd, self.reduction)?;
-        ensure_op!(
-            upd.shape == idx.shape,
-            "ScatterElements: updates {upd} and indices {idx} differ in shape"
-        );
-        ensure_op!(
-            self.axis < x.shape.len(),
-            "ScatterElements: axis {} out of range for {x}",
-            self.axis
-        );
-        ensure_op!(
-            idx.shape.len() == x.shape.len(),
-            "ScatterElements: indices {idx} and data {x} differ in rank"
-        );
+        ensure_op!(upd.shape == idx.shape, "ScatterElements: updates {upd} and indices {idx} differ in shape");
+        ensure_op!(self.axis < x.shape.len(), "ScatterElements: axis {} out of range for {x}", self.axis);
+        ensure_op!(idx.shape.len() == x.shape.len(), "ScatterElements: indices {idx} and data {x} differ in rank");
         for d in 0..x.shape.len() {
-            ensure_op!(
-                d == self.axis || idx.shape[d] <= x.shape[d],
-                "ScatterElements: indices {idx} do not fit in data {x}"
-            );
+            ensure_op!(d == self.axis || idx.shape[d] <= x.shape[d], "ScatterElements: indices {idx} do not fit in data {x}");
         }
         Ok(vec![x.clone()])
     }
@@ -255,11 +230,7 @@ mod tests {
         let x = Tensor::from_vec(vec![1, 5], vec![1f32, 2., 3., 4., 5.]).unwrap();
         let i = Tensor::from_vec(vec![1, 2], vec![1i64, 1]).unwrap();
         let u = Tensor::from_vec(vec![1, 2], vec![1.1f32, 2.1]).unwrap();
-        let op: Op = ScatterElements {
-            axis: 1,
-            reduction: ScatterReduction::Add,
-        }
-        .into();
+        let op: Op = ScatterElements { axis: 1, reduction: ScatterReduction::Add }.into();
         let y = op.eval_owned(&[Some(&x), Some(&i), Some(&u)]).unwrap();
         assert_eq!(y[0].as_slice::<f32>().unwrap(), &[1., 5.2, 3., 4., 5.]);
     }
@@ -269,11 +240,7 @@ mod tests {
         let x = Tensor::from_vec(vec![3], vec![0i64, 0, 0]).unwrap();
         let i = Tensor::from_vec(vec![1], vec![-1i32]).unwrap();
         let u = Tensor::from_vec(vec![1], vec![7i64]).unwrap();
-        let op: Op = ScatterElements {
-            axis: 0,
-            reduction: ScatterReduction::None,
-        }
-        .into();
+        let op: Op = ScatterElements { axis: 0, reduction: ScatterReduction::None }.into();
         let y = op.eval_owned(&[Some(&x), Some(&i), Some(&u)]).unwrap();
         assert_eq!(y[0].as_slice::<i64>().unwrap(), &[0, 0, 7]);
     }
@@ -283,10 +250,7 @@ mod tests {
         let x = Tensor::from_vec(vec![3, 2], vec![0f32; 6]).unwrap();
         let i = Tensor::from_vec(vec![1, 1], vec![2i64]).unwrap();
         let u = Tensor::from_vec(vec![1, 2], vec![5f32, 6.]).unwrap();
-        let op: Op = ScatterND {
-            reduction: ScatterReduction::Max,
-        }
-        .into();
+        let op: Op = ScatterND { reduction: ScatterReduction::Max }.into();
         let y = op.eval_owned(&[Some(&x), Some(&i), Some(&u)]).unwrap();
         assert_eq!(y[0].as_slice::<f32>().unwrap(), &[0., 0., 0., 0., 5., 6.]);
         let bad = Tensor::from_vec(vec![1, 1], vec![3i64]).unwrap();

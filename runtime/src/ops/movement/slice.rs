@@ -48,11 +48,7 @@ pub fn resolve_range(start: i64, end: i64, step: i64, dim: usize) -> AxisRange {
     } else {
         0
     };
-    AxisRange {
-        start: s as usize,
-        step,
-        len: len as usize,
-    }
+    AxisRange { start: s as usize, step, len: len as usize }
 }
 
 impl Slice {
@@ -62,22 +58,11 @@ impl Slice {
             self.starts.len() == n && self.ends.len() == n && self.steps.len() == n,
             "Slice: axes, starts, ends and steps differ in length"
         );
-        let mut ranges: Vec<AxisRange> = shape
-            .iter()
-            .map(|&d| AxisRange {
-                start: 0,
-                step: 1,
-                len: d,
-            })
-            .collect();
+        let mut ranges: Vec<AxisRange> = shape.iter().map(|&d| AxisRange { start: 0, step: 1, len: d }).collect();
         let mut seen = vec![false; shape.len()];
         for i in 0..n {
             let a = self.axes[i];
-            ensure_op!(
-                a < shape.len() && !seen[a],
-                "Slice: axis {a} is out of range or repeated for rank {}",
-                shape.len()
-            );
+            ensure_op!(a < shape.len() && !seen[a], "Slice: axis {a} is out of range or repeated for rank {}", shape.len());
             seen[a] = true;
             ensure_op!(self.steps[i] != 0, "Slice: step 0 on axis {a}");
             ranges[a] = resolve_range(self.starts[i], self.ends[i], self.steps[i], shape[a]);
@@ -94,10 +79,7 @@ impl OpImpl for Slice {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "Slice")?;
         let ranges = self.ranges(&x.shape)?;
-        Ok(vec![TensorType::new(
-            x.dtype,
-            ranges.iter().map(|r| r.len).collect::<Vec<_>>(),
-        )])
+        Ok(vec![TensorType::new(x.dtype, ranges.iter().map(|r| r.len).collect::<Vec<_>>())])
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
@@ -108,11 +90,7 @@ impl OpImpl for Slice {
         let src_off = ranges.iter().zip(&in_strides).map(|(r, &s)| r.start as isize * s).sum();
         let plan = Strided {
             shape: ranges.iter().map(|r| r.len).collect(),
-            src_strides: ranges
-                .iter()
-                .zip(&in_strides)
-                .map(|(r, &s)| r.step as isize * s)
-                .collect(),
+            src_strides: ranges.iter().zip(&in_strides).map(|(r, &s)| r.step as isize * s).collect(),
             dst_strides: istrides(out.shape),
             src_off,
             dst_off: 0,
@@ -134,45 +112,16 @@ mod tests {
 
     #[test]
     fn clamps_like_onnx() {
-        assert_eq!(
-            resolve_range(1, 1000, 1, 10),
-            AxisRange {
-                start: 1,
-                step: 1,
-                len: 9
-            }
-        );
-        assert_eq!(
-            resolve_range(-1, i64::MIN, -1, 4),
-            AxisRange {
-                start: 3,
-                step: -1,
-                len: 4
-            }
-        );
+        assert_eq!(resolve_range(1, 1000, 1, 10), AxisRange { start: 1, step: 1, len: 9 });
+        assert_eq!(resolve_range(-1, i64::MIN, -1, 4), AxisRange { start: 3, step: -1, len: 4 });
         assert_eq!(resolve_range(1000, 1000, 1, 10).len, 0);
-        assert_eq!(
-            resolve_range(20, -20, -2, 5),
-            AxisRange {
-                start: 4,
-                step: -2,
-                len: 3
-            }
-        );
+        assert_eq!(resolve_range(20, -20, -2, 5), AxisRange { start: 4, step: -2, len: 3 });
     }
 
     #[test]
     fn slices_rows_and_columns() {
         let x = Tensor::from_vec(vec![3, 4], (0..12).map(|v| v as f32).collect()).unwrap();
-        let y = run(
-            &x,
-            Slice {
-                axes: vec![0, 1],
-                starts: vec![1, 0],
-                ends: vec![3, 3],
-                steps: vec![1, 2],
-            },
-        );
+        let y = run(&x, Slice { axes: vec![0, 1], starts: vec![1, 0], ends: vec![3, 3], steps: vec![1, 2] });
         assert_eq!(y.shape(), &[2, 2]);
         assert_eq!(y.as_slice::<f32>().unwrap(), &[4., 6., 8., 10.]);
     }
@@ -180,15 +129,7 @@ mod tests {
     #[test]
     fn negative_step_reverses() {
         let x = Tensor::from_vec(vec![2, 3], (0..6).map(|v| v as i32).collect()).unwrap();
-        let y = run(
-            &x,
-            Slice {
-                axes: vec![1],
-                starts: vec![-1],
-                ends: vec![i64::MIN],
-                steps: vec![-1],
-            },
-        );
+        let y = run(&x, Slice { axes: vec![1], starts: vec![-1], ends: vec![i64::MIN], steps: vec![-1] });
         assert_eq!(y.as_slice::<i32>().unwrap(), &[2, 1, 0, 5, 4, 3]);
     }
 }

@@ -21,18 +21,10 @@ impl OpImpl for Transpose {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "Transpose")?;
         let rank = x.shape.len();
-        ensure_op!(
-            self.perm.len() == rank,
-            "Transpose: perm {:?} does not match rank {rank}",
-            self.perm
-        );
+        ensure_op!(self.perm.len() == rank, "Transpose: perm {:?} does not match rank {rank}", self.perm);
         let mut seen = vec![false; rank];
         for &p in &self.perm {
-            ensure_op!(
-                p < rank && !seen[p],
-                "Transpose: perm {:?} is not a permutation",
-                self.perm
-            );
+            ensure_op!(p < rank && !seen[p], "Transpose: perm {:?} is not a permutation", self.perm);
             seen[p] = true;
         }
         let shape = self.perm.iter().map(|&p| x.shape[p]).collect::<Vec<_>>();
@@ -81,8 +73,6 @@ mod tests {
     #[test]
     fn rejects_bad_perm() {
         let op: Op = Transpose { perm: vec![0, 0] }.into();
-        assert!(op
-            .infer(&[Some(&TensorType::new(crate::DType::F32, vec![2, 2]))])
-            .is_err());
+        assert!(op.infer(&[Some(&TensorType::new(crate::DType::F32, vec![2, 2]))]).is_err());
     }
 }

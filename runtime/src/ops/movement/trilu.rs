@@ -38,11 +38,7 @@ impl OpImpl for Trilu {
             for i in 0..n {
                 // The columns to zero in row i, as a half-open range.
                 let edge = i as i64 + self.k;
-                let (lo, hi) = if self.upper {
-                    (0, edge.clamp(0, m as i64))
-                } else {
-                    ((edge + 1).clamp(0, m as i64), m as i64)
-                };
+                let (lo, hi) = if self.upper { (0, edge.clamp(0, m as i64)) } else { ((edge + 1).clamp(0, m as i64), m as i64) };
                 let start = (b * n + i) * row;
                 out.bytes[start + lo as usize * esize..start + hi.max(lo) as usize * esize].fill(0);
             }
@@ -60,10 +56,7 @@ mod tests {
     fn run(upper: bool, k: i64) -> Vec<i32> {
         let x = Tensor::from_vec(vec![3, 3], (1..=9).collect::<Vec<i32>>()).unwrap();
         let op: Op = Trilu { upper, k }.into();
-        op.eval_owned(&[Some(&x)]).unwrap()[0]
-            .as_slice::<i32>()
-            .unwrap()
-            .to_vec()
+        op.eval_owned(&[Some(&x)]).unwrap()[0].as_slice::<i32>().unwrap().to_vec()
     }
 
     #[test]

@@ -48,10 +48,7 @@ impl OpImpl for HalfIo {
         let wide: Vec<Option<TensorType>> = inputs.iter().map(|t| t.map(widen_type)).collect();
         let refs: Vec<Option<&TensorType>> = wide.iter().map(|t| t.as_ref()).collect();
         let outs = self.inner.infer(&refs)?;
-        Ok(outs
-            .into_iter()
-            .map(|t| if t.dtype == DType::F32 { TensorType::new(DType::F16, t.shape) } else { t })
-            .collect())
+        Ok(outs.into_iter().map(|t| if t.dtype == DType::F32 { TensorType::new(DType::F16, t.shape) } else { t }).collect())
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {

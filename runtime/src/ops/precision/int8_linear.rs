@@ -30,7 +30,9 @@ pub enum Int8Output {
     F32,
     F16,
     /// Requantized with this per-tensor scale, for a consumer that reads int8.
-    Int8 { scale: f32 },
+    Int8 {
+        scale: f32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -214,8 +216,8 @@ pub fn requantize(v: f32, scale: f32) -> i8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::fused::Activation;
     use crate::ops::elementwise::UnaryKind;
+    use crate::ops::fused::Activation;
     use crate::ops::linalg::MatMul;
     use crate::ops::Op;
 

@@ -50,23 +50,12 @@ impl ScaleLayout {
                 scale.len() == 1 && scale[0] == axis_len,
                 "{op}: scale shape {scale:?} does not fit input {x:?} along axis {axis}"
             );
-            return Ok(ScaleLayout {
-                outer,
-                axis_len,
-                inner,
-                block: 1,
-                outer_stride: 0,
-                axis_stride: 1,
-                inner_stride: 0,
-            });
+            return Ok(ScaleLayout { outer, axis_len, inner, block: 1, outer_stride: 0, axis_stride: 1, inner_stride: 0 });
         }
         let blocks = axis_len.div_ceil(block_size);
         let fits = scale.len() == x.len()
             && scale.iter().zip(x).enumerate().all(|(d, (&s, &v))| if d == axis { s == blocks } else { s == v });
-        ensure_op!(
-            fits,
-            "{op}: scale shape {scale:?} does not fit input {x:?} with block_size {block_size} on axis {axis}"
-        );
+        ensure_op!(fits, "{op}: scale shape {scale:?} does not fit input {x:?} with block_size {block_size} on axis {axis}");
         Ok(ScaleLayout {
             outer,
             axis_len,

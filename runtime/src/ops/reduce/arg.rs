@@ -41,13 +41,7 @@ impl OpImpl for ArgMinMax {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, self.name())?;
         ensure_op!(x.dtype != DType::Bool, "{}: bool inputs are not supported", self.name());
-        ensure_op!(
-            self.axis < x.shape.len(),
-            "{}: axis {} out of range for rank {}",
-            self.name(),
-            self.axis,
-            x.shape.len()
-        );
+        ensure_op!(self.axis < x.shape.len(), "{}: axis {} out of range for rank {}", self.name(), self.axis, x.shape.len());
         let mut shape = x.shape.clone();
         let n = shape[self.axis];
         if self.keepdims {
@@ -84,13 +78,7 @@ fn better<T: Element>(v: T, best: T, max: bool, last: bool) -> bool {
     strictly || (last && v == best)
 }
 
-fn arg<T: Element>(
-    x: TensorView,
-    ys: &mut [i64],
-    (outer, n, inner): (usize, usize, usize),
-    max: bool,
-    last: bool,
-) -> Result<()> {
+fn arg<T: Element>(x: TensorView, ys: &mut [i64], (outer, n, inner): (usize, usize, usize), max: bool, last: bool) -> Result<()> {
     let xs = x.as_slice::<T>()?;
     if ys.is_empty() {
         return Ok(());

@@ -70,13 +70,7 @@ impl OpImpl for BatchNorm {
 }
 
 /// `y = x * a[c] + b[c]` over `[N, C, spatial]`, computed in f64.
-pub(super) fn scale_shift<T: Element>(
-    x: TensorView,
-    y: &mut TensorViewMut,
-    a: &[f64],
-    b: &[f64],
-    spatial: usize,
-) -> Result<()> {
+pub(super) fn scale_shift<T: Element>(x: TensorView, y: &mut TensorViewMut, a: &[f64], b: &[f64], spatial: usize) -> Result<()> {
     let xs = x.as_slice::<T>()?;
     let ys = y.as_mut_slice::<T>()?;
     for_each_channel_block(xs, ys, a.len(), spatial, |xb, yb, c| {
@@ -99,13 +93,7 @@ pub(super) fn scale_shift_f32(xs: &[f32], ys: &mut [f32], a: &[f64], b: &[f64], 
 
 /// Calls `f(x_block, y_block, channel)` for each contiguous block of
 /// `spatial` elements of a `[N, C, spatial]` tensor.
-fn for_each_channel_block<T>(
-    xs: &[T],
-    ys: &mut [T],
-    c: usize,
-    spatial: usize,
-    mut f: impl FnMut(&[T], &mut [T], usize),
-) {
+fn for_each_channel_block<T>(xs: &[T], ys: &mut [T], c: usize, spatial: usize, mut f: impl FnMut(&[T], &mut [T], usize)) {
     if spatial == 0 || c == 0 {
         return;
     }

@@ -159,9 +159,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let n = t - ROUND;
     let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
     let z = r * r;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
-        * r
-        + 0.5;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r + 0.5;
     let e = p * z + r + 1.0;
     // 2^n for n in [-126, 128]: build the exponent bits. The integer n sits
     // in the low mantissa bits of t (read as bits rather than with `as`,

@@ -83,8 +83,7 @@ impl OpImpl for LayerNorm {
         let mut out = vec![x.clone()];
         if let Some(dtype) = self.stats_dtype {
             ensure_op!(dtype.is_float(), "LayerNorm: statistics dtype must be a float type, got {dtype}");
-            let shape: Vec<usize> =
-                x.shape.iter().enumerate().map(|(i, &d)| if i < self.axis { d } else { 1 }).collect();
+            let shape: Vec<usize> = x.shape.iter().enumerate().map(|(i, &d)| if i < self.axis { d } else { 1 }).collect();
             out.push(TensorType::new(dtype, shape.clone()));
             out.push(TensorType::new(dtype, shape));
         }

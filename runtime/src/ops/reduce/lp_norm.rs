@@ -45,12 +45,7 @@ impl OpImpl for LpNorm {
     }
 }
 
-fn lp_norm<T: Element>(
-    x: TensorView,
-    y: &mut TensorViewMut,
-    (outer, n, inner): (usize, usize, usize),
-    p: u32,
-) -> Result<()> {
+fn lp_norm<T: Element>(x: TensorView, y: &mut TensorViewMut, (outer, n, inner): (usize, usize, usize), p: u32) -> Result<()> {
     let xs = x.as_slice::<T>()?;
     let ys = y.as_mut_slice::<T>()?;
     for o in 0..outer {

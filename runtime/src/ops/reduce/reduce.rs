@@ -105,13 +105,7 @@ impl OpImpl for Reduce {
 }
 
 /// Folds `g(x)` of every input element into `acc[output]` with `combine`.
-fn accumulate<T: Element, A: Copy>(
-    plan: &ReducePlan,
-    xs: &[T],
-    acc: &mut [A],
-    g: impl Fn(T) -> A,
-    combine: impl Fn(A, A) -> A,
-) {
+fn accumulate<T: Element, A: Copy>(plan: &ReducePlan, xs: &[T], acc: &mut [A], g: impl Fn(T) -> A, combine: impl Fn(A, A) -> A) {
     let len = plan.run_len;
     if plan.run_reduced {
         plan.for_each_run(|xo, oo| {

@@ -62,13 +62,7 @@ impl OpImpl for Softmax {
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, self.name())?;
         ensure_op!(x.dtype.is_float(), "{}: expected a float tensor, got {}", self.name(), x.dtype);
-        ensure_op!(
-            self.axis < x.shape.len(),
-            "{}: axis {} out of range for rank {}",
-            self.name(),
-            self.axis,
-            x.shape.len()
-        );
+        ensure_op!(self.axis < x.shape.len(), "{}: axis {} out of range for rank {}", self.name(), self.axis, x.shape.len());
         Ok(vec![x.clone()])
     }
 
@@ -81,12 +75,7 @@ impl OpImpl for Softmax {
         match (self.kind, x.dtype, dims.2) {
             (SoftmaxKind::Hardmax, d, _) => float_dispatch!(d, self.name(), hardmax(x, y, dims)),
             (kind, DType::F32, 1) => {
-                softmax_rows_f32(
-                    x.as_slice::<f32>()?,
-                    y.as_mut_slice::<f32>()?,
-                    dims.1,
-                    kind == SoftmaxKind::LogSoftmax,
-                );
+                softmax_rows_f32(x.as_slice::<f32>()?, y.as_mut_slice::<f32>()?, dims.1, kind == SoftmaxKind::LogSoftmax);
                 Ok(())
             }
             (SoftmaxKind::Softmax, DType::F32, _) => {

@@ -42,9 +42,8 @@ fn dropout(ctx: &mut Ctx) -> Result<Vec<Port>> {
         let t = ctx.require_const(2, "training_mode")?;
         let training = t.to_f64_vec().first().copied().unwrap_or(0.0) != 0.0;
         // With ratio 0, training-mode Dropout drops nothing: the identity.
-        let ratio_zero = training
-            && ctx.opt_input(1).is_some()
-            && ctx.require_const(1, "ratio")?.to_f64_vec().first() == Some(&0.0);
+        let ratio_zero =
+            training && ctx.opt_input(1).is_some() && ctx.require_const(1, "ratio")?.to_f64_vec().first() == Some(&0.0);
         if training && !ratio_zero {
             bail!("Dropout in training mode is not supported (it is random); export the model in eval mode");
         }

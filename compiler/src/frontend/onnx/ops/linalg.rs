@@ -127,13 +127,7 @@ fn group(ctx: &Ctx) -> Result<usize> {
 /// (whose weight is input `weight`).
 pub(super) fn conv_op(ctx: &Ctx, input: usize, weight: usize) -> Result<Conv> {
     let w = window(ctx, kernel_shape(ctx, weight)?, &spatial(ctx, input)?)?;
-    Ok(Conv {
-        kernel_shape: w.kernel_shape,
-        strides: w.strides,
-        pads: w.pads,
-        dilations: w.dilations,
-        group: group(ctx)?,
-    })
+    Ok(Conv { kernel_shape: w.kernel_shape, strides: w.strides, pads: w.pads, dilations: w.dilations, group: group(ctx)? })
 }
 
 fn conv(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -170,9 +164,7 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let mode = auto_pad(ctx)?;
     // The output size before padding is removed, per axis.
     let full: Vec<i64> = (0..n)
-        .map(|d| {
-            (strides[d] * input[d].saturating_sub(1) + output_padding[d] + (kernel[d] - 1) * dilations[d] + 1) as i64
-        })
+        .map(|d| (strides[d] * input[d].saturating_sub(1) + output_padding[d] + (kernel[d] - 1) * dilations[d] + 1) as i64)
         .collect();
     let wanted: Option<Vec<i64>> = match ctx.attrs.ints("output_shape")? {
         Some(s) if s.len() == n + 2 => Some(s[2..].to_vec()),
@@ -180,9 +172,7 @@ fn conv_transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
             ensure!(s.len() == n, "output_shape {s:?} must have {n} entries");
             Some(s)
         }
-        None if mode == "SAME_UPPER" || mode == "SAME_LOWER" => {
-            Some((0..n).map(|d| (input[d] * strides[d]) as i64).collect())
-        }
+        None if mode == "SAME_UPPER" || mode == "SAME_LOWER" => Some((0..n).map(|d| (input[d] * strides[d]) as i64).collect()),
         None => None,
     };
     let mut pads = vec![0usize; 2 * n];
@@ -317,10 +307,9 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<Port>> {
         index_shape.push(full - pads);
     }
     let output_shape: Vec<usize> = match ctx.opt_const_ints(2, "output_shape")? {
-        Some(s) => s
-            .into_iter()
-            .map(|d| usize::try_from(d).map_err(|_| anyhow!("negative output_shape")))
-            .collect::<Result<_>>()?,
+        Some(s) => {
+            s.into_iter().map(|d| usize::try_from(d).map_err(|_| anyhow!("negative output_shape"))).collect::<Result<_>>()?
+        }
         None => index_shape.clone(),
     };
     let (x, i) = (ctx.input(0)?, ctx.input(1)?);

@@ -10,8 +10,8 @@ use crate::frontend::onnx::proto;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
 use trtc_runtime::ops::reduce::{
-    ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LpNorm, Lrn, Mvn, Reduce, ReduceKind,
-    Softmax, SoftmaxKind, TopK,
+    ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LpNorm, Lrn, Mvn, Reduce, ReduceKind, Softmax,
+    SoftmaxKind, TopK,
 };
 use trtc_runtime::ops::util::{normalize_axes, normalize_axis};
 
@@ -71,8 +71,7 @@ fn reduce(ctx: &mut Ctx, kind: ReduceKind) -> Result<Vec<Port>> {
         _ if flag(ctx, "noop_with_empty_axes", false)? => {
             // The identity, except that reductions like SumSquare still
             // apply their per-element part.
-            if matches!(kind, ReduceKind::Sum | ReduceKind::Mean | ReduceKind::Max | ReduceKind::Min | ReduceKind::Prod)
-            {
+            if matches!(kind, ReduceKind::Sum | ReduceKind::Mean | ReduceKind::Max | ReduceKind::Min | ReduceKind::Prod) {
                 return Ok(vec![x]);
             }
             Vec::new()
@@ -246,13 +245,7 @@ mod tests {
 
     /// Imports a one-node model whose inputs are all initializers (so the
     /// node folds to constants) and returns its outputs.
-    fn fold(
-        op_type: &str,
-        opset: i64,
-        inits: Vec<pb::TensorProto>,
-        attrs: Vec<(&str, Attr)>,
-        outputs: usize,
-    ) -> Vec<Tensor> {
+    fn fold(op_type: &str, opset: i64, inits: Vec<pb::TensorProto>, attrs: Vec<(&str, Attr)>, outputs: usize) -> Vec<Tensor> {
         let out_names: Vec<String> = (0..outputs).map(|i| format!("y{i}")).collect();
         let node = pb::NodeProto {
             name: "n".into(),

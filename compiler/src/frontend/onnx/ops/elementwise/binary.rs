@@ -10,9 +10,7 @@ use trtc_runtime::ops::util::broadcast_shapes;
 use trtc_runtime::DType;
 
 pub fn register(r: &mut Registry) {
-    for op in
-        ["Add", "Sub", "Mul", "Div", "Mod", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift"]
-    {
+    for op in ["Add", "Sub", "Mul", "Div", "Mod", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift"] {
         r.add(op, binary);
     }
     for op in ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"] {

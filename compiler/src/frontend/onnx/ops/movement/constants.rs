@@ -23,9 +23,7 @@ pub fn register(r: &mut Registry) {
 /// The constant value of input `i`, whose values decide `op`'s output shape
 /// (a runtime tensor is an error: trtc's shapes are static).
 fn data_input(ctx: &Ctx, i: usize, op: &str) -> Result<Tensor> {
-    Ok(ctx
-        .require_const(i, &format!("its values decide the shape of {op}'s output"))?
-        .clone())
+    Ok(ctx.require_const(i, &format!("its values decide the shape of {op}'s output"))?.clone())
 }
 
 fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -46,18 +44,10 @@ fn scalar(t: &Tensor, what: &str) -> Result<f64> {
 }
 
 fn range(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let (start, limit, delta) = (
-        data_input(ctx, 0, "Range")?,
-        data_input(ctx, 1, "Range")?,
-        data_input(ctx, 2, "Range")?,
-    );
+    let (start, limit, delta) = (data_input(ctx, 0, "Range")?, data_input(ctx, 1, "Range")?, data_input(ctx, 2, "Range")?);
     let dtype = start.dtype();
     let t = if dtype.is_float() {
-        let (s, l, d) = (
-            scalar(&start, "start")?,
-            scalar(&limit, "limit")?,
-            scalar(&delta, "delta")?,
-        );
+        let (s, l, d) = (scalar(&start, "start")?, scalar(&limit, "limit")?, scalar(&delta, "delta")?);
         if d == 0.0 || !d.is_finite() || !s.is_finite() || !l.is_finite() {
             bail!("invalid Range({s}, {l}, {d})");
         }
@@ -78,11 +68,7 @@ fn range(ctx: &mut Ctx) -> Result<Vec<Port>> {
             bail!("Range delta cannot be 0");
         }
         let span = l as i128 - s as i128;
-        let n = if (span > 0) == (d > 0) && span != 0 {
-            (span.abs() + d.abs() as i128 - 1) / d.abs() as i128
-        } else {
-            0
-        };
+        let n = if (span > 0) == (d > 0) && span != 0 { (span.abs() + d.abs() as i128 - 1) / d.abs() as i128 } else { 0 };
         check_constant_size(n as usize, dtype)?;
         let values: Vec<f64> = (0..n as i64).map(|i| (s + i * d) as f64).collect();
         if dtype == DType::I64 {
@@ -96,9 +82,7 @@ fn range(ctx: &mut Ctx) -> Result<Vec<Port>> {
 
 fn eye_like(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let ty = ctx.input_ty(0)?.clone();
-    let &[n, m] = ty.shape.as_slice() else {
-        bail!("EyeLike needs a 2-D input, got {ty}")
-    };
+    let &[n, m] = ty.shape.as_slice() else { bail!("EyeLike needs a 2-D input, got {ty}") };
     let dtype = match ctx.attrs.int("dtype")? {
         Some(d) => proto::dtype(d as i32)?,
         None => ty.dtype,
@@ -120,13 +104,7 @@ fn non_zero(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = data_input(ctx, 0, "NonZero")?;
     let shape = x.shape().to_vec();
     let strides = trtc_runtime::ops::util::strides(&shape);
-    let hits: Vec<usize> = x
-        .to_f64_vec()
-        .iter()
-        .enumerate()
-        .filter(|(_, &v)| v != 0.0)
-        .map(|(i, _)| i)
-        .collect();
+    let hits: Vec<usize> = x.to_f64_vec().iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(i, _)| i).collect();
     let r = shape.len();
     let mut out = vec![0i64; r * hits.len()];
     for (k, &flat) in hits.iter().enumerate() {
@@ -148,12 +126,7 @@ fn unique(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let (outer, n, inner, a) = match ctx.attrs.int("axis")? {
         Some(a) => {
             let a = super::axis(a, shape.len())?;
-            (
-                shape[..a].iter().product(),
-                shape[a],
-                shape[a + 1..].iter().product(),
-                Some(a),
-            )
+            (shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product(), Some(a))
         }
         None => (1usize, x.len(), 1usize, None),
     };
@@ -161,17 +134,11 @@ fn unique(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let esize = x.dtype().size();
     // Slice i: for each outer block, `inner` elements.
     let key = |i: usize| -> Vec<f64> {
-        (0..outer)
-            .flat_map(|o| values[(o * n + i) * inner..(o * n + i + 1) * inner].iter().copied())
-            .collect()
+        (0..outer).flat_map(|o| values[(o * n + i) * inner..(o * n + i + 1) * inner].iter().copied()).collect()
     };
     let keys: Vec<Vec<f64>> = (0..n).map(key).collect();
     let cmp = |p: &Vec<f64>, q: &Vec<f64>| -> Ordering {
-        p.iter()
-            .zip(q)
-            .map(|(a, b)| a.total_cmp(b))
-            .find(|o| o.is_ne())
-            .unwrap_or(Ordering::Equal)
+        p.iter().zip(q).map(|(a, b)| a.total_cmp(b)).find(|o| o.is_ne()).unwrap_or(Ordering::Equal)
     };
     // First occurrences in order of appearance.
     let mut firsts: Vec<usize> = Vec::new();
@@ -184,9 +151,7 @@ fn unique(ctx: &mut Ctx) -> Result<Vec<Port>> {
         firsts.sort_by(|&p, &q| cmp(&keys[p], &keys[q]));
     }
     let u = firsts.len();
-    let inverse: Vec<i64> = (0..n)
-        .map(|i| firsts.iter().position(|&f| keys[f] == keys[i]).unwrap_or(0) as i64)
-        .collect();
+    let inverse: Vec<i64> = (0..n).map(|i| firsts.iter().position(|&f| keys[f] == keys[i]).unwrap_or(0) as i64).collect();
     let mut counts = vec![0i64; u];
     for &j in &inverse {
         counts[j as usize] += 1;
@@ -212,10 +177,5 @@ fn unique(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let indices = Tensor::from_vec(vec![u], firsts.iter().map(|&f| f as i64).collect())?;
     let inverse = Tensor::from_vec(vec![n], inverse)?;
     let counts = Tensor::from_vec(vec![u], counts)?;
-    Ok(vec![
-        ctx.constant(y),
-        ctx.constant(indices),
-        ctx.constant(inverse),
-        ctx.constant(counts),
-    ])
+    Ok(vec![ctx.constant(y), ctx.constant(indices), ctx.constant(inverse), ctx.constant(counts)])
 }

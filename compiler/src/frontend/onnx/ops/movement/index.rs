@@ -8,8 +8,8 @@ use crate::frontend::onnx::ops::Registry;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
 use trtc_runtime::ops::movement::{
-    Concat, Gather, GatherElements, GatherND, OneHot, ReverseSequence, ScatterElements, ScatterND, ScatterReduction,
-    Slice, Split, Trilu,
+    Concat, Gather, GatherElements, GatherND, OneHot, ReverseSequence, ScatterElements, ScatterND, ScatterReduction, Slice,
+    Split, Trilu,
 };
 use trtc_runtime::Tensor;
 
@@ -60,24 +60,12 @@ fn slice(ctx: &mut Ctx) -> Result<Vec<Port>> {
     if steps.contains(&0) {
         bail!("slice step cannot be 0");
     }
-    Ok(vec![ctx.op1(
-        Slice {
-            axes: ax,
-            starts,
-            ends,
-            steps,
-        },
-        &[Some(x)],
-    )?])
+    Ok(vec![ctx.op1(Slice { axes: ax, starts, ends, steps }, &[Some(x)])?])
 }
 
 fn concat(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let inputs: Vec<Option<Port>> = (0..ctx.num_inputs()).map(|i| ctx.opt_input(i)).collect();
-    let first = inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| anyhow!("Concat needs inputs"))?;
+    let first = inputs.first().copied().flatten().ok_or_else(|| anyhow!("Concat needs inputs"))?;
     let rank = ctx.ty(first).shape.len();
     let default = if ctx.opset < 4 { 1 } else { i64::MIN };
     let a = ctx.attrs.int_or("axis", default)?;
@@ -105,11 +93,7 @@ fn split(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let sizes = match given {
         Some(s) => dims(&s, "split")?,
         None => {
-            let n = ctx
-                .attrs
-                .int("num_outputs")?
-                .map(|n| n as usize)
-                .unwrap_or(ctx.node.output.len());
+            let n = ctx.attrs.int("num_outputs")?.map(|n| n as usize).unwrap_or(ctx.node.output.len());
             if n == 0 {
                 bail!("Split needs at least one output");
             }
@@ -133,18 +117,13 @@ fn gather(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn gather_elements(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let a = axis(ctx.attrs.int_or("axis", 0)?, ctx.ty(x).shape.len())?;
-    Ok(vec![
-        ctx.op1(GatherElements { axis: a }, &[Some(x), Some(ctx.input(1)?)])?
-    ])
+    Ok(vec![ctx.op1(GatherElements { axis: a }, &[Some(x), Some(ctx.input(1)?)])?])
 }
 
 fn gather_nd(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let b = ctx.attrs.int_or("batch_dims", 0)?;
     let batch_dims = usize::try_from(b).map_err(|_| anyhow!("batch_dims must be non-negative, got {b}"))?;
-    Ok(vec![ctx.op1(
-        GatherND { batch_dims },
-        &[Some(ctx.input(0)?), Some(ctx.input(1)?)],
-    )?])
+    Ok(vec![ctx.op1(GatherND { batch_dims }, &[Some(ctx.input(0)?), Some(ctx.input(1)?)])?])
 }
 
 fn reduction(ctx: &Ctx) -> Result<ScatterReduction> {
@@ -161,21 +140,13 @@ fn reduction(ctx: &Ctx) -> Result<ScatterReduction> {
 fn scatter_elements(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let a = axis(ctx.attrs.int_or("axis", 0)?, ctx.ty(x).shape.len())?;
-    let op = ScatterElements {
-        axis: a,
-        reduction: reduction(ctx)?,
-    };
+    let op = ScatterElements { axis: a, reduction: reduction(ctx)? };
     Ok(vec![ctx.op1(op, &[Some(x), Some(ctx.input(1)?), Some(ctx.input(2)?)])?])
 }
 
 fn scatter_nd(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let op = ScatterND {
-        reduction: reduction(ctx)?,
-    };
-    Ok(vec![ctx.op1(
-        op,
-        &[Some(ctx.input(0)?), Some(ctx.input(1)?), Some(ctx.input(2)?)],
-    )?])
+    let op = ScatterND { reduction: reduction(ctx)? };
+    Ok(vec![ctx.op1(op, &[Some(ctx.input(0)?), Some(ctx.input(1)?), Some(ctx.input(2)?)])?])
 }
 
 /// Compress keeps the slices whose condition is true. The condition decides
@@ -196,12 +167,7 @@ fn compress(ctx: &mut Ctx) -> Result<Vec<Port>> {
     if cond.len() > dim {
         bail!("condition has {} entries for a dimension of {dim}", cond.len());
     }
-    let keep: Vec<i64> = cond
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c != 0)
-        .map(|(i, _)| i as i64)
-        .collect();
+    let keep: Vec<i64> = cond.iter().enumerate().filter(|(_, &c)| c != 0).map(|(i, _)| i as i64).collect();
     let idx = ctx.constant(Tensor::from_vec(vec![keep.len()], keep)?);
     Ok(vec![ctx.op1(Gather { axis: a }, &[Some(x), Some(idx)])?])
 }
@@ -218,9 +184,7 @@ fn trilu(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn one_hot(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let idx = ctx.input(0)?;
     let depth = ctx.require_const(1, "depth")?.to_f64_vec();
-    let &[depth] = depth.as_slice() else {
-        bail!("depth must have one element")
-    };
+    let &[depth] = depth.as_slice() else { bail!("depth must have one element") };
     if !(depth >= 1.0) || depth > (1u64 << 40) as f64 {
         bail!("invalid depth {depth}");
     }
@@ -230,10 +194,7 @@ fn one_hot(ctx: &mut Ctx) -> Result<Vec<Port>> {
     if a < 0 || a > rank {
         bail!("axis {a} out of range for indices of rank {rank}");
     }
-    let op = OneHot {
-        depth: depth as usize,
-        axis: a as usize,
-    };
+    let op = OneHot { depth: depth as usize, axis: a as usize };
     Ok(vec![ctx.op1(op, &[Some(idx), Some(ctx.input(2)?)])?])
 }
 

@@ -47,10 +47,7 @@ fn ints_attr_or_input(ctx: &Ctx, attr: &str, i: usize, since: i64) -> Result<Opt
 
 /// Non-negative dimensions from a constant shape-like list.
 fn dims(values: &[i64], what: &str) -> Result<Vec<usize>> {
-    values
-        .iter()
-        .map(|&v| usize::try_from(v).map_err(|_| anyhow!("{what} has a negative value {v}")))
-        .collect()
+    values.iter().map(|&v| usize::try_from(v).map_err(|_| anyhow!("{what} has a negative value {v}"))).collect()
 }
 
 /// Reshapes `x` to `shape` (a no-op when it already has that shape).

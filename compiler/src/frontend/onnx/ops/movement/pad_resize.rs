@@ -32,24 +32,13 @@ fn pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let mode = pad_mode(ctx)?;
     let (given, value, ax) = if ctx.opset < 11 {
         let name = if ctx.opset < 2 { "paddings" } else { "pads" };
-        let pads = ctx
-            .attrs
-            .ints(name)?
-            .ok_or_else(|| anyhow!("missing attribute '{name}'"))?;
+        let pads = ctx.attrs.ints(name)?.ok_or_else(|| anyhow!("missing attribute '{name}'"))?;
         let v = ctx.attrs.float_or("value", 0.0)? as f64;
-        let value = if v != 0.0 {
-            Some(ctx.constant(tensor_from_f64(ty.dtype, vec![], &[v])?))
-        } else {
-            None
-        };
+        let value = if v != 0.0 { Some(ctx.constant(tensor_from_f64(ty.dtype, vec![], &[v])?)) } else { None };
         (pads, value, None)
     } else {
         let pads = ctx.require_const(1, "pads")?.to_i64_vec()?;
-        let ax = if ctx.opset >= 18 {
-            ctx.opt_const_ints(3, "axes")?
-        } else {
-            None
-        };
+        let ax = if ctx.opset >= 18 { ctx.opt_const_ints(3, "axes")? } else { None };
         (pads, ctx.opt_input(2), ax)
     };
     let ax = match ax {
@@ -104,13 +93,7 @@ fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
     if pads.iter().all(|&p| p == 0) {
         return Ok(vec![x]);
     }
-    Ok(vec![ctx.op1(
-        Pad {
-            pads,
-            mode: PadMode::Constant,
-        },
-        &[Some(x), None],
-    )?])
+    Ok(vec![ctx.op1(Pad { pads, mode: PadMode::Constant }, &[Some(x), None])?])
 }
 
 fn coordinate_mode(s: &str) -> Result<CoordinateMode> {
@@ -218,24 +201,11 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let mode = resize_mode(&a.string("mode")?.unwrap_or_else(|| "nearest".into()))?;
     let (coordinate_mode, nearest, scales, sizes, roi) = if ctx.opset < 11 {
         // Resize-10 behaves like Upsample.
-        (
-            CoordinateMode::Asymmetric,
-            NearestMode::Floor,
-            opt_floats(ctx, 1, "scales")?,
-            None,
-            None,
-        )
+        (CoordinateMode::Asymmetric, NearestMode::Floor, opt_floats(ctx, 1, "scales")?, None, None)
     } else {
-        let cm = coordinate_mode(
-            &a.string("coordinate_transformation_mode")?
-                .unwrap_or_else(|| "half_pixel".into()),
-        )?;
+        let cm = coordinate_mode(&a.string("coordinate_transformation_mode")?.unwrap_or_else(|| "half_pixel".into()))?;
         let nm = nearest_mode(&a.string("nearest_mode")?.unwrap_or_else(|| "round_prefer_floor".into()))?;
-        let roi = if cm == CoordinateMode::TfCropAndResize {
-            opt_floats(ctx, 1, "roi")?
-        } else {
-            None
-        };
+        let roi = if cm == CoordinateMode::TfCropAndResize { opt_floats(ctx, 1, "roi")? } else { None };
         let sizes = match ctx.opt_input(3) {
             Some(_) => Some(ctx.require_const(3, "sizes")?.to_i64_vec()?).filter(|s| !s.is_empty()),
             None => None,
@@ -291,19 +261,11 @@ fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
         if shape.len() != 4 {
             bail!("Upsample-1 needs a 4-D input, got {shape:?}");
         }
-        let h = ctx
-            .attrs
-            .float("height_scale")?
-            .ok_or_else(|| anyhow!("missing attribute 'height_scale'"))?;
-        let w = ctx
-            .attrs
-            .float("width_scale")?
-            .ok_or_else(|| anyhow!("missing attribute 'width_scale'"))?;
+        let h = ctx.attrs.float("height_scale")?.ok_or_else(|| anyhow!("missing attribute 'height_scale'"))?;
+        let w = ctx.attrs.float("width_scale")?.ok_or_else(|| anyhow!("missing attribute 'width_scale'"))?;
         Some(vec![1.0, 1.0, h as f64, w as f64])
     } else if ctx.opset < 9 {
-        ctx.attrs
-            .floats("scales")?
-            .map(|v| v.into_iter().map(|s| s as f64).collect())
+        ctx.attrs.floats("scales")?.map(|v| v.into_iter().map(|s| s as f64).collect())
     } else {
         opt_floats(ctx, 1, "scales")?
     };

@@ -34,9 +34,8 @@ pub(super) fn resolve_reshape(input: &[usize], spec: &[i64], allowzero: bool) ->
     for (i, &s) in spec.iter().enumerate() {
         match s {
             0 if !allowzero => {
-                let d = input
-                    .get(i)
-                    .ok_or_else(|| anyhow!("shape {spec:?}: 0 at position {i} has no input dimension to copy"))?;
+                let d =
+                    input.get(i).ok_or_else(|| anyhow!("shape {spec:?}: 0 at position {i} has no input dimension to copy"))?;
                 out.push(*d);
             }
             -1 => {
@@ -68,9 +67,7 @@ pub(super) fn resolve_reshape(input: &[usize], spec: &[i64], allowzero: bool) ->
 fn reshape(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let spec = if ctx.opset < 5 {
-        ctx.attrs
-            .ints("shape")?
-            .ok_or_else(|| anyhow!("missing attribute 'shape'"))?
+        ctx.attrs.ints("shape")?.ok_or_else(|| anyhow!("missing attribute 'shape'"))?
     } else {
         ctx.require_const(1, "shape")?.to_i64_vec()?
     };
@@ -104,11 +101,7 @@ fn squeeze(ctx: &mut Ctx) -> Result<Vec<Port>> {
             if let Some(&bad) = a.iter().find(|&&i| s[i] != 1) {
                 bail!("cannot squeeze axis {bad} of size {} in {s:?}", s[bad]);
             }
-            s.iter()
-                .enumerate()
-                .filter(|(i, _)| !a.contains(i))
-                .map(|(_, &d)| d)
-                .collect()
+            s.iter().enumerate().filter(|(i, _)| !a.contains(i)).map(|(_, &d)| d).collect()
         }
     };
     Ok(vec![reshape_to(ctx, x, shape)?])
@@ -121,9 +114,7 @@ fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let rank = s.len() + a.len();
     let a = axes(&a, rank)?;
     let mut rest = s.iter();
-    let shape = (0..rank)
-        .map(|i| if a.contains(&i) { Some(1) } else { rest.next().copied() })
-        .collect::<Option<Vec<_>>>();
+    let shape = (0..rank).map(|i| if a.contains(&i) { Some(1) } else { rest.next().copied() }).collect::<Option<Vec<_>>>();
     let shape = shape.ok_or_else(|| anyhow!("bad axes for Unsqueeze"))?;
     Ok(vec![reshape_to(ctx, x, shape)?])
 }
@@ -175,9 +166,7 @@ fn tile(ctx: &mut Ctx) -> Result<Vec<Port>> {
         // Tile-1: `tiles` copies along one `axis`.
         let tiles = ctx.require_const(1, "tiles")?.to_i64_vec()?;
         let a = ctx.require_const(2, "axis")?.to_i64_vec()?;
-        let (Some(&t), Some(&a)) = (tiles.first(), a.first()) else {
-            bail!("Tile-1 needs scalar tiles and axis")
-        };
+        let (Some(&t), Some(&a)) = (tiles.first(), a.first()) else { bail!("Tile-1 needs scalar tiles and axis") };
         let mut r = vec![1i64; rank];
         r[axis(a, rank)?] = t;
         r
@@ -203,13 +192,8 @@ fn shuffle(ctx: &mut Ctx, x: Port, split: Vec<usize>, perm: Vec<usize>, out: Vec
 
 fn nchw_and_block(ctx: &Ctx) -> Result<([usize; 4], usize)> {
     let s = &ctx.input_ty(0)?.shape;
-    let &[n, c, h, w] = s.as_slice() else {
-        bail!("expected a 4-D input, got {s:?}")
-    };
-    let b = ctx
-        .attrs
-        .int("blocksize")?
-        .ok_or_else(|| anyhow!("missing attribute 'blocksize'"))?;
+    let &[n, c, h, w] = s.as_slice() else { bail!("expected a 4-D input, got {s:?}") };
+    let b = ctx.attrs.int("blocksize")?.ok_or_else(|| anyhow!("missing attribute 'blocksize'"))?;
     if b <= 0 {
         bail!("blocksize must be positive, got {b}");
     }
