@@ -18,7 +18,22 @@ cargo build --quiet --bin trtc
 for t in onnx_build engine_load npz_read cache_parse; do
   [ -d "fuzz/regressions/$t" ] && cp -f fuzz/regressions/$t/* "fuzz/corpus/$t/" 2>/dev/null || true
 done
+passed=0
+failed=0
 for t in onnx_build engine_load npz_read cache_parse; do
-  echo "fuzzing $t for ${seconds}s"
-  (cd fuzz && cargo fuzz run -s none "$t" "corpus/$t" -- -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=1048576 2>&1 | tail -n 4)
+  log="fuzz/artifacts/$t.log"
+  mkdir -p fuzz/artifacts
+  if (cd fuzz && cargo fuzz run -s none "$t" "corpus/$t" -- -max_total_time="$seconds" -rss_limit_mb=4096 \
+        -max_len=1048576 -print_final_stats=1) >"$log" 2>&1; then
+    # libFuzzer's closing line: "Done 123456 runs in 60 second(s)".
+    runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -n 1 | cut -d' ' -f2)
+    echo "fuzz $t: ${runs:-?} runs in ${seconds}s, no findings"
+    passed=$((passed + 1))
+  else
+    echo "fuzz $t: FAILED (input kept under fuzz/artifacts/$t/; the log's end follows)"
+    tail -n 40 "$log"
+    failed=$((failed + 1))
+  fi
 done
+echo "fuzz: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

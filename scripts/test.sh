@@ -1,9 +1,31 @@
 #!/usr/bin/env bash
-# Runs every test on a fresh machine: fetches what the tests need, then
-# `cargo test` over the whole workspace (no GPU needed).
+# Runs every check on a fresh machine: fetches what the tests need, checks
+# formatting, lints and the module layering, fuzzes each parser of untrusted
+# input for TRTC_FUZZ_SECONDS (default 60) per target, then `cargo test` over
+# the whole workspace (no GPU needed). Arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-conformance.sh
 bash scripts/fetch-nvrtc.sh
 export TRTC_NVRTC_PATH="$PWD/.cache/nvrtc/nvidia/cu13/lib"
+
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all --check
+else
+  echo "rustfmt is not installed: the formatting check is skipped (1 check skipped)"
+fi
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+else
+  echo "clippy is not installed: the lint check is skipped (1 check skipped)"
+fi
+cargo xtask layers
+
+fuzz_seconds=${TRTC_FUZZ_SECONDS:-60}
+if [ "$fuzz_seconds" -gt 0 ]; then
+  bash scripts/fuzz.sh "$fuzz_seconds"
+else
+  echo "TRTC_FUZZ_SECONDS=0: fuzzing skipped (4 targets skipped)"
+fi
+
 cargo test --workspace --locked "$@"

@@ -593,8 +593,7 @@ fn cmd_compare(a: CompareArgs) -> Result<()> {
         );
         worst = if d.shape_ok { worst.max(d.max_rel_to_scale) } else { f64::INFINITY };
     }
-    // Written so that a NaN error fails too.
-    if !(worst <= a.tolerance) {
+    if worst.is_nan() || worst > a.tolerance {
         bail!("outputs differ by {worst:.3e} relative to their scale, above the tolerance {:.1e}", a.tolerance);
     }
     println!("outputs match (tolerance {:.1e})", a.tolerance);

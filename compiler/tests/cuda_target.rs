@@ -141,9 +141,7 @@ mod tuning {
     }
 
     fn build(tuning: TuningOptions) -> anyhow::Result<trtc::build::Built> {
-        let mut opts = BuildOptions::default();
-        opts.target = Target::Cuda { sm: 90, gpu_name: None };
-        opts.tuning = tuning;
+        let opts = BuildOptions { target: Target::Cuda { sm: 90, gpu_name: None }, tuning, ..Default::default() };
         trtc::build::build_file(&model(), &opts)
     }
 

@@ -22,7 +22,7 @@ fn corrupted_models_fail_cleanly() {
         for _ in 0..150 {
             let mut b = original.clone();
             // A few random bytes flipped, or the file cut short.
-            if rng.next_u64() % 4 == 0 {
+            if rng.next_u64().is_multiple_of(4) {
                 b.truncate((rng.next_u64() as usize) % b.len());
             } else {
                 for _ in 0..1 + rng.next_u64() % 4 {

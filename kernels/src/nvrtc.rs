@@ -47,7 +47,8 @@ fn ensure_loaded() -> Result<()> {
             let lib = dir.join("libnvrtc.so.13");
             if lib.is_file() {
                 // Preload the builtins too: NVRTC dlopens them by bare name.
-                for extra in ["libnvrtc-builtins.so.13.0"] {
+                {
+                    let extra = "libnvrtc-builtins.so.13.0";
                     let p = dir.join(extra);
                     if p.is_file() {
                         // SAFETY: loading a shared library runs its

@@ -101,7 +101,7 @@ impl KernelTable {
                     Some(t) if t <= MAX_BLOCK_THREADS as u64 => {}
                     _ => return bad(format!("layer {} has a block of {:?} threads", layer.name, l.block)),
                 }
-                if l.grid.iter().any(|&g| g == 0) || l.grid[1] > 65535 || l.grid[2] > 65535 {
+                if l.grid.contains(&0) || l.grid[1] > 65535 || l.grid[2] > 65535 {
                     return bad(format!("layer {} has a grid of {:?}", layer.name, l.grid));
                 }
                 if l.shared_bytes > MAX_DYNAMIC_SHARED_BYTES {

@@ -18,6 +18,9 @@ use crate::source::{tokenize, Spanned, Token};
 /// A module's path from the crate root (`[]` is the root).
 pub type ModPath = Vec<String>;
 
+/// One child module and the siblings it uses.
+pub type ChildUses = (String, Vec<String>);
+
 /// One module: where it is defined and its children in declaration order.
 #[derive(Debug, Default)]
 pub struct Module {
@@ -105,7 +108,7 @@ impl Crate {
 
     /// For each module with children: the children in declaration order, each
     /// with the siblings it uses.
-    pub fn sibling_graph(&self) -> Vec<(ModPath, Vec<(String, Vec<String>)>)> {
+    pub fn sibling_graph(&self) -> Vec<(ModPath, Vec<ChildUses>)> {
         let mut out = Vec::new();
         for (path, module) in &self.modules {
             if module.children.len() < 2 {

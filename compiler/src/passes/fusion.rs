@@ -326,7 +326,7 @@ impl Pass for SiblingMatMulMerge {
                     }
                     match b {
                         Some(b) => b_cat.extend_from_slice(b.as_slice::<f32>()?),
-                        None => b_cat.extend(std::iter::repeat(0f32).take(nn)),
+                        None => b_cat.extend(std::iter::repeat_n(0f32, nn)),
                     }
                     col += nn;
                 }

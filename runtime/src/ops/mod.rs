@@ -148,7 +148,7 @@ macro_rules! op_family {
 }
 
 /// Fetches input `i`, failing when it is absent or out of range.
-pub fn input<'a, T: Copy>(inputs: &[Option<T>], i: usize, op: &str) -> Result<T> {
+pub fn input<T: Copy>(inputs: &[Option<T>], i: usize, op: &str) -> Result<T> {
     match inputs.get(i) {
         Some(Some(t)) => Ok(*t),
         _ => Err(crate::error::Error::op(format!("{op}: missing input {i}"))),

@@ -173,6 +173,7 @@ mod tests {
     use crate::tensor::Tensor;
 
     /// Attention computed directly from its definition, in f64.
+    #[allow(clippy::too_many_arguments)]
     fn naive(q: &[f32], k: &[f32], v: &[f32], mask: &[f32], b: usize, s: usize, h: usize, d: usize, scale: f64) -> Vec<f64> {
         let hd = h * d;
         let mut out = vec![0f64; b * s * hd];

@@ -38,7 +38,7 @@ impl Linear {
     }
 
     /// The inputs the product itself reads (Conv and Gemm take the bias).
-    fn product_inputs<'a, T: Copy>(&self, inputs: &'a [Option<T>]) -> Vec<Option<T>> {
+    fn product_inputs<T: Copy>(&self, inputs: &[Option<T>]) -> Vec<Option<T>> {
         match self.kind {
             LinearKind::Conv(_) | LinearKind::Gemm(_) => {
                 vec![

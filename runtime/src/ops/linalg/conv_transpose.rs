@@ -66,7 +66,10 @@ impl ConvTranspose {
         ensure_op!(x.len() == r + 2 && w.len() == r + 2, "{op}: input {x:?} and weight {w:?} must have rank {}", r + 2);
         ensure_op!(w[2..] == self.kernel_shape[..], "{op}: weight {w:?} does not match kernel_shape {:?}", self.kernel_shape);
         let g = self.group;
-        ensure_op!(g >= 1 && x[1] == w[0] && x[1] % g == 0, "{op}: input {x:?} does not fit weight {w:?} with group {g}");
+        ensure_op!(
+            g >= 1 && x[1] == w[0] && x[1].is_multiple_of(g),
+            "{op}: input {x:?} does not fit weight {w:?} with group {g}"
+        );
         let (n, c, m) = (x[0], x[1], w[1] * g);
         if let Some(b) = b {
             ensure_op!(b == [m], "{op}: bias shape {b:?} must be [{m}]");

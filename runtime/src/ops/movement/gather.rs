@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn gather_nd_with_batch_dims() {
-        let x = Tensor::from_vec(vec![2, 2, 2], (0..8).map(|v| v as i32).collect()).unwrap();
+        let x = Tensor::from_vec(vec![2, 2, 2], (0..8).collect()).unwrap();
         let i = Tensor::from_vec(vec![2, 1], vec![1i64, 0]).unwrap();
         let op: Op = GatherND { batch_dims: 1 }.into();
         let y = op.eval_owned(&[Some(&x), Some(&i)]).unwrap();

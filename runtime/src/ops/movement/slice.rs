@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn negative_step_reverses() {
-        let x = Tensor::from_vec(vec![2, 3], (0..6).map(|v| v as i32).collect()).unwrap();
+        let x = Tensor::from_vec(vec![2, 3], (0..6).collect()).unwrap();
         let y = run(&x, Slice { axes: vec![1], starts: vec![-1], ends: vec![i64::MIN], steps: vec![-1] });
         assert_eq!(y.as_slice::<i32>().unwrap(), &[2, 1, 0, 5, 4, 3]);
     }

@@ -88,9 +88,9 @@ fn window(ctx: &Ctx, kernel_shape: Vec<usize>, input: &[usize]) -> Result<Window
         }
         "VALID" => {}
         mode @ ("SAME_UPPER" | "SAME_LOWER") => {
-            for d in 0..n {
-                let out = input[d].div_ceil(w.strides[d]);
-                let total = ((out.max(1) - 1) * w.strides[d] + w.span(d)).saturating_sub(input[d]);
+            for (d, &size) in input.iter().enumerate() {
+                let out = size.div_ceil(w.strides[d]);
+                let total = ((out.max(1) - 1) * w.strides[d] + w.span(d)).saturating_sub(size);
                 let small = total / 2;
                 let (begin, end) = if mode == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
                 w.pads[d] = begin;

@@ -185,7 +185,7 @@ fn one_hot(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let idx = ctx.input(0)?;
     let depth = ctx.require_const(1, "depth")?.to_f64_vec();
     let &[depth] = depth.as_slice() else { bail!("depth must have one element") };
-    if !(depth >= 1.0) || depth > (1u64 << 40) as f64 {
+    if depth.is_nan() || depth < 1.0 || depth > (1u64 << 40) as f64 {
         bail!("invalid depth {depth}");
     }
     let rank = ctx.ty(idx).shape.len() as i64;

@@ -155,7 +155,7 @@ fn scales_and_sizes(
                 bail!("{} scales for {} axes", s.len(), ax.len());
             }
             for (&a, &v) in ax.iter().zip(&s) {
-                if !(v > 0.0) || !v.is_finite() {
+                if !v.is_finite() || v <= 0.0 {
                     bail!("scale {v} must be positive");
                 }
                 full_scales[a] = v;

@@ -53,7 +53,7 @@ pub(super) fn resolve_reshape(input: &[usize], spec: &[i64], allowzero: bool) ->
             bail!("shape {spec:?} mixes -1 with 0 under allowzero");
         }
         let known: usize = out.iter().product();
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             bail!("cannot reshape {input:?} to {spec:?}");
         }
         out[i] = total / known;
