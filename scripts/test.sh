@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check on a fresh machine: fetches what the tests need, checks
+# Runs every check on a fresh machine: fetches what the tests need (the
+# ONNX conformance suite, NVRTC, a venv with tritonclient), checks
 # formatting, lints and the module layering, fuzzes each parser of untrusted
 # input for TRTC_FUZZ_SECONDS (default 60) per target, then `cargo test` over
 # the whole workspace (no GPU needed). Arguments go to `cargo test`.
@@ -7,7 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-conformance.sh
 bash scripts/fetch-nvrtc.sh
+bash scripts/fetch-tritonclient.sh
 export TRTC_NVRTC_PATH="$PWD/.cache/nvrtc/nvidia/cu13/lib"
+export TRTC_TRITONCLIENT_PYTHON="$PWD/.cache/tritonclient/bin/python"
 
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all --check

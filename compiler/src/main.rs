@@ -29,6 +29,11 @@ enum Command {
     /// Runs INT8 calibration only and writes the calibration cache
     /// (TensorRT's text format).
     Calibrate(CalibrateArgs),
+    /// Serves engines to Triton's clients over HTTP (KServe v2), from a model
+    /// repository or one engine. Runs `trtc-serve` (the trtc-server crate),
+    /// installed beside `trtc`; `trtc serve --help` lists its flags.
+    #[command(disable_help_flag = true)]
+    Serve(ServeArgs),
     /// The GPU test suite (see `trtc::gpu_check`): every testdata model on
     /// the CUDA executor against the CPU executor.
     #[command(hide = true)]
@@ -39,6 +44,13 @@ enum Command {
 struct GpuCheckArgs {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Everything after `serve`, passed to `trtc-serve` unchanged.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<std::ffi::OsString>,
 }
 
 /// Calibration flags shared by `build --int8` and `calibrate`.
@@ -563,6 +575,21 @@ fn random_inputs(bindings: &[trtc_runtime::BindingInfo], seed: u64) -> Result<Ve
     bindings.iter().map(|b| Ok((b.name.clone(), trtc::random::tensor(&b.ty, seed)?))).collect()
 }
 
+/// `trtc serve`: replaces this process by `trtc-serve` from the same
+/// folder, so that signals (SIGTERM for a graceful stop) reach the server
+/// itself. The compiler does not link the server: it depends on the runtime,
+/// never the other way round.
+fn cmd_serve(a: ServeArgs) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let me = std::env::current_exe().context("cannot find the trtc executable")?;
+    let server = me.with_file_name("trtc-serve");
+    if !server.is_file() {
+        bail!("trtc serve needs {} (build it with `cargo build -p trtc-server`, or install it beside trtc)", server.display());
+    }
+    let e = std::process::Command::new(&server).args(&a.args).exec();
+    Err(anyhow!("cannot run {}: {e}", server.display()))
+}
+
 fn cmd_inspect(a: InspectArgs) -> Result<()> {
     if a.version_only {
         let bytes = trtc_runtime::file::read(&a.engine).context("cannot read the engine")?;
@@ -763,6 +790,7 @@ fn main() {
         Command::Compare(a) => cmd_compare(a),
         Command::Bench(a) => cmd_bench(a),
         Command::Calibrate(a) => cmd_calibrate(a),
+        Command::Serve(a) => cmd_serve(a),
         Command::GpuCheck(a) => std::process::exit(trtc::gpu_check::main(a.args)),
     })
     .unwrap_or_else(|e| Err(anyhow!("internal error: {} (please report it)", trtc::panic_message(e.as_ref()))));

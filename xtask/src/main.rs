@@ -11,8 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The crate roots checked, relative to the workspace root.
-const CRATE_ROOTS: &[&str] =
-    &["runtime/src/lib.rs", "kernels/src/lib.rs", "compiler/src/lib.rs", "compiler/src/main.rs", "xtask/src/main.rs"];
+const CRATE_ROOTS: &[&str] = &[
+    "runtime/src/lib.rs",
+    "kernels/src/lib.rs",
+    "compiler/src/lib.rs",
+    "compiler/src/main.rs",
+    "server/src/lib.rs",
+    "server/src/main.rs",
+    "xtask/src/main.rs",
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -1,0 +1,421 @@
+//! The HTTP front end: KServe v2 REST endpoints as Triton serves them, with
+//! Triton's binary tensor extension in both directions (the JSON header's
+//! length in `Inference-Header-Content-Length`, each binary tensor's size in
+//! its `binary_data_size` parameter, binary outputs asked for with
+//! `binary_data` or `binary_data_output`). Errors are `{"error": "..."}`
+//! with a 4xx status for the client's mistakes and 5xx for the server's.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tokio::sync::oneshot;
+use trtc_runtime::Tensor;
+
+use crate::metrics::{micros, Metrics};
+use crate::protocol::{check_input, decode_tensor, tensor_to_json, Datatype, ErrorKind, ServeError, ServeResult, TensorData};
+use crate::repository::{printable, LoadedModel, Repository, VersionState};
+use crate::scheduler::Job;
+
+/// The header that gives the JSON part's length in a binary request or
+/// response.
+pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// What the handlers share.
+pub struct Service {
+    pub repository: Repository,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Limits on what a client may send.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    /// The largest request body, JSON and binary data together.
+    pub max_body_bytes: usize,
+}
+
+/// The inference endpoints (`/v2/...`).
+pub fn router(service: Arc<Service>, limits: HttpLimits) -> Router {
+    Router::new()
+        .route("/v2", get(server_metadata))
+        .route("/v2/health/live", get(live))
+        .route("/v2/health/ready", get(ready))
+        .route("/v2/repository/index", post(repository_index))
+        .route("/v2/models/{model}", get(model_metadata))
+        .route("/v2/models/{model}/ready", get(model_ready))
+        .route("/v2/models/{model}/config", get(model_config))
+        .route("/v2/models/{model}/infer", post(infer))
+        .route("/v2/models/{model}/versions/{version}", get(model_metadata_v))
+        .route("/v2/models/{model}/versions/{version}/ready", get(model_ready_v))
+        .route("/v2/models/{model}/versions/{version}/config", get(model_config_v))
+        .route("/v2/models/{model}/versions/{version}/infer", post(infer_v))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .with_state(service)
+}
+
+/// The metrics endpoint (`/metrics`), served on its own port as Triton does.
+pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(m): State<Arc<Metrics>>| async move {
+                ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], m.render())
+            }),
+        )
+        .fallback(not_found)
+        .with_state(metrics)
+}
+
+fn error(e: ServeError) -> Response {
+    let status = match e.kind {
+        ErrorKind::InvalidArgument => StatusCode::BAD_REQUEST,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, Json(json!({ "error": e.message }))).into_response()
+}
+
+async fn not_found() -> Response {
+    error(ServeError::not_found("no such endpoint"))
+}
+
+async fn live() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn ready(State(s): State<Arc<Service>>) -> Response {
+    if s.repository.is_ready() {
+        StatusCode::OK.into_response()
+    } else {
+        error(ServeError::unavailable("not every model is ready"))
+    }
+}
+
+async fn server_metadata() -> Json<Value> {
+    Json(json!({
+        "name": "trtc",
+        "version": trtc_runtime::engine::TRTC_VERSION,
+        "extensions": ["binary_tensor_data", "model_configuration"],
+    }))
+}
+
+async fn repository_index(State(s): State<Arc<Service>>) -> Json<Value> {
+    let mut index = Vec::new();
+    for (name, entry) in &s.repository.models {
+        if let Some(e) = &entry.error {
+            index.push(json!({ "name": name, "state": "UNAVAILABLE", "reason": e }));
+        }
+        for (v, state) in &entry.versions {
+            index.push(match state {
+                VersionState::Ready(_) => json!({ "name": name, "version": v.to_string(), "state": "READY" }),
+                VersionState::Unavailable(e) => {
+                    json!({ "name": name, "version": v.to_string(), "state": "UNAVAILABLE", "reason": e })
+                }
+            });
+        }
+    }
+    Json(Value::Array(index))
+}
+
+fn metadata(s: &Service, model: &str, version: Option<&str>) -> ServeResult<Value> {
+    let m = s.repository.get(model, version)?;
+    let versions: Vec<String> = match version {
+        Some(_) => vec![m.version.to_string()],
+        None => s.repository.models[model]
+            .versions
+            .iter()
+            .filter(|(_, v)| matches!(v, VersionState::Ready(_)))
+            .map(|(n, _)| n.to_string())
+            .collect(),
+    };
+    let tensors = |bindings: &[trtc_runtime::BindingInfo]| -> Vec<Value> {
+        bindings
+            .iter()
+            .map(|b| json!({ "name": b.name, "datatype": Datatype::of(b.ty.dtype).name(), "shape": b.ty.shape }))
+            .collect()
+    };
+    Ok(json!({
+        "name": m.name,
+        "versions": versions,
+        "platform": "trtc_engine",
+        "inputs": tensors(m.engine.inputs()),
+        "outputs": tensors(m.engine.outputs()),
+    }))
+}
+
+async fn model_metadata(State(s): State<Arc<Service>>, Path(model): Path<String>) -> Response {
+    metadata(&s, &model, None).map_or_else(error, |v| Json(v).into_response())
+}
+
+async fn model_metadata_v(State(s): State<Arc<Service>>, Path((model, version)): Path<(String, String)>) -> Response {
+    metadata(&s, &model, Some(&version)).map_or_else(error, |v| Json(v).into_response())
+}
+
+fn readiness(s: &Service, model: &str, version: Option<&str>) -> Response {
+    match s.repository.get(model, version) {
+        Ok(_) => StatusCode::OK.into_response(),
+        Err(e) => error(e),
+    }
+}
+
+async fn model_ready(State(s): State<Arc<Service>>, Path(model): Path<String>) -> Response {
+    readiness(&s, &model, None)
+}
+
+async fn model_ready_v(State(s): State<Arc<Service>>, Path((model, version)): Path<(String, String)>) -> Response {
+    readiness(&s, &model, Some(&version))
+}
+
+fn config(s: &Service, model: &str, version: Option<&str>) -> ServeResult<Value> {
+    let m = s.repository.get(model, version)?;
+    Ok(m.config.to_json(&m.instance_groups))
+}
+
+async fn model_config(State(s): State<Arc<Service>>, Path(model): Path<String>) -> Response {
+    config(&s, &model, None).map_or_else(error, |v| Json(v).into_response())
+}
+
+async fn model_config_v(State(s): State<Arc<Service>>, Path((model, version)): Path<(String, String)>) -> Response {
+    config(&s, &model, Some(&version)).map_or_else(error, |v| Json(v).into_response())
+}
+
+async fn infer(
+    State(s): State<Arc<Service>>,
+    Path(model): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    infer_any(&s, &model, None, &headers, body).await
+}
+
+async fn infer_v(
+    State(s): State<Arc<Service>>,
+    Path((model, version)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    infer_any(&s, &model, Some(&version), &headers, body).await
+}
+
+async fn infer_any(
+    s: &Service,
+    model: &str,
+    version: Option<&str>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let arrived = Instant::now();
+    let m = match s.repository.get(model, version) {
+        Ok(m) => m,
+        Err(e) => return error(e),
+    };
+    let result = match body {
+        Ok(body) => infer_on(&m, headers, &body).await,
+        Err(rejection) => {
+            let status = rejection.status();
+            let e = ServeError::invalid(format!("cannot read the request body: {}", rejection.body_text()));
+            m.metrics.failure.inc();
+            let mut r = error(e);
+            *r.status_mut() = status;
+            return r;
+        }
+    };
+    match result {
+        Ok(response) => {
+            m.metrics.success.inc();
+            m.metrics.request_duration.inc_by(micros(arrived.elapsed()));
+            response
+        }
+        Err(e) => {
+            m.metrics.failure.inc();
+            error(e)
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RequestJson {
+    id: Option<String>,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+    inputs: Vec<InputJson>,
+    outputs: Option<Vec<OutputJson>>,
+}
+
+#[derive(Deserialize)]
+struct InputJson {
+    name: String,
+    shape: Vec<i64>,
+    datatype: String,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+    data: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct OutputJson {
+    name: String,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+}
+
+fn bool_parameter(p: &Map<String, Value>, key: &str, what: &str) -> ServeResult<Option<bool>> {
+    match p.get(key) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(ServeError::invalid(format!("{what}: parameter '{key}' must be true or false, got {v}"))),
+    }
+}
+
+async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeResult<Response> {
+    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
+        if enc.as_bytes() != b"identity" {
+            return Err(ServeError::invalid(format!(
+                "Content-Encoding {} is not supported; send the request uncompressed",
+                printable(&String::from_utf8_lossy(enc.as_bytes()))
+            )));
+        }
+    }
+    let json_len = match headers.get(HEADER_LENGTH) {
+        None => body.len(),
+        Some(v) => {
+            let n: usize = v
+                .to_str()
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .ok_or_else(|| ServeError::invalid("Inference-Header-Content-Length is not a number"))?;
+            if n > body.len() {
+                return Err(ServeError::invalid(format!(
+                    "Inference-Header-Content-Length {n} is larger than the body of {} bytes",
+                    body.len()
+                )));
+            }
+            n
+        }
+    };
+    let request: RequestJson = serde_json::from_slice(&body[..json_len])
+        .map_err(|e| ServeError::invalid(format!("malformed inference request: {e}")))?;
+    let mut binary = &body[json_len..];
+
+    // Inputs: each one of the engine's, once, of its type and shape.
+    let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(request.inputs.len());
+    for i in &request.inputs {
+        let Some(b) = m.input(&i.name) else {
+            let names: Vec<&str> = m.engine.inputs().iter().map(|b| b.name.as_str()).collect();
+            return Err(ServeError::invalid(format!("unknown input '{}'; the model's inputs are {names:?}", printable(&i.name))));
+        };
+        if inputs.iter().any(|(n, _)| *n == i.name) {
+            return Err(ServeError::invalid(format!("input '{}' is given twice", i.name)));
+        }
+        let ty = check_input(b, &i.datatype, &i.shape)?;
+        let data = match (i.parameters.get("binary_data_size"), &i.data) {
+            (Some(size), None) => {
+                let size = size.as_u64().ok_or_else(|| {
+                    ServeError::invalid(format!("input '{}': binary_data_size must be an unsigned integer", i.name))
+                })?;
+                if size > binary.len() as u64 {
+                    return Err(ServeError::invalid(format!(
+                        "input '{}': binary_data_size {size} is more than the {} bytes of binary data left in the body",
+                        i.name,
+                        binary.len()
+                    )));
+                }
+                let (this, rest) = binary.split_at(size as usize);
+                binary = rest;
+                TensorData::Raw(this)
+            }
+            (None, Some(data)) => TensorData::Json(data),
+            (Some(_), Some(_)) => {
+                return Err(ServeError::invalid(format!("input '{}' has both 'data' and binary_data_size", i.name)));
+            }
+            (None, None) => return Err(ServeError::invalid(format!("input '{}' has no 'data' and no binary_data_size", i.name))),
+        };
+        inputs.push((i.name.clone(), decode_tensor(&i.name, &ty, data)?));
+    }
+    if !binary.is_empty() {
+        return Err(ServeError::invalid(format!("{} bytes of binary data after the last binary input", binary.len())));
+    }
+    if let Some(missing) = m.engine.inputs().iter().find(|b| !inputs.iter().any(|(n, _)| *n == b.name)) {
+        return Err(ServeError::invalid(format!("missing input '{}'", missing.name)));
+    }
+
+    // Outputs: the requested ones (all when none are named), each in JSON or
+    // binary form.
+    let binary_default = bool_parameter(&request.parameters, "binary_data_output", "the request")?.unwrap_or(false);
+    let wanted: Vec<(String, bool)> = match &request.outputs {
+        None => m.engine.outputs().iter().map(|b| (b.name.clone(), binary_default)).collect(),
+        Some(outs) => {
+            let mut w: Vec<(String, bool)> = Vec::new();
+            for o in outs {
+                if m.output(&o.name).is_none() {
+                    let names: Vec<&str> = m.engine.outputs().iter().map(|b| b.name.as_str()).collect();
+                    return Err(ServeError::invalid(format!(
+                        "unknown output '{}'; the model's outputs are {names:?}",
+                        printable(&o.name)
+                    )));
+                }
+                if w.iter().any(|(n, _)| *n == o.name) {
+                    return Err(ServeError::invalid(format!("output '{}' is requested twice", o.name)));
+                }
+                if o.parameters.contains_key("classification") {
+                    return Err(ServeError::invalid(format!(
+                        "output '{}': the classification extension is not supported",
+                        o.name
+                    )));
+                }
+                let bin =
+                    bool_parameter(&o.parameters, "binary_data", &format!("output '{}'", o.name))?.unwrap_or(binary_default);
+                w.push((o.name.clone(), bin));
+            }
+            w
+        }
+    };
+
+    let (reply, answer) = oneshot::channel();
+    m.scheduler.submit(Job { inputs, enqueued: Instant::now(), reply })?;
+    let outputs = answer.await.map_err(|_| ServeError::internal("the instance stopped before answering"))??;
+
+    let mut header_outputs = Vec::with_capacity(wanted.len());
+    let mut blobs: Vec<&[u8]> = Vec::new();
+    for (name, bin) in &wanted {
+        let t = &outputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| ServeError::internal(format!("the execution gave no output '{name}'")))?
+            .1;
+        let mut o = json!({ "name": name, "datatype": Datatype::of(t.dtype()).name(), "shape": t.shape() });
+        if *bin {
+            o["parameters"] = json!({ "binary_data_size": t.bytes().len() });
+            blobs.push(t.bytes());
+        } else {
+            o["data"] = tensor_to_json(t);
+        }
+        header_outputs.push(o);
+    }
+    let mut head = json!({ "model_name": m.name, "model_version": m.version.to_string(), "outputs": header_outputs });
+    if let Some(id) = &request.id {
+        head["id"] = json!(id);
+    }
+    let head = serde_json::to_vec(&head).map_err(|e| ServeError::internal(format!("cannot encode the response: {e}")))?;
+    if blobs.is_empty() {
+        return Ok(([(header::CONTENT_TYPE, "application/json")], head).into_response());
+    }
+    let mut body = head.clone();
+    for b in blobs {
+        body.extend_from_slice(b);
+    }
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    r.headers_mut().insert(HEADER_LENGTH, HeaderValue::from(head.len()));
+    Ok(r)
+}

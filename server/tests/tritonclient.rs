@@ -1,0 +1,254 @@
+//! `trtc serve` against the real `tritonclient` (PyPI, in the venv that
+//! `scripts/fetch-tritonclient.sh` makes): a model repository of several
+//! models and versions is built here, the server is started on free
+//! loopback ports, and `tritonclient_check.py` checks every endpoint, JSON
+//! and binary tensors of several types, error answers, malformed traffic, a
+//! bounded load and a shutdown with requests in flight, each answer against
+//! the CPU executor's output for the same input.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tract_onnx::pb;
+use trtc::build::{build_file, BuildOptions};
+use trtc_runtime::{Engine, Tensor};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("server/ is in the workspace").to_path_buf()
+}
+
+fn python() -> PathBuf {
+    let p = std::env::var_os("TRTC_TRITONCLIENT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".cache/tritonclient/bin/python"));
+    assert!(p.exists(), "{} is missing: run `bash scripts/fetch-tritonclient.sh` (scripts/test.sh does)", p.display());
+    p
+}
+
+// The small ONNX model builders the compiler's tests use.
+#[path = "../../compiler/tests/common/mod.rs"]
+mod common;
+use common::{encode, model, node, value_info};
+
+use common::{F32 as FLOAT, I64 as INT64};
+const BOOL: i32 = 9;
+const FLOAT16: i32 = 10;
+
+/// FP16, INT64 and BOOL tensors in and out, three outputs.
+fn types_model() -> Vec<u8> {
+    encode(&model(
+        vec![
+            node("Add", "add", &["a", "a"], &["a2"]),
+            node("Mul", "mul", &["b", "b"], &["b2"]),
+            node("Not", "not", &["c"], &["not_c"]),
+        ],
+        vec![value_info("a", FLOAT16, &[2, 3]), value_info("b", INT64, &[2, 3]), value_info("c", BOOL, &[2, 3])],
+        vec![value_info("a2", FLOAT16, &[2, 3]), value_info("b2", INT64, &[2, 3]), value_info("not_c", BOOL, &[2, 3])],
+        vec![],
+    ))
+}
+
+/// A chain of 512x512 MatMuls with Relu, slow enough on the CPU executor
+/// (tens of milliseconds) that requests are still in flight when the server
+/// is told to stop.
+fn slow_model(layers: usize) -> Vec<u8> {
+    let n = 512;
+    let mut nodes = Vec::new();
+    let mut init = Vec::new();
+    let mut x = "x".to_string();
+    for l in 0..layers {
+        let w: Vec<f32> = (0..n * n).map(|i| ((i * 7 + l * 13) % 17) as f32 / 17.0 - 0.5).collect();
+        init.push(pb::TensorProto {
+            name: format!("w{l}"),
+            dims: vec![n as i64, n as i64],
+            data_type: FLOAT,
+            raw_data: w.iter().map(|v| v / n as f32).flat_map(|v| v.to_le_bytes()).collect(),
+            ..Default::default()
+        });
+        let (m, r) = (format!("m{l}"), if l + 1 == layers { "y".to_string() } else { format!("r{l}") });
+        nodes.push(node("MatMul", &m, &[&x, &format!("w{l}")], &[&m]));
+        nodes.push(node("Relu", &r, &[&m], &[&r]));
+        x = r;
+    }
+    encode(&model(
+        nodes,
+        vec![value_info("x", FLOAT, &[n as i64, n as i64])],
+        vec![value_info("y", FLOAT, &[n as i64, n as i64])],
+        init,
+    ))
+}
+
+struct Repo {
+    dir: PathBuf,
+    refs: PathBuf,
+}
+
+fn build(onnx: &Path, engine: &Path, fp16: bool) {
+    let mut opts = BuildOptions::default();
+    opts.precision.fp16 = fp16;
+    let built = build_file(onnx, &opts).unwrap_or_else(|e| panic!("building {}: {e:#}", onnx.display()));
+    std::fs::create_dir_all(engine.parent().unwrap()).unwrap();
+    std::fs::write(engine, built.engine).unwrap();
+}
+
+/// Random inputs for a served version and the CPU executor's outputs for
+/// them, as `<model>_<version>.inputs.npz` / `.outputs.npz`.
+fn reference(engine: &Path, refs: &Path, tag: &str, seed: u64) {
+    let engine = Engine::load(engine).unwrap();
+    let inputs: Vec<(String, Tensor)> =
+        engine.inputs().iter().map(|b| (b.name.clone(), trtc::random::tensor(&b.ty, seed).unwrap())).collect();
+    let refs_in: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let outputs = engine.create_context().unwrap().run(&refs_in).unwrap();
+    trtc::npz::write_npz(&refs.join(format!("{tag}.inputs.npz")), &inputs).unwrap();
+    trtc::npz::write_npz(&refs.join(format!("{tag}.outputs.npz")), &outputs).unwrap();
+}
+
+fn make_repository(root: &Path) -> Repo {
+    let dir = root.join("models");
+    let refs = root.join("refs");
+    std::fs::create_dir_all(&refs).unwrap();
+    let cnn = workspace().join("testdata/models/example_cnn.onnx");
+
+    // cnn: two versions (FP32 and FP16 builds), two CPU instances.
+    build(&cnn, &dir.join("cnn/1/model.engine"), false);
+    build(&cnn, &dir.join("cnn/2/model.engine"), true);
+    std::fs::write(
+        dir.join("cnn/config.pbtxt"),
+        "name: \"cnn\"\nplatform: \"trtc_engine\"\nmax_batch_size: 0\nversion_policy: { all { } }\n\
+         instance_group [ { count: 2 kind: KIND_CPU } ]\nparameters { key: \"k\" value: { string_value: \"v\" } }\n",
+    )
+    .unwrap();
+    reference(&dir.join("cnn/1/model.engine"), &refs, "cnn_1", 1);
+    reference(&dir.join("cnn/2/model.engine"), &refs, "cnn_2", 2);
+
+    // types: no config.pbtxt (completed from the engine); version 3 only.
+    let onnx = root.join("types.onnx");
+    std::fs::write(&onnx, types_model()).unwrap();
+    build(&onnx, &dir.join("types/3/model.engine"), false);
+    reference(&dir.join("types/3/model.engine"), &refs, "types_3", 3);
+
+    // slow: one instance, for the load and shutdown checks.
+    let onnx = root.join("slow.onnx");
+    std::fs::write(&onnx, slow_model(24)).unwrap();
+    build(&onnx, &dir.join("slow/1/model.engine"), false);
+    std::fs::write(dir.join("slow/config.pbtxt"), "instance_group { count: 1 kind: KIND_CPU }\n").unwrap();
+    reference(&dir.join("slow/1/model.engine"), &refs, "slow_1", 4);
+
+    // broken: a configuration with a field of the wrong type; it must be
+    // reported, and must not stop the others.
+    std::fs::create_dir_all(dir.join("broken/1")).unwrap();
+    std::fs::copy(dir.join("cnn/1/model.engine"), dir.join("broken/1/model.engine")).unwrap();
+    std::fs::write(dir.join("broken/config.pbtxt"), "max_batch_size: \"eight\"\n").unwrap();
+
+    // missing: a version folder without an engine.
+    std::fs::create_dir_all(dir.join("missing/1")).unwrap();
+    Repo { dir, refs }
+}
+
+struct Server {
+    child: Child,
+    http: String,
+    metrics: String,
+    log: mpsc::Receiver<String>,
+}
+
+fn start(repo: &Path, extra: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trtc-serve"))
+        .args(["--model-repository".as_ref(), repo.as_os_str()])
+        .args(["--http-port", "0", "--metrics-port", "0", "--http-max-input-size", "4194304"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("trtc-serve starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, log) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("[server] {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (mut http, mut metrics) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while http.is_none() || metrics.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = log.recv_timeout(left).unwrap_or_else(|_| panic!("trtc-serve did not print its ports in time"));
+        if let Some(a) = line.strip_prefix("trtc serve: HTTP on http://") {
+            http = Some(a.to_string());
+        }
+        if let Some(a) = line.strip_prefix("trtc serve: metrics on http://") {
+            metrics = Some(a.trim_end_matches("/metrics").to_string());
+        }
+    }
+    Server { child, http: http.unwrap(), metrics: metrics.unwrap(), log }
+}
+
+#[test]
+fn tritonclient_talks_to_trtc_serve() {
+    let root = std::env::temp_dir().join(format!("trtc-serve-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let repo = make_repository(&root);
+    let mut server = start(&repo.dir, &[]);
+    let status = Command::new(python())
+        .arg(workspace().join("server/tests/tritonclient_check.py"))
+        .args(["--http", &server.http, "--metrics", &server.metrics])
+        .arg("--refs")
+        .arg(&repo.refs)
+        .args(["--server-pid", &server.child.id().to_string(), "--max-input-size", "4194304"])
+        .status()
+        .expect("the tritonclient venv's python runs");
+    if !status.success() {
+        let _ = server.child.kill();
+    }
+    assert!(status.success(), "tritonclient_check.py failed ({status}); its output is above");
+
+    // The check script ends by sending SIGTERM with requests in flight: the
+    // server must exit 0 by itself, having said it stopped.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "trtc-serve did not exit within 60 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(code.success(), "trtc-serve exited with {code} after SIGTERM");
+    let log: Vec<String> = server.log.try_iter().collect();
+    assert!(log.iter().any(|l| l == "trtc serve: stopped"), "{log:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn bad_repositories_and_arguments_are_one_line_errors() {
+    let root = std::env::temp_dir().join(format!("trtc-serve-args-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("not-an-engine.engine"), b"hello").unwrap();
+    for (args, needle) in [
+        (vec!["--model-repository".to_string(), root.join("absent").display().to_string()], "cannot read the model repository"),
+        (vec![root.join("not-an-engine.engine").display().to_string()], "not-an-engine.engine"),
+        (vec![], "give an engine file or --model-repository DIR"),
+        (
+            vec!["--host".into(), "localhost:1".into(), "--model-repository".into(), root.display().to_string()],
+            "not an IP address",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_trtc-serve"))
+            .args(&args)
+            .args(["--http-port", "0", "--metrics-port", "0"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(needle), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

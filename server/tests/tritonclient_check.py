@@ -1,0 +1,314 @@
+"""Checks `trtc serve` with Triton's own Python client, as a user would talk
+to it. Run by server/tests/tritonclient.rs, which builds the repository
+(models cnn v1/v2, types v3, slow v1, broken, missing), the reference
+inputs and outputs (the CPU executor's, in --refs) and starts the server.
+
+Every check prints one line; the script exits 1 if any failed. The last
+check sends SIGTERM to the server with requests in flight."""
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+import numpy as np
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--http", required=True)
+parser.add_argument("--metrics", required=True)
+parser.add_argument("--refs", required=True)
+parser.add_argument("--server-pid", type=int, required=True)
+parser.add_argument("--max-input-size", type=int, required=True)
+args = parser.parse_args()
+
+passed, failed = 0, 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok    {name}")
+    else:
+        failed += 1
+        print(f"FAIL  {name}: {detail}")
+
+
+def refs(tag):
+    with np.load(os.path.join(args.refs, f"{tag}.inputs.npz")) as i, np.load(os.path.join(args.refs, f"{tag}.outputs.npz")) as o:
+        return {k: i[k] for k in i.files}, {k: o[k] for k in o.files}
+
+
+def raises(fn, status=None, needle=""):
+    """The InferenceServerException fn raises, checked for status and text."""
+    try:
+        fn()
+    except InferenceServerException as e:
+        good = (status is None or e.status() == str(status)) and needle in e.message()
+        return good, f"status {e.status()}: {e.message()}"
+    return False, "no error"
+
+
+client = httpclient.InferenceServerClient(url=args.http)
+
+# Health and readiness: strict readiness is false while 'broken' and
+# 'missing' fail to load; the others serve.
+check("server live", client.is_server_live())
+check("server not ready (two models failed to load)", not client.is_server_ready())
+check("cnn ready", client.is_model_ready("cnn"))
+check("cnn version 1 ready", client.is_model_ready("cnn", "1"))
+check("cnn version 2 ready", client.is_model_ready("cnn", "2"))
+check("cnn version 7 not ready", not client.is_model_ready("cnn", "7"))
+check("types ready (no config.pbtxt)", client.is_model_ready("types"))
+check("broken not ready", not client.is_model_ready("broken"))
+check("missing not ready", not client.is_model_ready("missing"))
+check("unknown model not ready", not client.is_model_ready("nope"))
+
+meta = client.get_server_metadata()
+check("server metadata", meta["name"] == "trtc" and "binary_tensor_data" in meta["extensions"], meta)
+
+index = {(m["name"], m.get("version")): m for m in client.get_model_repository_index()}
+b = index.get(("broken", None), {})
+check("index: broken is UNAVAILABLE with the field named",
+      b.get("state") == "UNAVAILABLE" and "max_batch_size" in b.get("reason", ""), b)
+mi = index.get(("missing", "1"), {})
+check("index: missing version 1 is UNAVAILABLE", mi.get("state") == "UNAVAILABLE" and "model.engine" in mi.get("reason", ""), mi)
+check("index: cnn versions ready", index.get(("cnn", "1"), {}).get("state") == "READY" and index.get(("cnn", "2"), {}).get("state") == "READY", index)
+
+# Metadata and configuration.
+cnn_in, cnn_out = refs("cnn_1")
+md = client.get_model_metadata("cnn")
+check("cnn metadata versions", md["versions"] == ["1", "2"], md)
+check("cnn metadata inputs",
+      [(t["name"], t["datatype"], t["shape"]) for t in md["inputs"]]
+      == [(k, np_to_triton_dtype(v.dtype), list(v.shape)) for k, v in cnn_in.items()], md)
+md1 = client.get_model_metadata("cnn", "1")
+check("cnn version 1 metadata", md1["versions"] == ["1"], md1)
+ty_in, ty_out = refs("types_3")
+mt = client.get_model_metadata("types")
+check("types metadata datatypes", [t["datatype"] for t in mt["inputs"]] == ["FP16", "INT64", "BOOL"]
+      and [t["datatype"] for t in mt["outputs"]] == ["FP16", "INT64", "BOOL"], mt)
+cfg = client.get_model_config("cnn")
+check("cnn config", cfg["max_batch_size"] == 0 and cfg["instance_group"][0]["count"] == 2
+      and cfg["instance_group"][0]["kind"] == "KIND_CPU" and [t["name"] for t in cfg["input"]] == list(cnn_in), cfg)
+cfg = client.get_model_config("types")
+check("types config completed from the engine", [t["data_type"] for t in cfg["input"]] == ["TYPE_FP16", "TYPE_INT64", "TYPE_BOOL"], cfg)
+ok, detail = raises(lambda: client.get_model_metadata("nope"), 404, "unknown model")
+check("metadata of an unknown model is 404", ok, detail)
+
+
+def infer(model, inputs_np, version="", binary_in=True, outputs=None, binary_out=True, request_id=""):
+    ins = []
+    for k, v in inputs_np.items():
+        i = httpclient.InferInput(k, list(v.shape), np_to_triton_dtype(v.dtype))
+        i.set_data_from_numpy(v, binary_data=binary_in)
+        ins.append(i)
+    outs = None if outputs is None else [httpclient.InferRequestedOutput(n, binary_data=binary_out) for n in outputs]
+    return client.infer(model, ins, model_version=version, outputs=outs, request_id=request_id)
+
+
+def same(result, expected, names):
+    for n in names:
+        got = result.as_numpy(n)
+        if got is None or got.dtype != expected[n].dtype or not np.array_equal(got, expected[n]):
+            return False, f"{n}: got {got!r}, expected {expected[n]!r}"
+    return True, ""
+
+
+# Inference, each answer against the CPU executor's output.
+for version in ["1", "2"]:
+    i, o = refs(f"cnn_{version}")
+    for binary_in in [True, False]:
+        for binary_out in [True, False]:
+            r = infer("cnn", i, version, binary_in, list(o), binary_out)
+            ok, detail = same(r, o, o)
+            check(f"cnn v{version} infer, binary in {binary_in}, binary out {binary_out}", ok, detail)
+r = infer("cnn", cnn_in, request_id="req-42")
+check("id echoed, latest version answers", r.get_response().get("id") == "req-42" and r.get_response()["model_version"] == "2",
+      r.get_response())
+for binary_in in [True, False]:
+    for binary_out in [True, False]:
+        r = infer("types", ty_in, "", binary_in, list(ty_out), binary_out)
+        ok, detail = same(r, ty_out, ty_out)
+        check(f"types FP16/INT64/BOOL, binary in {binary_in}, out {binary_out}", ok, detail)
+r = infer("types", ty_in, "3", True, ["not_c"], True)
+check("requested output subset", r.as_numpy("a2") is None and np.array_equal(r.as_numpy("not_c"), ty_out["not_c"]),
+      r.get_response())
+r = infer("types", ty_in, "3", True, None)
+ok, detail = same(r, ty_out, ty_out)
+check("all outputs when none are requested", ok, detail)
+
+# Errors the client can make.
+wrong = {k: v.astype(np.float64) for k, v in cnn_in.items()}
+for name, fn, status, needle in [
+    ("unknown model", lambda: infer("nope", cnn_in), 404, "unknown model"),
+    ("unknown version", lambda: infer("cnn", cnn_in, "9"), 404, "no version 9"),
+    ("model that failed to load", lambda: infer("broken", cnn_in), 503, "not available"),
+    ("wrong datatype", lambda: infer("cnn", wrong), 400, "FP64 does not match the model's FP32"),
+    ("wrong shape", lambda: infer("cnn", {k: v.reshape(-1) for k, v in cnn_in.items()}), 400, "shape"),
+    ("unknown input", lambda: infer("cnn", {"bogus": list(cnn_in.values())[0]}), 400, "unknown input 'bogus'"),
+    ("missing input", lambda: infer("types", {"a": ty_in["a"]}), 400, "missing input 'b'"),
+    ("unknown output", lambda: infer("cnn", cnn_in, outputs=["bogus"]), 400, "unknown output 'bogus'"),
+]:
+    ok, detail = raises(fn, status, needle)
+    check(f"error: {name}", ok, detail)
+
+
+# Malformed traffic on raw connections: 4xx, and the server stays up.
+host, port = args.http.rsplit(":", 1)
+
+
+def raw(method, path, body=b"", headers=None):
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def json_error(status, data, expect_status):
+    try:
+        return status == expect_status and "error" in json.loads(data)
+    except Exception:
+        return False
+
+
+x = list(cnn_in.values())[0]
+xname = list(cnn_in)[0]
+good_head = json.dumps({"inputs": [{"name": xname, "shape": list(x.shape), "datatype": "FP32",
+                                    "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+for name, body, headers, expect in [
+    ("not JSON", b"{nope", {}, 400),
+    ("deep JSON", b"[" * 100000 + b"]" * 100000, {}, 400),
+    ("JSON of the wrong shape", b'{"inputs": 7}', {}, 400),
+    ("header length beyond the body", good_head, {"Inference-Header-Content-Length": str(len(good_head) + 10)}, 400),
+    ("header length not a number", good_head, {"Inference-Header-Content-Length": "12x"}, 400),
+    ("binary data shorter than binary_data_size", good_head + x.tobytes()[:-4],
+     {"Inference-Header-Content-Length": str(len(good_head))}, 400),
+    ("binary data longer than declared", good_head + x.tobytes() + b"1234",
+     {"Inference-Header-Content-Length": str(len(good_head))}, 400),
+    ("JSON data count disagrees with shape",
+     json.dumps({"inputs": [{"name": xname, "shape": list(x.shape), "datatype": "FP32", "data": [1.0, 2.0]}]}).encode(), {}, 400),
+    ("huge declared shape", json.dumps({"inputs": [{"name": xname, "shape": [2**62, 2**62], "datatype": "FP32", "data": []}]}).encode(), {}, 400),
+    ("negative binary_data_size", json.dumps({"inputs": [{"name": xname, "shape": list(x.shape), "datatype": "FP32",
+                                                         "parameters": {"binary_data_size": -1}}]}).encode(), {}, 400),
+    ("BYTES input", json.dumps({"inputs": [{"name": xname, "shape": [1], "datatype": "BYTES", "data": ["a"]}]}).encode(), {}, 400),
+    ("gzip body", b"\x1f\x8b", {"Content-Encoding": "gzip"}, 400),
+    ("body over --http-max-input-size", b"[" + b" " * (args.max_input_size + 10) + b"]", {}, 413),
+]:
+    status, data = raw("POST", "/v2/models/cnn/infer", body, headers)
+    check(f"malformed: {name} -> {expect}", json_error(status, data, expect), f"{status} {data[:200]!r}")
+status, data = raw("GET", "/v2/nowhere")
+check("unknown endpoint -> 404", json_error(status, data, 404), f"{status} {data[:200]!r}")
+status, data = raw("GET", "/v2/models/cnn/versions/abc/ready")
+check("version that is not a number -> 400", json_error(status, data, 400), f"{status} {data[:200]!r}")
+
+# A body cut short: the client promises more than it sends and hangs up.
+s = socket.create_connection((host, int(port)), timeout=10)
+s.sendall(b"POST /v2/models/cnn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + good_head[:20])
+s.shutdown(socket.SHUT_WR)
+try:
+    reply = s.recv(4096)
+except OSError:
+    reply = b""
+s.close()
+check("truncated body: no success answer", not reply.startswith(b"HTTP/1.1 200"), reply[:100])
+check("still live after malformed traffic", client.is_server_live())
+r = infer("cnn", cnn_in, "1")
+ok, detail = same(r, cnn_out, cnn_out)
+check("still correct after malformed traffic", ok, detail)
+
+
+def metric(name, model, version):
+    c = http.client.HTTPConnection(*args.metrics.rsplit(":", 1), timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    key = f'{name}{{model="{model}",version="{version}"}} '
+    for line in text.splitlines():
+        if line.startswith(key):
+            return float(line[len(key):])
+    return None
+
+
+# A bounded load: 64 clients, each its own tritonclient in its own thread,
+# 50 requests each; every answer correct, none lost. (tritonclient's
+# async_infer sleeps 10 ms after each submission, so it cannot make load.)
+def client_thread(model, version, inputs_np, n, results):
+    c = httpclient.InferenceServerClient(url=args.http, connection_timeout=120, network_timeout=120)
+    ins = []
+    for k, v in inputs_np.items():
+        t = httpclient.InferInput(k, list(v.shape), np_to_triton_dtype(v.dtype))
+        t.set_data_from_numpy(v)
+        ins.append(t)
+    for _ in range(n):
+        try:
+            results.append(c.infer(model, ins, model_version=version))
+        except Exception as e:
+            results.append(e)
+    c.close()
+
+
+before = metric("nv_inference_request_success", "cnn", "1")
+i1, o1 = refs("cnn_1")
+results = []
+threads = [threading.Thread(target=client_thread, args=("cnn", "1", i1, 50, results)) for _ in range(64)]
+start = time.time()
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+elapsed = time.time() - start
+bad = [r for r in results if isinstance(r, Exception) or not same(r, o1, o1)[0]]
+check(f"load: 64 clients x 50 requests in {elapsed:.1f} s, all {len(results)} answered correctly",
+      len(results) == 3200 and not bad, bad[:3])
+after = metric("nv_inference_request_success", "cnn", "1")
+check("metrics: request_success counts every request", after is not None and before is not None and after - before == 3200,
+      (before, after))
+count, execs = metric("nv_inference_count", "cnn", "1"), metric("nv_inference_exec_count", "cnn", "1")
+check("metrics: unbatched, one execution per inference", count is not None and count == execs, (count, execs))
+for m in ["nv_inference_request_duration_us", "nv_inference_queue_duration_us", "nv_inference_compute_infer_duration_us"]:
+    v = metric(m, "cnn", "1")
+    check(f"metrics: {m} present and positive", v is not None and v > 0, v)
+fail = metric("nv_inference_request_failure", "cnn", "")
+check("metrics: failures are counted per model version", (metric("nv_inference_request_failure", "cnn", "2") or 0) >= 0
+      and metric("nv_inference_request_failure", "types", "3") is not None, fail)
+
+# Shutdown with requests in flight: 8 clients send one request each to the
+# slow model (one instance); SIGTERM once all have reached the server (one
+# running, seven queued). Every one must be answered, correctly, and new
+# connections then refused. (A request still on its way when the listener
+# closes is refused, as with any server: it was never in flight.)
+si, so = refs("slow_1")
+results = []
+threads = [threading.Thread(target=client_thread, args=("slow", "", si, 1, results)) for _ in range(8)]
+for t in threads:
+    t.start()
+deadline = time.time() + 60
+while time.time() < deadline and (metric("nv_inference_pending_request_count", "slow", "1") or 0) < 7:
+    time.sleep(0.005)
+queued = metric("nv_inference_pending_request_count", "slow", "1")
+os.kill(args.server_pid, signal.SIGTERM)
+for t in threads:
+    t.join()
+bad = [r for r in results if isinstance(r, Exception) or not same(r, so, so)[0]]
+check(f"shutdown: the 8 requests in flight ({queued:.0f} queued at SIGTERM) all answered correctly",
+      len(results) == 8 and not bad and queued == 7, bad[:3])
+time.sleep(0.5)
+try:
+    socket.create_connection((host, int(port)), timeout=2).close()
+    refused = False
+except OSError:
+    refused = True
+check("shutdown: new connections refused", refused)
+
+print(f"tritonclient checks: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
