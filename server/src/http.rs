@@ -17,23 +17,16 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio::sync::oneshot;
 use trtc_runtime::Tensor;
 
 use crate::metrics::{micros, Metrics};
 use crate::protocol::{check_input, decode_tensor, tensor_to_json, Datatype, ErrorKind, ServeError, ServeResult, TensorData};
-use crate::repository::{printable, LoadedModel, Repository, VersionState};
-use crate::scheduler::Job;
+use crate::repository::{printable, LoadedModel, VersionState};
+use crate::service::Service;
 
 /// The header that gives the JSON part's length in a binary request or
 /// response.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
-
-/// What the handlers share.
-pub struct Service {
-    pub repository: Repository,
-    pub metrics: Arc<Metrics>,
-}
 
 /// Limits on what a client may send.
 #[derive(Clone, Copy, Debug)]
@@ -307,17 +300,10 @@ async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeRes
         .map_err(|e| ServeError::invalid(format!("malformed inference request: {e}")))?;
     let mut binary = &body[json_len..];
 
-    // Inputs: each one of the engine's, once, of its type and shape.
+    // Inputs: each of the engine's (the model checks each is given once).
     let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(request.inputs.len());
     for i in &request.inputs {
-        let Some(b) = m.input(&i.name) else {
-            let names: Vec<&str> = m.engine.inputs().iter().map(|b| b.name.as_str()).collect();
-            return Err(ServeError::invalid(format!("unknown input '{}'; the model's inputs are {names:?}", printable(&i.name))));
-        };
-        if inputs.iter().any(|(n, _)| *n == i.name) {
-            return Err(ServeError::invalid(format!("input '{}' is given twice", i.name)));
-        }
-        let ty = check_input(b, &i.datatype, &i.shape)?;
+        let ty = check_input(m.input(&i.name)?, &i.datatype, &i.shape)?;
         let data = match (i.parameters.get("binary_data_size"), &i.data) {
             (Some(size), None) => {
                 let size = size.as_u64().ok_or_else(|| {
@@ -345,9 +331,6 @@ async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeRes
     if !binary.is_empty() {
         return Err(ServeError::invalid(format!("{} bytes of binary data after the last binary input", binary.len())));
     }
-    if let Some(missing) = m.engine.inputs().iter().find(|b| !inputs.iter().any(|(n, _)| *n == b.name)) {
-        return Err(ServeError::invalid(format!("missing input '{}'", missing.name)));
-    }
 
     // Outputs: the requested ones (all when none are named), each in JSON or
     // binary form.
@@ -355,18 +338,9 @@ async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeRes
     let wanted: Vec<(String, bool)> = match &request.outputs {
         None => m.engine.outputs().iter().map(|b| (b.name.clone(), binary_default)).collect(),
         Some(outs) => {
+            m.check_outputs(outs.iter().map(|o| o.name.as_str()))?;
             let mut w: Vec<(String, bool)> = Vec::new();
             for o in outs {
-                if m.output(&o.name).is_none() {
-                    let names: Vec<&str> = m.engine.outputs().iter().map(|b| b.name.as_str()).collect();
-                    return Err(ServeError::invalid(format!(
-                        "unknown output '{}'; the model's outputs are {names:?}",
-                        printable(&o.name)
-                    )));
-                }
-                if w.iter().any(|(n, _)| *n == o.name) {
-                    return Err(ServeError::invalid(format!("output '{}' is requested twice", o.name)));
-                }
                 if o.parameters.contains_key("classification") {
                     return Err(ServeError::invalid(format!(
                         "output '{}': the classification extension is not supported",
@@ -380,10 +354,7 @@ async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeRes
             w
         }
     };
-
-    let (reply, answer) = oneshot::channel();
-    m.scheduler.submit(Job { inputs, enqueued: Instant::now(), reply })?;
-    let outputs = answer.await.map_err(|_| ServeError::internal("the instance stopped before answering"))??;
+    let outputs = m.infer(inputs).await?;
 
     let mut header_outputs = Vec::with_capacity(wanted.len());
     let mut blobs: Vec<&[u8]> = Vec::new();

@@ -1,6 +1,6 @@
 //! `trtc serve`: serves trtc engines to the clients of Triton Inference
-//! Server (`tritonclient`, `perf_analyzer`, KServe v2 clients) over HTTP,
-//! from a model repository in Triton's layout, with Triton's metrics.
+//! Server (`tritonclient`, `perf_analyzer`, KServe v2 clients) over HTTP and
+//! gRPC, from a model repository in Triton's layout, with Triton's metrics.
 //!
 //! Depends on the runtime only: engines are built by `trtc build`, never
 //! here.
@@ -13,4 +13,6 @@ pub mod model_config;
 pub mod metrics;
 pub mod scheduler;
 pub mod repository;
+pub mod service;
 pub mod http;
+pub mod grpc;

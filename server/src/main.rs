@@ -1,5 +1,5 @@
 //! `trtc-serve` (also run as `trtc serve`): loads a model repository, or one
-//! engine, and serves it over HTTP with metrics on a second port, until
+//! engine, and serves it over HTTP and gRPC with metrics on a third port, until
 //! SIGINT or SIGTERM; then it stops accepting, finishes the requests in
 //! flight and exits 0.
 
@@ -9,14 +9,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
+use axum::serve::ListenerExt;
 use clap::Parser;
 use tokio::sync::watch;
-use trtc_server::http::{self, HttpLimits, Service};
+use trtc_server::grpc;
+use trtc_server::http::{self, HttpLimits};
 use trtc_server::metrics::Metrics;
 use trtc_server::repository::{Repository, VersionState};
+use trtc_server::service::Service;
 
 #[derive(Parser)]
-#[command(name = "trtc serve", version, about = "Serves trtc engines to Triton's clients (KServe v2 over HTTP).")]
+#[command(name = "trtc serve", version, about = "Serves trtc engines to Triton's clients (KServe v2 over HTTP and gRPC).")]
 struct Args {
     /// One engine file to serve, as version 1 of a model named after its file stem.
     engine: Option<PathBuf>,
@@ -29,10 +32,14 @@ struct Args {
     /// The HTTP port (0: any free port, printed at start).
     #[arg(long, default_value_t = 8000)]
     http_port: u16,
+    /// The gRPC port (0: any free port).
+    #[arg(long, default_value_t = 8001)]
+    grpc_port: u16,
     /// The port of the Prometheus metrics endpoint, /metrics (0: any free port).
     #[arg(long, default_value_t = 8002)]
     metrics_port: u16,
-    /// The largest request body in bytes, JSON and binary tensors together.
+    /// The largest request in bytes: an HTTP body (JSON and binary tensors
+    /// together) or a gRPC message.
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     http_max_input_size: usize,
 }
@@ -79,6 +86,7 @@ fn run(args: Args) -> Result<()> {
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let served = service.clone();
+    let served_grpc = service.clone();
     runtime.block_on(async move {
         let bind = |port: u16| {
             let host = args.host.clone();
@@ -89,25 +97,35 @@ fn run(args: Args) -> Result<()> {
             }
         };
         let http_listener = bind(args.http_port).await?;
+        let grpc_listener = bind(args.grpc_port).await?;
         let metrics_listener = bind(args.metrics_port).await?;
         eprintln!("trtc serve: HTTP on http://{}", http_listener.local_addr()?);
+        eprintln!("trtc serve: gRPC on {}", grpc_listener.local_addr()?);
         eprintln!("trtc serve: metrics on http://{}/metrics", metrics_listener.local_addr()?);
 
         let (stop, stopped) = watch::channel(false);
         let until_stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let http_server =
-            axum::serve(http_listener, http::router(served, limits)).with_graceful_shutdown(until_stopped(stopped.clone()));
+        let http_server = axum::serve(nodelay(http_listener), http::router(served, limits))
+            .with_graceful_shutdown(until_stopped(stopped.clone()));
+        let grpc_server = tonic::transport::Server::builder()
+            .add_service(grpc::server(served_grpc, limits.max_body_bytes))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
+                until_stopped(stopped.clone()),
+            );
         let metrics_server =
             axum::serve(metrics_listener, http::metrics_router(metrics)).with_graceful_shutdown(until_stopped(stopped));
         let http_task = tokio::spawn(async move { http_server.await });
+        let grpc_task = tokio::spawn(grpc_server);
         let metrics_task = tokio::spawn(async move { metrics_server.await });
 
         wait_for_signal().await?;
         eprintln!("trtc serve: stopping: no new connections, finishing the requests in flight");
         let _ = stop.send(true);
         http_task.await.context("the HTTP server failed")?.context("the HTTP server failed")?;
+        grpc_task.await.context("the gRPC server failed")?.context("the gRPC server failed")?;
         metrics_task.await.context("the metrics server failed")?.context("the metrics server failed")?;
         Ok::<(), anyhow::Error>(())
     })?;
@@ -117,6 +135,13 @@ fn run(args: Args) -> Result<()> {
     drop(service);
     eprintln!("trtc serve: stopped");
     Ok(())
+}
+
+/// Responses go out at once, not held back by Nagle's algorithm.
+fn nodelay(listener: tokio::net::TcpListener) -> impl axum::serve::Listener<Addr = SocketAddr> {
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
 }
 
 async fn wait_for_signal() -> Result<()> {

@@ -10,12 +10,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use trtc_runtime::{BindingInfo, Engine};
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+use trtc_runtime::{BindingInfo, Engine, Tensor};
 
 use crate::metrics::{Metrics, ModelMetrics};
 use crate::model_config::{InstanceGroup, InstanceKind, ModelConfig, VersionPolicy};
 use crate::protocol::{ServeError, ServeResult};
-use crate::scheduler::{Placement, Scheduler};
+use crate::scheduler::{Job, Outputs, Placement, Scheduler};
 
 /// A model version ready to serve.
 pub struct LoadedModel {
@@ -31,12 +34,47 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
-    pub fn input(&self, name: &str) -> Option<&BindingInfo> {
-        self.engine.inputs().iter().find(|b| b.name == name)
+    /// The binding of a request's input, or the error naming the model's.
+    pub fn input(&self, name: &str) -> ServeResult<&BindingInfo> {
+        self.engine.inputs().iter().find(|b| b.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.engine.inputs().iter().map(|b| b.name.as_str()).collect();
+            ServeError::invalid(format!("unknown input '{}'; the model's inputs are {names:?}", printable(name)))
+        })
     }
 
-    pub fn output(&self, name: &str) -> Option<&BindingInfo> {
-        self.engine.outputs().iter().find(|b| b.name == name)
+    /// Checks a request's requested outputs: each the model's, once.
+    pub fn check_outputs<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ServeResult<()> {
+        let mut seen: Vec<&str> = Vec::new();
+        for name in names {
+            if !self.engine.outputs().iter().any(|b| b.name == name) {
+                let names: Vec<&str> = self.engine.outputs().iter().map(|b| b.name.as_str()).collect();
+                return Err(ServeError::invalid(format!(
+                    "unknown output '{}'; the model's outputs are {names:?}",
+                    printable(name)
+                )));
+            }
+            if seen.contains(&name) {
+                return Err(ServeError::invalid(format!("output '{name}' is requested twice")));
+            }
+            seen.push(name);
+        }
+        Ok(())
+    }
+
+    /// Queues a request's decoded inputs and waits for the outputs. Every
+    /// input must be given once.
+    pub async fn infer(&self, inputs: Vec<(String, Tensor)>) -> ServeResult<Outputs> {
+        for (i, (name, _)) in inputs.iter().enumerate() {
+            if inputs[..i].iter().any(|(n, _)| n == name) {
+                return Err(ServeError::invalid(format!("input '{}' is given twice", printable(name))));
+            }
+        }
+        if let Some(missing) = self.engine.inputs().iter().find(|b| !inputs.iter().any(|(n, _)| *n == b.name)) {
+            return Err(ServeError::invalid(format!("missing input '{}'", missing.name)));
+        }
+        let (reply, answer) = oneshot::channel();
+        self.scheduler.submit(Job { inputs, enqueued: Instant::now(), reply })?;
+        answer.await.map_err(|_| ServeError::internal("the instance stopped before answering"))?
     }
 }
 

@@ -1,7 +1,8 @@
 //! `trtc serve` against the real `tritonclient` (PyPI, in the venv that
 //! `scripts/fetch-tritonclient.sh` makes): a model repository of several
 //! models and versions is built here, the server is started on free
-//! loopback ports, and `tritonclient_check.py` checks every endpoint, JSON
+//! loopback ports, and `tritonclient_check.py` checks every endpoint (HTTP
+//! and gRPC), JSON
 //! and binary tensors of several types, error answers, malformed traffic, a
 //! bounded load and a shutdown with requests in flight, each answer against
 //! the CPU executor's output for the same input.
@@ -151,6 +152,7 @@ fn make_repository(root: &Path) -> Repo {
 struct Server {
     child: Child,
     http: String,
+    grpc: String,
     metrics: String,
     log: mpsc::Receiver<String>,
 }
@@ -158,7 +160,7 @@ struct Server {
 fn start(repo: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_trtc-serve"))
         .args(["--model-repository".as_ref(), repo.as_os_str()])
-        .args(["--http-port", "0", "--metrics-port", "0", "--http-max-input-size", "4194304"])
+        .args(["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0", "--http-max-input-size", "4194304"])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -174,19 +176,22 @@ fn start(repo: &Path, extra: &[&str]) -> Server {
             }
         }
     });
-    let (mut http, mut metrics) = (None, None);
+    let (mut http, mut grpc, mut metrics) = (None, None, None);
     let deadline = Instant::now() + Duration::from_secs(120);
-    while http.is_none() || metrics.is_none() {
+    while http.is_none() || grpc.is_none() || metrics.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = log.recv_timeout(left).unwrap_or_else(|_| panic!("trtc-serve did not print its ports in time"));
         if let Some(a) = line.strip_prefix("trtc serve: HTTP on http://") {
             http = Some(a.to_string());
         }
+        if let Some(a) = line.strip_prefix("trtc serve: gRPC on ") {
+            grpc = Some(a.to_string());
+        }
         if let Some(a) = line.strip_prefix("trtc serve: metrics on http://") {
             metrics = Some(a.trim_end_matches("/metrics").to_string());
         }
     }
-    Server { child, http: http.unwrap(), metrics: metrics.unwrap(), log }
+    Server { child, http: http.unwrap(), grpc: grpc.unwrap(), metrics: metrics.unwrap(), log }
 }
 
 #[test]
@@ -197,7 +202,7 @@ fn tritonclient_talks_to_trtc_serve() {
     let mut server = start(&repo.dir, &[]);
     let status = Command::new(python())
         .arg(workspace().join("server/tests/tritonclient_check.py"))
-        .args(["--http", &server.http, "--metrics", &server.metrics])
+        .args(["--http", &server.http, "--grpc", &server.grpc, "--metrics", &server.metrics])
         .arg("--refs")
         .arg(&repo.refs)
         .args(["--server-pid", &server.child.id().to_string(), "--max-input-size", "4194304"])

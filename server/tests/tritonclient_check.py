@@ -17,11 +17,13 @@ import threading
 import time
 
 import numpy as np
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--http", required=True)
+parser.add_argument("--grpc", required=True)
 parser.add_argument("--metrics", required=True)
 parser.add_argument("--refs", required=True)
 parser.add_argument("--server-pid", type=int, required=True)
@@ -159,6 +161,68 @@ for name, fn, status, needle in [
 ]:
     ok, detail = raises(fn, status, needle)
     check(f"error: {name}", ok, detail)
+
+
+# The same over gRPC: tritonclient.grpc sends raw_input_contents and reads
+# raw_output_contents.
+gclient = grpcclient.InferenceServerClient(url=args.grpc)
+check("grpc: server live", gclient.is_server_live())
+check("grpc: server not ready (two models failed to load)", not gclient.is_server_ready())
+check("grpc: cnn version 2 ready", gclient.is_model_ready("cnn", "2"))
+check("grpc: broken not ready", not gclient.is_model_ready("broken"))
+gm = gclient.get_server_metadata(as_json=True)
+check("grpc: server metadata", gm.get("name") == "trtc" and "binary_tensor_data" in gm.get("extensions", []), gm)
+gmd = gclient.get_model_metadata("types", as_json=True)
+check("grpc: model metadata", gmd.get("versions") == ["3"] and [t["datatype"] for t in gmd["inputs"]] == ["FP16", "INT64", "BOOL"], gmd)
+gcfg = gclient.get_model_config("cnn", as_json=True).get("config", {})
+check("grpc: model config", gcfg.get("name") == "cnn" and gcfg.get("instance_group", [{}])[0].get("count") == 2
+      and gcfg["instance_group"][0].get("kind") == "KIND_CPU" and [t["name"] for t in gcfg.get("input", [])] == list(cnn_in), gcfg)
+gidx = {(m["name"], m.get("version", "")): m for m in gclient.get_model_repository_index(as_json=True).get("models", [])}
+check("grpc: repository index", gidx.get(("broken", ""), {}).get("state") == "UNAVAILABLE"
+      and gidx.get(("cnn", "1"), {}).get("state") == "READY", gidx)
+
+
+def ginfer(model, inputs_np, version="", outputs=None, request_id=""):
+    ins = []
+    for k, v in inputs_np.items():
+        i = grpcclient.InferInput(k, list(v.shape), np_to_triton_dtype(v.dtype))
+        i.set_data_from_numpy(v)
+        ins.append(i)
+    outs = None if outputs is None else [grpcclient.InferRequestedOutput(n) for n in outputs]
+    return gclient.infer(model, ins, model_version=version, outputs=outs, request_id=request_id)
+
+
+for model, version in [("cnn", "1"), ("cnn", "2"), ("types", "3"), ("slow", "1")]:
+    i, o = refs(f"{model}_{version}")
+    ok, detail = same(ginfer(model, i, version), o, o)
+    check(f"grpc: {model} v{version} infer", ok, detail)
+r = ginfer("types", ty_in, outputs=["b2"], request_id="g-7")
+check("grpc: requested output subset and id", r.as_numpy("a2") is None and np.array_equal(r.as_numpy("b2"), ty_out["b2"])
+      and r.get_response().id == "g-7", r.get_response())
+
+
+def graises(fn, code, needle=""):
+    try:
+        fn()
+    except InferenceServerException as e:
+        return (code in str(e.status())) and needle in e.message(), f"{e.status()}: {e.message()}"
+    return False, "no error"
+
+
+for name, fn, code, needle in [
+    ("unknown model", lambda: ginfer("nope", cnn_in), "NOT_FOUND", "unknown model"),
+    ("unknown version", lambda: ginfer("cnn", cnn_in, "9"), "NOT_FOUND", "no version 9"),
+    ("model that failed to load", lambda: ginfer("broken", cnn_in), "UNAVAILABLE", "not available"),
+    ("wrong datatype", lambda: ginfer("cnn", wrong), "INVALID_ARGUMENT", "FP64 does not match"),
+    ("wrong shape", lambda: ginfer("cnn", {k: v.reshape(-1) for k, v in cnn_in.items()}), "INVALID_ARGUMENT", "shape"),
+    ("missing input", lambda: ginfer("types", {"a": ty_in["a"]}), "INVALID_ARGUMENT", "missing input 'b'"),
+    ("unknown output", lambda: ginfer("cnn", cnn_in, outputs=["bogus"]), "INVALID_ARGUMENT", "unknown output 'bogus'"),
+    ("message over the size limit", lambda: ginfer("slow", {"x": np.zeros((1024, 1024), np.float32)}), "OUT_OF_RANGE", "too large"),
+    ("an RPC trtc does not serve", lambda: gclient.get_inference_statistics("cnn"), "UNIMPLEMENTED", ""),
+]:
+    ok, detail = graises(fn, code, needle)
+    check(f"grpc error: {name}", ok, detail)
+gclient.close()
 
 
 # Malformed traffic on raw connections: 4xx, and the server stays up.

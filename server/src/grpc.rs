@@ -1,0 +1,343 @@
+//! The gRPC front end: `inference.GRPCInferenceService` as Triton serves it
+//! (ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata,
+//! ModelConfig, ModelInfer, RepositoryIndex; other RPCs answer
+//! UNIMPLEMENTED). Inputs come as `raw_input_contents` or typed `contents`;
+//! outputs always go back as `raw_output_contents`, which is what
+//! tritonclient reads.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tonic::{Request, Response, Status};
+use trtc_runtime::{DType, Tensor, TensorType};
+
+use crate::metrics::micros;
+use crate::model_config::{InstanceKind, ModelConfig, TensorConfig, VersionPolicy};
+use crate::protocol::{check_input, decode_tensor, Datatype, ErrorKind, ServeError, ServeResult, TensorData};
+use crate::repository::{LoadedModel, VersionState};
+use crate::service::Service;
+
+/// The messages and service trait generated from `proto/grpc_service.proto`.
+pub mod proto {
+    tonic::include_proto!("inference");
+}
+
+use proto::grpc_inference_service_server::{GrpcInferenceService, GrpcInferenceServiceServer};
+
+/// The gRPC service over the same models as the HTTP one.
+pub struct Grpc {
+    pub service: Arc<Service>,
+}
+
+/// The tonic service, with request and response size limits.
+pub fn server(service: Arc<Service>, max_message_bytes: usize) -> GrpcInferenceServiceServer<Grpc> {
+    GrpcInferenceServiceServer::new(Grpc { service })
+        .max_decoding_message_size(max_message_bytes)
+        .max_encoding_message_size(usize::MAX)
+}
+
+fn status(e: ServeError) -> Status {
+    match e.kind {
+        ErrorKind::InvalidArgument => Status::invalid_argument(e.message),
+        ErrorKind::NotFound => Status::not_found(e.message),
+        ErrorKind::Unavailable => Status::unavailable(e.message),
+        ErrorKind::Internal => Status::internal(e.message),
+    }
+}
+
+fn version(v: &str) -> Option<&str> {
+    Some(v).filter(|v| !v.is_empty())
+}
+
+fn tensor_metadata(bindings: &[trtc_runtime::BindingInfo]) -> Vec<proto::model_metadata_response::TensorMetadata> {
+    bindings
+        .iter()
+        .map(|b| proto::model_metadata_response::TensorMetadata {
+            name: b.name.clone(),
+            datatype: Datatype::of(b.ty.dtype).name().to_string(),
+            shape: b.ty.shape.iter().map(|&d| d as i64).collect(),
+        })
+        .collect()
+}
+
+#[tonic::async_trait]
+impl GrpcInferenceService for Grpc {
+    async fn server_live(&self, _: Request<proto::ServerLiveRequest>) -> Result<Response<proto::ServerLiveResponse>, Status> {
+        Ok(Response::new(proto::ServerLiveResponse { live: true }))
+    }
+
+    async fn server_ready(&self, _: Request<proto::ServerReadyRequest>) -> Result<Response<proto::ServerReadyResponse>, Status> {
+        Ok(Response::new(proto::ServerReadyResponse { ready: self.service.repository.is_ready() }))
+    }
+
+    async fn model_ready(&self, r: Request<proto::ModelReadyRequest>) -> Result<Response<proto::ModelReadyResponse>, Status> {
+        let r = r.into_inner();
+        let ready = self.service.repository.get(&r.name, version(&r.version)).is_ok();
+        Ok(Response::new(proto::ModelReadyResponse { ready }))
+    }
+
+    async fn server_metadata(
+        &self,
+        _: Request<proto::ServerMetadataRequest>,
+    ) -> Result<Response<proto::ServerMetadataResponse>, Status> {
+        Ok(Response::new(proto::ServerMetadataResponse {
+            name: "trtc".into(),
+            version: trtc_runtime::engine::TRTC_VERSION.into(),
+            extensions: vec!["binary_tensor_data".into(), "model_configuration".into()],
+        }))
+    }
+
+    async fn model_metadata(
+        &self,
+        r: Request<proto::ModelMetadataRequest>,
+    ) -> Result<Response<proto::ModelMetadataResponse>, Status> {
+        let r = r.into_inner();
+        let m = self.service.repository.get(&r.name, version(&r.version)).map_err(status)?;
+        let versions = match version(&r.version) {
+            Some(_) => vec![m.version.to_string()],
+            None => self.service.repository.models[&r.name]
+                .versions
+                .iter()
+                .filter(|(_, v)| matches!(v, VersionState::Ready(_)))
+                .map(|(n, _)| n.to_string())
+                .collect(),
+        };
+        Ok(Response::new(proto::ModelMetadataResponse {
+            name: m.name.clone(),
+            versions,
+            platform: "trtc_engine".into(),
+            inputs: tensor_metadata(m.engine.inputs()),
+            outputs: tensor_metadata(m.engine.outputs()),
+        }))
+    }
+
+    async fn model_config(&self, r: Request<proto::ModelConfigRequest>) -> Result<Response<proto::ModelConfigResponse>, Status> {
+        let r = r.into_inner();
+        let m = self.service.repository.get(&r.name, version(&r.version)).map_err(status)?;
+        Ok(Response::new(proto::ModelConfigResponse { config: Some(config_proto(&m.config, &m)) }))
+    }
+
+    async fn repository_index(
+        &self,
+        r: Request<proto::RepositoryIndexRequest>,
+    ) -> Result<Response<proto::RepositoryIndexResponse>, Status> {
+        let ready_only = r.into_inner().ready;
+        let mut models = Vec::new();
+        for (name, entry) in &self.service.repository.models {
+            if let (Some(e), false) = (&entry.error, ready_only) {
+                models.push(proto::repository_index_response::ModelIndex {
+                    name: name.clone(),
+                    version: String::new(),
+                    state: "UNAVAILABLE".into(),
+                    reason: e.clone(),
+                });
+            }
+            for (v, state) in &entry.versions {
+                let (state, reason) = match state {
+                    VersionState::Ready(_) => ("READY", String::new()),
+                    VersionState::Unavailable(_) if ready_only => continue,
+                    VersionState::Unavailable(e) => ("UNAVAILABLE", e.clone()),
+                };
+                models.push(proto::repository_index_response::ModelIndex {
+                    name: name.clone(),
+                    version: v.to_string(),
+                    state: state.into(),
+                    reason,
+                });
+            }
+        }
+        Ok(Response::new(proto::RepositoryIndexResponse { models }))
+    }
+
+    async fn model_infer(&self, r: Request<proto::ModelInferRequest>) -> Result<Response<proto::ModelInferResponse>, Status> {
+        let arrived = Instant::now();
+        let r = r.into_inner();
+        let m = self.service.repository.get(&r.model_name, version(&r.model_version)).map_err(status)?;
+        match infer(&m, r).await {
+            Ok(response) => {
+                m.metrics.success.inc();
+                m.metrics.request_duration.inc_by(micros(arrived.elapsed()));
+                Ok(Response::new(response))
+            }
+            Err(e) => {
+                m.metrics.failure.inc();
+                Err(status(e))
+            }
+        }
+    }
+}
+
+async fn infer(m: &LoadedModel, r: proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {
+    let raw = !r.raw_input_contents.is_empty();
+    if raw && r.raw_input_contents.len() != r.inputs.len() {
+        return Err(ServeError::invalid(format!(
+            "{} raw_input_contents for {} inputs; give one per input, in order",
+            r.raw_input_contents.len(),
+            r.inputs.len()
+        )));
+    }
+    let mut inputs = Vec::with_capacity(r.inputs.len());
+    for (k, i) in r.inputs.iter().enumerate() {
+        let ty = check_input(m.input(&i.name)?, &i.datatype, &i.shape)?;
+        let tensor = match (raw, &i.contents) {
+            (true, Some(_)) => {
+                return Err(ServeError::invalid(format!("input '{}': contents and raw_input_contents are both given", i.name)))
+            }
+            (true, None) => decode_tensor(&i.name, &ty, TensorData::Raw(&r.raw_input_contents[k]))?,
+            (false, Some(c)) => typed_contents(&i.name, &ty, c)?,
+            (false, None) => return Err(ServeError::invalid(format!("input '{}' has no contents", i.name))),
+        };
+        inputs.push((i.name.clone(), tensor));
+    }
+    let wanted: Vec<String> = if r.outputs.is_empty() {
+        m.engine.outputs().iter().map(|b| b.name.clone()).collect()
+    } else {
+        m.check_outputs(r.outputs.iter().map(|o| o.name.as_str()))?;
+        r.outputs.iter().map(|o| o.name.clone()).collect()
+    };
+    let mut outputs = m.infer(inputs).await?;
+    let mut response = proto::ModelInferResponse {
+        model_name: m.name.clone(),
+        model_version: m.version.to_string(),
+        id: r.id,
+        ..Default::default()
+    };
+    for name in wanted {
+        let k = outputs
+            .iter()
+            .position(|(n, _)| *n == name)
+            .ok_or_else(|| ServeError::internal(format!("the execution gave no output '{name}'")))?;
+        let (_, t) = outputs.swap_remove(k);
+        response.outputs.push(proto::model_infer_response::InferOutputTensor {
+            name,
+            datatype: Datatype::of(t.dtype()).name().to_string(),
+            shape: t.shape().iter().map(|&d| d as i64).collect(),
+            ..Default::default()
+        });
+        response.raw_output_contents.push(t.bytes().to_vec());
+    }
+    Ok(response)
+}
+
+/// Decodes `InferTensorContents`, the typed form: the field that holds the
+/// datatype, with exactly as many values as the shape.
+fn typed_contents(name: &str, ty: &TensorType, c: &proto::InferTensorContents) -> ServeResult<Tensor> {
+    let wrong = || ServeError::invalid(format!("input '{name}': the contents do not hold {}", Datatype::of(ty.dtype).name()));
+    let count = match ty.dtype {
+        DType::Bool => c.bool_contents.len(),
+        DType::I8 | DType::I16 | DType::I32 => c.int_contents.len(),
+        DType::I64 => c.int64_contents.len(),
+        DType::U8 | DType::U16 | DType::U32 => c.uint_contents.len(),
+        DType::U64 => c.uint64_contents.len(),
+        DType::F32 => c.fp32_contents.len(),
+        DType::F64 => c.fp64_contents.len(),
+        DType::F16 | DType::BF16 => {
+            return Err(ServeError::invalid(format!(
+                "input '{name}': {} has no typed contents; send it in raw_input_contents",
+                Datatype::of(ty.dtype).name()
+            )))
+        }
+    };
+    if count != ty.len() {
+        return Err(if count == 0 {
+            wrong()
+        } else {
+            ServeError::invalid(format!("input '{name}': {count} values for shape {:?}, which needs {}", ty.shape, ty.len()))
+        });
+    }
+    let mut bytes = Vec::with_capacity(ty.bytes());
+    macro_rules! narrow {
+        ($values:expr, $t:ty) => {
+            for &v in $values {
+                let x = <$t>::try_from(v).map_err(|_| {
+                    ServeError::invalid(format!("input '{name}': {v} is out of range for {}", Datatype::of(ty.dtype).name()))
+                })?;
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+        };
+    }
+    match ty.dtype {
+        DType::Bool => bytes.extend(c.bool_contents.iter().map(|&b| b as u8)),
+        DType::I8 => narrow!(&c.int_contents, i8),
+        DType::I16 => narrow!(&c.int_contents, i16),
+        DType::I32 => narrow!(&c.int_contents, i32),
+        DType::I64 => narrow!(&c.int64_contents, i64),
+        DType::U8 => narrow!(&c.uint_contents, u8),
+        DType::U16 => narrow!(&c.uint_contents, u16),
+        DType::U32 => narrow!(&c.uint_contents, u32),
+        DType::U64 => narrow!(&c.uint64_contents, u64),
+        DType::F32 => c.fp32_contents.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes())),
+        DType::F64 => c.fp64_contents.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes())),
+        DType::F16 | DType::BF16 => unreachable!("refused above"),
+    }
+    decode_tensor(name, ty, TensorData::Raw(&bytes))
+}
+
+fn data_type(d: DType) -> i32 {
+    use proto::DataType as P;
+    (match d {
+        DType::Bool => P::TypeBool,
+        DType::U8 => P::TypeUint8,
+        DType::U16 => P::TypeUint16,
+        DType::U32 => P::TypeUint32,
+        DType::U64 => P::TypeUint64,
+        DType::I8 => P::TypeInt8,
+        DType::I16 => P::TypeInt16,
+        DType::I32 => P::TypeInt32,
+        DType::I64 => P::TypeInt64,
+        DType::F16 => P::TypeFp16,
+        DType::F32 => P::TypeFp32,
+        DType::F64 => P::TypeFp64,
+        DType::BF16 => P::TypeBf16,
+    }) as i32
+}
+
+fn config_proto(c: &ModelConfig, m: &LoadedModel) -> proto::ModelConfig {
+    use proto::model_version_policy::{All, Latest, PolicyChoice, Specific};
+    let input =
+        |t: &TensorConfig| proto::ModelInput { name: t.name.clone(), data_type: data_type(t.dtype), dims: t.dims.clone() };
+    let output =
+        |t: &TensorConfig| proto::ModelOutput { name: t.name.clone(), data_type: data_type(t.dtype), dims: t.dims.clone() };
+    let policy = match &c.version_policy {
+        VersionPolicy::Latest(n) => PolicyChoice::Latest(Latest { num_versions: *n as u32 }),
+        VersionPolicy::All => PolicyChoice::All(All {}),
+        VersionPolicy::Specific(v) => PolicyChoice::Specific(Specific { versions: v.iter().map(|&x| x as i64).collect() }),
+    };
+    proto::ModelConfig {
+        name: c.name.clone(),
+        platform: "trtc_engine".into(),
+        backend: "trtc".into(),
+        version_policy: Some(proto::ModelVersionPolicy { policy_choice: Some(policy) }),
+        max_batch_size: c.max_batch_size as i32,
+        input: c.inputs.iter().map(input).collect(),
+        output: c.outputs.iter().map(output).collect(),
+        instance_group: m
+            .instance_groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| proto::ModelInstanceGroup {
+                name: format!("{}_{i}", c.name),
+                count: g.count as i32,
+                gpus: g.gpus.iter().map(|&x| x as i32).collect(),
+                kind: match g.kind {
+                    InstanceKind::Auto => proto::model_instance_group::Kind::Auto,
+                    InstanceKind::Gpu => proto::model_instance_group::Kind::Gpu,
+                    InstanceKind::Cpu => proto::model_instance_group::Kind::Cpu,
+                } as i32,
+            })
+            .collect(),
+        default_model_filename: c.default_model_filename.clone(),
+        scheduling_choice: c.dynamic_batching.as_ref().map(|d| {
+            proto::model_config::SchedulingChoice::DynamicBatching(proto::ModelDynamicBatching {
+                preferred_batch_size: d.preferred_batch_size.iter().map(|&x| x as i32).collect(),
+                max_queue_delay_microseconds: d.max_queue_delay_us,
+                default_queue_policy: Some(proto::ModelQueuePolicy {
+                    timeout_action: 0,
+                    default_timeout_microseconds: d.queue.default_timeout_us,
+                    allow_timeout_override: false,
+                    max_queue_size: d.queue.max_queue_size as u32,
+                }),
+            })
+        }),
+    }
+}

@@ -1,0 +1,12 @@
+//! What both front ends (HTTP and gRPC) serve: the repository's models and
+//! the metrics they update.
+
+use std::sync::Arc;
+
+use crate::metrics::Metrics;
+use crate::repository::Repository;
+
+pub struct Service {
+    pub repository: Repository,
+    pub metrics: Arc<Metrics>,
+}
