@@ -168,6 +168,37 @@ impl GrpcInferenceService for Grpc {
 }
 
 async fn infer(m: &LoadedModel, r: proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {
+    let (inputs, wanted) = parse_infer_request(m, &r)?;
+    let mut outputs = m.infer(inputs).await?;
+    let mut response = proto::ModelInferResponse {
+        model_name: m.name.clone(),
+        model_version: m.version.to_string(),
+        id: r.id,
+        ..Default::default()
+    };
+    for name in wanted {
+        let k = outputs
+            .iter()
+            .position(|(n, _)| *n == name)
+            .ok_or_else(|| ServeError::internal(format!("the execution gave no output '{name}'")))?;
+        let (_, t) = outputs.swap_remove(k);
+        response.outputs.push(proto::model_infer_response::InferOutputTensor {
+            name,
+            datatype: Datatype::of(t.dtype()).name().to_string(),
+            shape: t.shape().iter().map(|&d| d as i64).collect(),
+            ..Default::default()
+        });
+        response.raw_output_contents.push(t.bytes().to_vec());
+    }
+    Ok(response)
+}
+
+/// A decoded request's inputs and the names of the outputs to return.
+pub type ParsedRequest = (Vec<(String, Tensor)>, Vec<String>);
+
+/// Decodes a gRPC inference request's tensors and checks them, and the
+/// requested outputs, against the model.
+pub fn parse_infer_request(m: &LoadedModel, r: &proto::ModelInferRequest) -> ServeResult<ParsedRequest> {
     let raw = !r.raw_input_contents.is_empty();
     if raw && r.raw_input_contents.len() != r.inputs.len() {
         return Err(ServeError::invalid(format!(
@@ -195,28 +226,7 @@ async fn infer(m: &LoadedModel, r: proto::ModelInferRequest) -> ServeResult<prot
         m.check_outputs(r.outputs.iter().map(|o| o.name.as_str()))?;
         r.outputs.iter().map(|o| o.name.clone()).collect()
     };
-    let mut outputs = m.infer(inputs).await?;
-    let mut response = proto::ModelInferResponse {
-        model_name: m.name.clone(),
-        model_version: m.version.to_string(),
-        id: r.id,
-        ..Default::default()
-    };
-    for name in wanted {
-        let k = outputs
-            .iter()
-            .position(|(n, _)| *n == name)
-            .ok_or_else(|| ServeError::internal(format!("the execution gave no output '{name}'")))?;
-        let (_, t) = outputs.swap_remove(k);
-        response.outputs.push(proto::model_infer_response::InferOutputTensor {
-            name,
-            datatype: Datatype::of(t.dtype()).name().to_string(),
-            shape: t.shape().iter().map(|&d| d as i64).collect(),
-            ..Default::default()
-        });
-        response.raw_output_contents.push(t.bytes().to_vec());
-    }
-    Ok(response)
+    Ok((inputs, wanted))
 }
 
 /// Decodes `InferTensorContents`, the typed form: the field that holds the

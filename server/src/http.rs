@@ -270,20 +270,51 @@ fn bool_parameter(p: &Map<String, Value>, key: &str, what: &str) -> ServeResult<
     }
 }
 
+/// An inference request decoded and checked against its model, ready to
+/// queue.
+pub struct ParsedRequest {
+    pub id: Option<String>,
+    pub inputs: Vec<(String, Tensor)>,
+    /// The outputs to return, each with whether it goes back as binary data.
+    pub outputs: Vec<(String, bool)>,
+}
+
+/// The headers of an inference request that shape how its body is read.
+#[derive(Clone, Copy, Default)]
+pub struct RequestHeaders<'a> {
+    pub content_encoding: Option<&'a [u8]>,
+    /// `Inference-Header-Content-Length`.
+    pub header_length: Option<&'a [u8]>,
+}
+
 async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeResult<Response> {
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
-        if enc.as_bytes() != b"identity" {
+    let h = RequestHeaders {
+        content_encoding: headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()),
+        header_length: headers.get(HEADER_LENGTH).map(|v| v.as_bytes()),
+    };
+    let request = parse_infer_request(m, h, body)?;
+    let wanted = request.outputs;
+    let outputs = m.infer(request.inputs).await?;
+    encode_response(m, request.id, &wanted, &outputs)
+}
+
+/// Decodes an HTTP inference request (JSON, with binary tensors after it
+/// when `header_length` is given) and checks it against the model: inputs
+/// of its types and shapes, known outputs. Sizes are checked before any
+/// tensor is allocated.
+pub fn parse_infer_request(m: &LoadedModel, headers: RequestHeaders<'_>, body: &[u8]) -> ServeResult<ParsedRequest> {
+    if let Some(enc) = headers.content_encoding {
+        if enc != b"identity" {
             return Err(ServeError::invalid(format!(
                 "Content-Encoding {} is not supported; send the request uncompressed",
-                printable(&String::from_utf8_lossy(enc.as_bytes()))
+                printable(&String::from_utf8_lossy(enc))
             )));
         }
     }
-    let json_len = match headers.get(HEADER_LENGTH) {
+    let json_len = match headers.header_length {
         None => body.len(),
         Some(v) => {
-            let n: usize = v
-                .to_str()
+            let n: usize = std::str::from_utf8(v)
                 .ok()
                 .and_then(|t| t.trim().parse().ok())
                 .ok_or_else(|| ServeError::invalid("Inference-Header-Content-Length is not a number"))?;
@@ -354,11 +385,18 @@ async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeRes
             w
         }
     };
-    let outputs = m.infer(inputs).await?;
+    Ok(ParsedRequest { id: request.id, inputs, outputs: wanted })
+}
 
+fn encode_response(
+    m: &LoadedModel,
+    id: Option<String>,
+    wanted: &[(String, bool)],
+    outputs: &[(String, Tensor)],
+) -> ServeResult<Response> {
     let mut header_outputs = Vec::with_capacity(wanted.len());
     let mut blobs: Vec<&[u8]> = Vec::new();
-    for (name, bin) in &wanted {
+    for (name, bin) in wanted {
         let t = &outputs
             .iter()
             .find(|(n, _)| n == name)
@@ -374,7 +412,7 @@ async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeRes
         header_outputs.push(o);
     }
     let mut head = json!({ "model_name": m.name, "model_version": m.version.to_string(), "outputs": header_outputs });
-    if let Some(id) = &request.id {
+    if let Some(id) = id {
         head["id"] = json!(id);
     }
     let head = serde_json::to_vec(&head).map_err(|e| ServeError::internal(format!("cannot encode the response: {e}")))?;

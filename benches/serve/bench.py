@@ -1,0 +1,64 @@
+"""Throughput and latency of `trtc serve` measured with tritonclient, over
+HTTP (binary tensors) and gRPC, at several concurrencies; each client is a
+thread with its own tritonclient (tritonclient's async_infer sleeps 10 ms
+per submission, so it cannot load a server). Run by benches/serve/run.sh."""
+
+import argparse
+import json
+import threading
+import time
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+p = argparse.ArgumentParser()
+p.add_argument("--http", required=True)
+p.add_argument("--grpc", required=True)
+p.add_argument("--model", default="cnn")
+p.add_argument("--requests", type=int, default=3200, help="requests per (protocol, concurrency)")
+p.add_argument("--concurrency", default="1,8,64")
+args = p.parse_args()
+
+meta = httpclient.InferenceServerClient(args.http).get_model_metadata(args.model)
+inputs = {t["name"]: np.random.default_rng(0).random(t["shape"]).astype(np.float32) for t in meta["inputs"]}
+
+
+def client(proto, n, latencies):
+    mod = httpclient if proto == "http" else grpcclient
+    c = mod.InferenceServerClient(args.http if proto == "http" else args.grpc)
+    ins = []
+    for k, v in inputs.items():
+        i = mod.InferInput(k, list(v.shape), "FP32")
+        i.set_data_from_numpy(v)
+        ins.append(i)
+    outs = [mod.InferRequestedOutput(t["name"]) for t in meta["outputs"]]
+    for _ in range(3):
+        c.infer(args.model, ins, outputs=outs)
+    mine = []
+    for _ in range(n):
+        t = time.perf_counter()
+        c.infer(args.model, ins, outputs=outs)
+        mine.append(time.perf_counter() - t)
+    latencies.extend(mine)
+    c.close()
+
+
+rows = []
+for proto in ["http", "grpc"]:
+    for conc in [int(x) for x in args.concurrency.split(",")]:
+        per = max(1, args.requests // conc)
+        lat = []
+        threads = [threading.Thread(target=client, args=(proto, per, lat)) for _ in range(conc)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
+        a = np.array(lat) * 1e3
+        rows.append({"protocol": proto, "concurrency": conc, "requests": len(lat), "throughput_rps": len(lat) / wall,
+                     "p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99))})
+        r = rows[-1]
+        print(f"{proto:4} c={conc:<3} {r['requests']} requests: {r['throughput_rps']:.0f} req/s, p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms")
+print(json.dumps(rows))
