@@ -2,7 +2,8 @@
 //! header, binary tensors after it), as a protobuf gRPC `ModelInferRequest`,
 //! and as `config.pbtxt` text, each against the example CNN's engine. The
 //! first byte picks the form; for HTTP the next two give the
-//! `Inference-Header-Content-Length` (0xffff: none).
+//! `Inference-Header-Content-Length` (0xffff: none), and `form / 3 % 3` its
+//! Content-Encoding (none, gzip, deflate).
 #![no_main]
 
 use std::path::Path;
@@ -43,7 +44,11 @@ fuzz_target!(|data: &[u8]| {
             }
             let n = u16::from_le_bytes([rest[0], rest[1]]);
             let length = n.to_string();
-            let headers = RequestHeaders { content_encoding: None, header_length: (n != u16::MAX).then_some(length.as_bytes()) };
+            let headers = RequestHeaders {
+                content_encoding: [None, Some(&b"gzip"[..]), Some(&b"deflate"[..])][(form / 3 % 3) as usize],
+                header_length: (n != u16::MAX).then_some(length.as_bytes()),
+                max_body_bytes: 1 << 20,
+            };
             let _ = trtc_server::http::parse_infer_request(model(), headers, &rest[2..]);
         }
         1 => {

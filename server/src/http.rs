@@ -213,7 +213,7 @@ async fn infer_any(
         Err(e) => return error(e),
     };
     let result = match body {
-        Ok(body) => infer_on(&m, headers, &body).await,
+        Ok(body) => infer_on(&m, headers, &body, s.max_request_bytes).await,
         Err(rejection) => {
             let status = rejection.status();
             let e = ServeError::invalid(format!("cannot read the request body: {}", rejection.body_text()));
@@ -280,22 +280,78 @@ pub struct ParsedRequest {
 }
 
 /// The headers of an inference request that shape how its body is read.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 pub struct RequestHeaders<'a> {
+    /// `gzip`, `deflate` (zlib) or `identity`, as tritonclient's
+    /// `request_compression_algorithm` sends them.
     pub content_encoding: Option<&'a [u8]>,
-    /// `Inference-Header-Content-Length`.
+    /// `Inference-Header-Content-Length`: the JSON's length in the
+    /// uncompressed body.
     pub header_length: Option<&'a [u8]>,
+    /// The most bytes a compressed body may inflate to.
+    pub max_body_bytes: usize,
 }
 
-async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeResult<Response> {
+/// A response body compression the client accepts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Compression {
+    Gzip,
+    Deflate,
+}
+
+/// The first of gzip and deflate that `Accept-Encoding` lists (without
+/// `q=0`), as tritonclient's `response_compression_algorithm` asks.
+fn accepted_compression(headers: &HeaderMap) -> Option<Compression> {
+    let accept = headers.get(header::ACCEPT_ENCODING)?.to_str().ok()?;
+    accept.split(',').find_map(|item| {
+        let mut parts = item.split(';').map(str::trim);
+        let coding = parts.next()?;
+        if parts.any(|p| p.replace(' ', "") == "q=0") {
+            return None;
+        }
+        match coding {
+            "gzip" => Some(Compression::Gzip),
+            "deflate" => Some(Compression::Deflate),
+            _ => None,
+        }
+    })
+}
+
+async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8], max_body_bytes: usize) -> ServeResult<Response> {
     let h = RequestHeaders {
         content_encoding: headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()),
         header_length: headers.get(HEADER_LENGTH).map(|v| v.as_bytes()),
+        max_body_bytes,
     };
     let request = parse_infer_request(m, h, body)?;
     let wanted = request.outputs;
     let outputs = m.infer(request.inputs).await?;
-    encode_response(m, request.id, &wanted, &outputs)
+    encode_response(m, request.id, &wanted, &outputs, accepted_compression(headers))
+}
+
+/// The body, inflated when it is compressed; never more than `limit` bytes.
+fn inflate<'b>(encoding: Option<&[u8]>, body: &'b [u8], limit: usize) -> ServeResult<std::borrow::Cow<'b, [u8]>> {
+    use std::io::Read;
+    let mut reader: Box<dyn Read + '_> = match encoding {
+        None | Some(b"identity") => return Ok(std::borrow::Cow::Borrowed(body)),
+        Some(b"gzip") => Box::new(flate2::read::GzDecoder::new(body)),
+        Some(b"deflate") => Box::new(flate2::read::ZlibDecoder::new(body)),
+        Some(other) => {
+            return Err(ServeError::invalid(format!(
+                "Content-Encoding {} is not supported (gzip, deflate or identity)",
+                printable(&String::from_utf8_lossy(other))
+            )))
+        }
+    };
+    let mut out = Vec::new();
+    (&mut reader)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| ServeError::invalid(format!("cannot decompress the request body: {e}")))?;
+    if out.len() > limit {
+        return Err(ServeError::invalid(format!("the request body inflates to more than the limit of {limit} bytes")));
+    }
+    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// Decodes an HTTP inference request (JSON, with binary tensors after it
@@ -303,14 +359,8 @@ async fn infer_on(m: &LoadedModel, headers: &HeaderMap, body: &[u8]) -> ServeRes
 /// of its types and shapes, known outputs. Sizes are checked before any
 /// tensor is allocated.
 pub fn parse_infer_request(m: &LoadedModel, headers: RequestHeaders<'_>, body: &[u8]) -> ServeResult<ParsedRequest> {
-    if let Some(enc) = headers.content_encoding {
-        if enc != b"identity" {
-            return Err(ServeError::invalid(format!(
-                "Content-Encoding {} is not supported; send the request uncompressed",
-                printable(&String::from_utf8_lossy(enc))
-            )));
-        }
-    }
+    let body = inflate(headers.content_encoding, body, headers.max_body_bytes)?;
+    let body: &[u8] = &body;
     let json_len = match headers.header_length {
         None => body.len(),
         Some(v) => {
@@ -393,6 +443,7 @@ fn encode_response(
     id: Option<String>,
     wanted: &[(String, bool)],
     outputs: &[(String, Tensor)],
+    compression: Option<Compression>,
 ) -> ServeResult<Response> {
     let mut header_outputs = Vec::with_capacity(wanted.len());
     let mut blobs: Vec<&[u8]> = Vec::new();
@@ -416,15 +467,42 @@ fn encode_response(
         head["id"] = json!(id);
     }
     let head = serde_json::to_vec(&head).map_err(|e| ServeError::internal(format!("cannot encode the response: {e}")))?;
-    if blobs.is_empty() {
-        return Ok(([(header::CONTENT_TYPE, "application/json")], head).into_response());
-    }
-    let mut body = head.clone();
-    for b in blobs {
+    let head_len = head.len();
+    let mut body = head;
+    for b in &blobs {
         body.extend_from_slice(b);
     }
+    let body = match compression {
+        None => body,
+        Some(c) => compress(c, &body).map_err(|e| ServeError::internal(format!("cannot compress the response: {e}")))?,
+    };
     let mut r = Response::new(Body::from(body));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    r.headers_mut().insert(HEADER_LENGTH, HeaderValue::from(head.len()));
+    let content_type = if blobs.is_empty() { "application/json" } else { "application/octet-stream" };
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if !blobs.is_empty() {
+        // The JSON's length in the uncompressed body, as for requests.
+        r.headers_mut().insert(HEADER_LENGTH, HeaderValue::from(head_len));
+    }
+    if let Some(c) = compression {
+        let name = if c == Compression::Gzip { "gzip" } else { "deflate" };
+        r.headers_mut().insert(header::CONTENT_ENCODING, HeaderValue::from_static(name));
+    }
     Ok(r)
+}
+
+fn compress(c: Compression, body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    let level = flate2::Compression::fast();
+    match c {
+        Compression::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
+            e.write_all(body)?;
+            e.finish()
+        }
+        Compression::Deflate => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), level);
+            e.write_all(body)?;
+            e.finish()
+        }
+    }
 }

@@ -81,7 +81,7 @@ fn run(args: Args) -> Result<()> {
     if repository.models.is_empty() {
         eprintln!("trtc serve: the model repository holds no model folder");
     }
-    let service = Arc::new(Service { repository, metrics: metrics.clone() });
+    let service = Arc::new(Service { repository, metrics: metrics.clone(), max_request_bytes: args.http_max_input_size });
     let limits = HttpLimits { max_body_bytes: args.http_max_input_size };
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;

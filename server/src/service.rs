@@ -9,4 +9,6 @@ use crate::repository::Repository;
 pub struct Service {
     pub repository: Repository,
     pub metrics: Arc<Metrics>,
+    /// The largest request, after decompression for a compressed one.
+    pub max_request_bytes: usize,
 }

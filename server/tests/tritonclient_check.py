@@ -7,6 +7,7 @@ Every check prints one line; the script exits 1 if any failed. The last
 check sends SIGTERM to the server with requests in flight."""
 
 import argparse
+import gzip
 import http.client
 import json
 import os
@@ -106,14 +107,15 @@ ok, detail = raises(lambda: client.get_model_metadata("nope"), 404, "unknown mod
 check("metadata of an unknown model is 404", ok, detail)
 
 
-def infer(model, inputs_np, version="", binary_in=True, outputs=None, binary_out=True, request_id=""):
+def infer(model, inputs_np, version="", binary_in=True, outputs=None, binary_out=True, request_id="", compression=None):
     ins = []
     for k, v in inputs_np.items():
         i = httpclient.InferInput(k, list(v.shape), np_to_triton_dtype(v.dtype))
         i.set_data_from_numpy(v, binary_data=binary_in)
         ins.append(i)
     outs = None if outputs is None else [httpclient.InferRequestedOutput(n, binary_data=binary_out) for n in outputs]
-    return client.infer(model, ins, model_version=version, outputs=outs, request_id=request_id)
+    return client.infer(model, ins, model_version=version, outputs=outs, request_id=request_id,
+                        request_compression_algorithm=compression, response_compression_algorithm=compression)
 
 
 def same(result, expected, names):
@@ -140,6 +142,11 @@ for binary_in in [True, False]:
         r = infer("types", ty_in, "", binary_in, list(ty_out), binary_out)
         ok, detail = same(r, ty_out, ty_out)
         check(f"types FP16/INT64/BOOL, binary in {binary_in}, out {binary_out}", ok, detail)
+for compression in ["gzip", "deflate"]:
+    for binary in [True, False]:
+        r = infer("types", ty_in, "3", binary, list(ty_out), binary, compression=compression)
+        ok, detail = same(r, ty_out, ty_out)
+        check(f"{compression} request and response, binary {binary}", ok, detail)
 r = infer("types", ty_in, "3", True, ["not_c"], True)
 check("requested output subset", r.as_numpy("a2") is None and np.array_equal(r.as_numpy("not_c"), ty_out["not_c"]),
       r.get_response())
@@ -265,7 +272,9 @@ for name, body, headers, expect in [
     ("negative binary_data_size", json.dumps({"inputs": [{"name": xname, "shape": list(x.shape), "datatype": "FP32",
                                                          "parameters": {"binary_data_size": -1}}]}).encode(), {}, 400),
     ("BYTES input", json.dumps({"inputs": [{"name": xname, "shape": [1], "datatype": "BYTES", "data": ["a"]}]}).encode(), {}, 400),
-    ("gzip body", b"\x1f\x8b", {"Content-Encoding": "gzip"}, 400),
+    ("broken gzip body", b"\x1f\x8bnot gzip", {"Content-Encoding": "gzip"}, 400),
+    ("gzip body inflating past the limit", gzip.compress(b" " * (args.max_input_size + 1000)), {"Content-Encoding": "gzip"}, 400),
+    ("unknown Content-Encoding", good_head, {"Content-Encoding": "br"}, 400),
     ("body over --http-max-input-size", b"[" + b" " * (args.max_input_size + 10) + b"]", {}, 413),
 ]:
     status, data = raw("POST", "/v2/models/cnn/infer", body, headers)
