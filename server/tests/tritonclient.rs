@@ -144,6 +144,11 @@ fn make_repository(root: &Path) -> Repo {
     std::fs::copy(dir.join("cnn/1/model.engine"), dir.join("broken/1/model.engine")).unwrap();
     std::fs::write(dir.join("broken/config.pbtxt"), "max_batch_size: \"eight\"\n").unwrap();
 
+    // gpu: KIND_GPU instances; without a GPU it must be reported unavailable.
+    std::fs::create_dir_all(dir.join("gpu/1")).unwrap();
+    std::fs::copy(dir.join("cnn/1/model.engine"), dir.join("gpu/1/model.engine")).unwrap();
+    std::fs::write(dir.join("gpu/config.pbtxt"), "instance_group [ { kind: KIND_GPU } ]\n").unwrap();
+
     // missing: a version folder without an engine.
     std::fs::create_dir_all(dir.join("missing/1")).unwrap();
     Repo { dir, refs }

@@ -64,7 +64,7 @@ client = httpclient.InferenceServerClient(url=args.http)
 # Health and readiness: strict readiness is false while 'broken' and
 # 'missing' fail to load; the others serve.
 check("server live", client.is_server_live())
-check("server not ready (two models failed to load)", not client.is_server_ready())
+check("server not ready (some models failed to load)", not client.is_server_ready())
 check("cnn ready", client.is_model_ready("cnn"))
 check("cnn version 1 ready", client.is_model_ready("cnn", "1"))
 check("cnn version 2 ready", client.is_model_ready("cnn", "2"))
@@ -83,6 +83,12 @@ check("index: broken is UNAVAILABLE with the field named",
       b.get("state") == "UNAVAILABLE" and "max_batch_size" in b.get("reason", ""), b)
 mi = index.get(("missing", "1"), {})
 check("index: missing version 1 is UNAVAILABLE", mi.get("state") == "UNAVAILABLE" and "model.engine" in mi.get("reason", ""), mi)
+g = index.get(("gpu", "1"), {})
+if g.get("state") == "READY":
+    check("index: gpu (KIND_GPU) ready on this machine's GPU", True)
+else:
+    check("index: gpu (KIND_GPU) unavailable without a GPU, with the reason",
+          g.get("state") == "UNAVAILABLE" and "KIND_GPU" in g.get("reason", ""), g)
 check("index: cnn versions ready", index.get(("cnn", "1"), {}).get("state") == "READY" and index.get(("cnn", "2"), {}).get("state") == "READY", index)
 
 # Metadata and configuration.
@@ -174,7 +180,7 @@ for name, fn, status, needle in [
 # raw_output_contents.
 gclient = grpcclient.InferenceServerClient(url=args.grpc)
 check("grpc: server live", gclient.is_server_live())
-check("grpc: server not ready (two models failed to load)", not gclient.is_server_ready())
+check("grpc: server not ready (some models failed to load)", not gclient.is_server_ready())
 check("grpc: cnn version 2 ready", gclient.is_model_ready("cnn", "2"))
 check("grpc: broken not ready", not gclient.is_model_ready("broken"))
 gm = gclient.get_server_metadata(as_json=True)
