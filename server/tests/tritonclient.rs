@@ -163,8 +163,12 @@ struct Server {
 }
 
 fn start(repo: &Path, extra: &[&str]) -> Server {
+    start_with(&["--model-repository".as_ref(), repo.as_os_str()], extra)
+}
+
+fn start_with(what: &[&std::ffi::OsStr], extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_trtc-serve"))
-        .args(["--model-repository".as_ref(), repo.as_os_str()])
+        .args(what)
         .args(["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0", "--http-max-input-size", "4194304"])
         .args(extra)
         .stdout(Stdio::null())
@@ -231,6 +235,43 @@ fn tritonclient_talks_to_trtc_serve() {
     assert!(code.success(), "trtc-serve exited with {code} after SIGTERM");
     let log: Vec<String> = server.log.try_iter().collect();
     assert!(log.iter().any(|l| l == "trtc serve: stopped"), "{log:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A GET on the server's HTTP port, the status line and body back.
+fn get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.lines().next().unwrap_or_default().to_string();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn serves_one_engine_under_its_file_stem() {
+    let root = std::env::temp_dir().join(format!("trtc-serve-one-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let engine = root.join("tiny_cnn.engine");
+    build(&workspace().join("testdata/models/example_cnn.onnx"), &engine, false);
+    let mut server = start_with(&[engine.as_os_str()], &[]);
+    let (status, _) = get(&server.http, "/v2/models/tiny_cnn/versions/1/ready");
+    assert!(status.contains(" 200 "), "{status}");
+    let (status, _) = get(&server.http, "/v2/health/ready");
+    assert!(status.contains(" 200 "), "strict readiness with the one model loaded: {status}");
+    let (status, body) = get(&server.http, "/v2/models/tiny_cnn");
+    assert!(status.contains(" 200 ") && body.contains("\"versions\":[\"1\"]"), "{status} {body}");
+    let (status, body) = get(&server.metrics, "/metrics");
+    assert!(
+        status.contains(" 200 ") && body.contains("nv_inference_request_success{model=\"tiny_cnn\",version=\"1\"} 0"),
+        "{body}"
+    );
+    let killed = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let code = server.child.wait().unwrap();
+    assert!(code.success(), "trtc-serve exited with {code} after SIGTERM");
     let _ = std::fs::remove_dir_all(&root);
 }
 
