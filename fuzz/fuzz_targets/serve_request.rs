@@ -28,10 +28,8 @@ fn model() -> &'static Arc<LoadedModel> {
         let repository = Repository::single(&path, &Metrics::new()).expect("the example engine loads");
         let _ = std::fs::remove_file(&path);
         let name = repository.models.keys().next().expect("one model").clone();
-        let m = repository.get(&name, None).expect("the model is ready");
-        // The repository's other references go; the model stays loaded.
-        std::mem::forget(repository);
-        m
+        // The model (and its scheduler) lives on in this reference.
+        repository.get(&name, None).expect("the model is ready")
     })
 }
 

@@ -29,8 +29,9 @@ pub struct Grpc {
     pub service: Arc<Service>,
 }
 
-/// The tonic service, with request and response size limits.
-pub fn server(service: Arc<Service>, max_message_bytes: usize) -> GrpcInferenceServiceServer<Grpc> {
+/// The tonic service, with the request size limit.
+pub fn server(service: Arc<Service>) -> GrpcInferenceServiceServer<Grpc> {
+    let max_message_bytes = service.max_request_bytes;
     GrpcInferenceServiceServer::new(Grpc { service })
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(usize::MAX)
@@ -43,10 +44,6 @@ fn status(e: ServeError) -> Status {
         ErrorKind::Unavailable => Status::unavailable(e.message),
         ErrorKind::Internal => Status::internal(e.message),
     }
-}
-
-fn version(v: &str) -> Option<&str> {
-    Some(v).filter(|v| !v.is_empty())
 }
 
 fn tensor_metadata(bindings: &[trtc_runtime::BindingInfo]) -> Vec<proto::model_metadata_response::TensorMetadata> {
@@ -72,7 +69,7 @@ impl GrpcInferenceService for Grpc {
 
     async fn model_ready(&self, r: Request<proto::ModelReadyRequest>) -> Result<Response<proto::ModelReadyResponse>, Status> {
         let r = r.into_inner();
-        let ready = self.service.repository.get(&r.name, version(&r.version)).is_ok();
+        let ready = self.service.repository.get(&r.name, Some(&r.version)).is_ok();
         Ok(Response::new(proto::ModelReadyResponse { ready }))
     }
 
@@ -92,16 +89,8 @@ impl GrpcInferenceService for Grpc {
         r: Request<proto::ModelMetadataRequest>,
     ) -> Result<Response<proto::ModelMetadataResponse>, Status> {
         let r = r.into_inner();
-        let m = self.service.repository.get(&r.name, version(&r.version)).map_err(status)?;
-        let versions = match version(&r.version) {
-            Some(_) => vec![m.version.to_string()],
-            None => self.service.repository.models[&r.name]
-                .versions
-                .iter()
-                .filter(|(_, v)| matches!(v, VersionState::Ready(_)))
-                .map(|(n, _)| n.to_string())
-                .collect(),
-        };
+        let m = self.service.repository.get(&r.name, Some(&r.version)).map_err(status)?;
+        let versions = self.service.repository.listed_versions(&m, Some(&r.version));
         Ok(Response::new(proto::ModelMetadataResponse {
             name: m.name.clone(),
             versions,
@@ -113,7 +102,7 @@ impl GrpcInferenceService for Grpc {
 
     async fn model_config(&self, r: Request<proto::ModelConfigRequest>) -> Result<Response<proto::ModelConfigResponse>, Status> {
         let r = r.into_inner();
-        let m = self.service.repository.get(&r.name, version(&r.version)).map_err(status)?;
+        let m = self.service.repository.get(&r.name, Some(&r.version)).map_err(status)?;
         Ok(Response::new(proto::ModelConfigResponse { config: Some(config_proto(&m.config, &m)) }))
     }
 
@@ -152,7 +141,7 @@ impl GrpcInferenceService for Grpc {
     async fn model_infer(&self, r: Request<proto::ModelInferRequest>) -> Result<Response<proto::ModelInferResponse>, Status> {
         let arrived = Instant::now();
         let r = r.into_inner();
-        let m = self.service.repository.get(&r.model_name, version(&r.model_version)).map_err(status)?;
+        let m = self.service.repository.get(&r.model_name, Some(&r.model_version)).map_err(status)?;
         match infer(&m, r).await {
             Ok(response) => {
                 m.metrics.success.inc();

@@ -28,15 +28,9 @@ use crate::service::Service;
 /// response.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
-/// Limits on what a client may send.
-#[derive(Clone, Copy, Debug)]
-pub struct HttpLimits {
-    /// The largest request body, JSON and binary data together.
-    pub max_body_bytes: usize,
-}
-
 /// The inference endpoints (`/v2/...`).
-pub fn router(service: Arc<Service>, limits: HttpLimits) -> Router {
+pub fn router(service: Arc<Service>) -> Router {
+    let max_body_bytes = service.max_request_bytes;
     Router::new()
         .route("/v2", get(server_metadata))
         .route("/v2/health/live", get(live))
@@ -51,7 +45,7 @@ pub fn router(service: Arc<Service>, limits: HttpLimits) -> Router {
         .route("/v2/models/{model}/versions/{version}/config", get(model_config_v))
         .route("/v2/models/{model}/versions/{version}/infer", post(infer_v))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(service)
 }
 
@@ -122,15 +116,7 @@ async fn repository_index(State(s): State<Arc<Service>>) -> Json<Value> {
 
 fn metadata(s: &Service, model: &str, version: Option<&str>) -> ServeResult<Value> {
     let m = s.repository.get(model, version)?;
-    let versions: Vec<String> = match version {
-        Some(_) => vec![m.version.to_string()],
-        None => s.repository.models[model]
-            .versions
-            .iter()
-            .filter(|(_, v)| matches!(v, VersionState::Ready(_)))
-            .map(|(n, _)| n.to_string())
-            .collect(),
-    };
+    let versions = s.repository.listed_versions(&m, version);
     let tensors = |bindings: &[trtc_runtime::BindingInfo]| -> Vec<Value> {
         bindings
             .iter()

@@ -13,7 +13,7 @@ use axum::serve::ListenerExt;
 use clap::Parser;
 use tokio::sync::watch;
 use trtc_server::grpc;
-use trtc_server::http::{self, HttpLimits};
+use trtc_server::http;
 use trtc_server::metrics::Metrics;
 use trtc_server::repository::{Repository, VersionState};
 use trtc_server::service::Service;
@@ -82,7 +82,6 @@ fn run(args: Args) -> Result<()> {
         eprintln!("trtc serve: the model repository holds no model folder");
     }
     let service = Arc::new(Service { repository, metrics: metrics.clone(), max_request_bytes: args.http_max_input_size });
-    let limits = HttpLimits { max_body_bytes: args.http_max_input_size };
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let served = service.clone();
@@ -107,11 +106,10 @@ fn run(args: Args) -> Result<()> {
         let until_stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let http_server = axum::serve(nodelay(http_listener), http::router(served, limits))
-            .with_graceful_shutdown(until_stopped(stopped.clone()));
-        let grpc_server = tonic::transport::Server::builder()
-            .add_service(grpc::server(served_grpc, limits.max_body_bytes))
-            .serve_with_incoming_shutdown(
+        let http_server =
+            axum::serve(nodelay(http_listener), http::router(served)).with_graceful_shutdown(until_stopped(stopped.clone()));
+        let grpc_server =
+            tonic::transport::Server::builder().add_service(grpc::server(served_grpc)).serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
                 until_stopped(stopped.clone()),
             );

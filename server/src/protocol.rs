@@ -182,22 +182,21 @@ pub fn decode_tensor(name: &str, ty: &TensorType, data: TensorData<'_>) -> Serve
 /// Collects the leaves of a (possibly nested) JSON array, without recursion,
 /// stopping once there are more than `limit`.
 fn flatten<'a>(value: &'a Json, limit: usize, out: &mut Vec<&'a Json>) -> Result<(), String> {
+    if !value.is_array() {
+        return Err("'data' must be an array".to_string());
+    }
+    // Items are pushed in reverse, so leaves pop in row-major order.
     let mut stack = vec![value];
-    let mut reversed = Vec::new();
     while let Some(v) = stack.pop() {
         match v {
             Json::Array(items) => stack.extend(items.iter().rev()),
             leaf => {
-                reversed.push(leaf);
-                if reversed.len() > limit {
+                out.push(leaf);
+                if out.len() > limit {
                     return Err(format!("more than the {limit} values its shape holds"));
                 }
             }
         }
-    }
-    out.extend(reversed);
-    if !value.is_array() {
-        return Err("'data' must be an array".to_string());
     }
     Ok(())
 }

@@ -148,6 +148,17 @@ impl Repository {
         Ok(Repository { models: BTreeMap::from([(name, entry)]) })
     }
 
+    /// The versions a model's metadata lists: the one a request named, or
+    /// every ready one.
+    pub fn listed_versions(&self, m: &LoadedModel, version: Option<&str>) -> Vec<String> {
+        if version.is_some_and(|v| !v.is_empty()) {
+            return vec![m.version.to_string()];
+        }
+        self.models.get(&m.name).map_or_else(Vec::new, |entry| {
+            entry.versions.iter().filter(|(_, v)| matches!(v, VersionState::Ready(_))).map(|(n, _)| n.to_string()).collect()
+        })
+    }
+
     /// Strict readiness, as Triton's default: every model's every version
     /// loaded.
     pub fn is_ready(&self) -> bool {
