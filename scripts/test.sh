@@ -28,7 +28,7 @@ fuzz_seconds=${TRTC_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ]; then
   bash scripts/fuzz.sh "$fuzz_seconds"
 else
-  echo "TRTC_FUZZ_SECONDS=0: fuzzing skipped (4 targets skipped)"
+  echo "TRTC_FUZZ_SECONDS=0: fuzzing skipped (5 targets skipped)"
 fi
 
 cargo test --workspace --locked "$@"

@@ -49,14 +49,14 @@ pub fn lower(graph: &Graph, opts: LowerOptions) -> Result<Lowered> {
         plan.tensors.len() - 1
     };
 
-    for &n in &graph.inputs {
+    for &n in graph.inputs() {
         let o = &graph.node(n).outputs[0];
         plan.tensors.push(TensorDesc { name: o.name.clone(), ty: o.ty.clone(), storage: Storage::Arena { offset: 0 } });
         let id = plan.tensors.len() - 1;
         plan.inputs.push(id);
         ids.insert(Port { node: n, port: 0 }, id);
     }
-    for (name, value) in &graph.fixed_inputs {
+    for (name, value) in graph.fixed_inputs() {
         let id = add_weight(&mut plan, &mut weights, name, value);
         plan.fixed_inputs.push(FixedInput { name: name.clone(), value: id });
     }
@@ -85,7 +85,7 @@ pub fn lower(graph: &Graph, opts: LowerOptions) -> Result<Lowered> {
             }
         }
     }
-    for o in &graph.outputs {
+    for o in graph.outputs() {
         let Some(&id) = ids.get(&o.port) else { bail!("output {} has no tensor", o.name) };
         plan.outputs.push((o.name.clone(), id));
     }

@@ -16,7 +16,7 @@ fn optimized(name: &str) -> Graph {
 
 fn op_counts(g: &Graph) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
-    for n in g.g.node_weights() {
+    for n in g.nodes() {
         if let NodeKind::Op(op) = &n.kind {
             *m.entry(op.name().to_string()).or_default() += 1;
         }
@@ -28,7 +28,7 @@ fn op_counts(g: &Graph) -> BTreeMap<String, usize> {
 /// that are activations: what fusion should have absorbed.
 fn activations_after_conv(g: &Graph) -> Vec<String> {
     let mut v = Vec::new();
-    for n in g.g.node_indices() {
+    for n in g.node_ids() {
         let Some(op) = g.node(n).op() else { continue };
         if !matches!(op.name(), "Relu" | "Clip" | "Sigmoid" | "HardSwish" | "HardSigmoid" | "Tanh" | "LeakyRelu" | "Gelu") {
             continue;
@@ -121,7 +121,7 @@ fn transformer_layers_are_at_most_eight_nodes_with_no_shape_arithmetic() {
             assert!(!c.contains_key(op), "{name}: {op} left: {c:?}");
         }
         // Shape arithmetic works on integers; nothing integer is computed at run time.
-        for n in g.g.node_indices() {
+        for n in g.node_ids() {
             if g.node(n).op().is_some() {
                 for (i, o) in g.node(n).outputs.iter().enumerate() {
                     let dt = g.ty(Port { node: n, port: i }).dtype;

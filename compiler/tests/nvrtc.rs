@@ -93,7 +93,7 @@ fn pointwise_kernels_of_the_testdata_models_compile() {
     for m in common::testdata_models() {
         let g = trtc::frontend::onnx::import_file(&m, &Default::default()).unwrap();
         let g = build_graph(g, &BuildOptions::default()).unwrap().graph;
-        for n in g.g.node_indices() {
+        for n in g.node_ids() {
             let NodeKind::Op(op) = &g.node(n).kind else { continue };
             let program = match op {
                 Op::Fused(FusedOp::Pointwise(p)) => p.program.clone(),

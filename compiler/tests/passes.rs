@@ -28,7 +28,7 @@ fn random(shape: &[usize], seed: u64) -> Tensor {
 
 fn random_inputs(graph: &Graph) -> Vec<(String, Tensor)> {
     graph
-        .inputs
+        .inputs()
         .iter()
         .enumerate()
         .map(|(i, &n)| {
@@ -93,7 +93,7 @@ fn constant_folding_folds_a_chain_of_constants() {
     let ab = g.add_op("a_times_b", Binary::new(BinaryKind::Mul).into(), &[Some(a), Some(b)]).unwrap()[0];
     let neg = g.add_op("neg", Unary::new(UnaryKind::Neg).into(), &[Some(ab)]).unwrap()[0];
     let y = g.add_op("y", Binary::new(BinaryKind::Add).into(), &[Some(x), Some(neg)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     insta::assert_snapshot!(check_pass(&passes::ConstantFolding::default(), g));
 }
 
@@ -106,7 +106,7 @@ fn no_op_removal_drops_same_shape_reshape_and_same_type_cast() {
     let c = g.add_op("cast", Cast { to: DType::F32 }.into(), &[Some(r2)]).unwrap()[0];
     let same = g.add_op("same", Reshape { shape: vec![3, 2] }.into(), &[Some(c)]).unwrap()[0];
     let y = g.add_op("y", Unary::new(UnaryKind::Relu).into(), &[Some(same)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     insta::assert_snapshot!(check_pass(&passes::NoOpRemoval, g));
 }
 
@@ -117,7 +117,7 @@ fn cse_merges_identical_ops() {
     let a = g.add_op("relu_a", Unary::new(UnaryKind::Relu).into(), &[Some(x)]).unwrap()[0];
     let b = g.add_op("relu_b", Unary::new(UnaryKind::Relu).into(), &[Some(x)]).unwrap()[0];
     let y = g.add_op("y", Binary::new(BinaryKind::Mul).into(), &[Some(a), Some(b)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     insta::assert_snapshot!(check_pass(&passes::CommonSubexpressions, g));
 }
 
@@ -173,7 +173,7 @@ fn linear_epilogue_fusion_absorbs_bias_residual_and_activation() {
     let mb = g.add_op("fc_bias", Binary::new(BinaryKind::Add).into(), &[Some(mm), Some(fb)]).unwrap()[0];
     let sig = g.add_op("sigmoid", Unary::new(UnaryKind::Sigmoid).into(), &[Some(mb)]).unwrap()[0];
     let y = g.add_op("silu", Binary::new(BinaryKind::Mul).into(), &[Some(mb), Some(sig)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) =
         check_rewrite(g, Expect::Within(1e-6), |g| (0..4).map(|_| passes::LinearEpilogueFusion.run(g).unwrap()).sum());
     assert_eq!(after.op_count(), 3, "{}", after.dump());
@@ -190,7 +190,7 @@ fn transpose_cancellation_composes_and_cancels() {
     let a = g.add_op("relu", Unary::new(UnaryKind::Relu).into(), &[Some(t2)]).unwrap()[0];
     let t3 = g.add_op("t3", Transpose { perm: vec![1, 0, 2] }.into(), &[Some(a)]).unwrap()[0];
     let t4 = g.add_op("t4", Transpose { perm: vec![2, 0, 1] }.into(), &[Some(t3)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: t4 });
+    g.add_output("y", t4);
     insta::assert_snapshot!(check_pass(&passes::TransposeCancellation, g));
 }
 
@@ -203,7 +203,7 @@ fn pad_folding_moves_zero_padding_into_the_conv() {
     let p = g.add_op("pad", Pad { pads: vec![0, 0, 1, 2, 0, 0, 1, 0], mode: PadMode::Constant }.into(), &[Some(x)]).unwrap()[0];
     let w = g.add_constant("w", random(&[3, 2, 3, 3], 5));
     let y = g.add_op("conv", Conv::new_2d([3, 3], [2, 2], [0, 0, 0, 0], [1, 1], 1).into(), &[Some(p), Some(w)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     insta::assert_snapshot!(check_pass(&passes::PadFolding, g));
 }
 
@@ -220,7 +220,7 @@ fn gelu_pattern_recognizes_the_erf_form() {
     let a = g.add_op("add", Binary::new(BinaryKind::Add).into(), &[Some(e), Some(one)]).unwrap()[0];
     let m = g.add_op("mul", Binary::new(BinaryKind::Mul).into(), &[Some(x), Some(a)]).unwrap()[0];
     let y = g.add_op("mul_half", Binary::new(BinaryKind::Mul).into(), &[Some(m), Some(half)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) = check_rewrite(g, Expect::Within(1e-6), |g| passes::GeluPattern.run(g).unwrap());
     assert_eq!(after.op_count(), 1, "{}", after.dump());
     insta::assert_snapshot!(text);
@@ -259,7 +259,7 @@ fn attention_pattern_fuses_the_exported_spelling() {
     let o = g.add_op("context", MatMul::default().into(), &[Some(guarded), Some(vh)]).unwrap()[0];
     let t = g.add_op("merge_transpose", Transpose { perm: vec![0, 2, 1, 3] }.into(), &[Some(o)]).unwrap()[0];
     let y = g.add_op("merge", Reshape { shape: vec![b, s, h * d] }.into(), &[Some(t)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) = check_rewrite(g, Expect::Exact, |g| passes::AttentionPattern.run(g).unwrap());
     assert_eq!(after.op_count(), 1, "{}", after.dump());
     insta::assert_snapshot!(text);
@@ -278,7 +278,7 @@ fn sibling_matmuls_merge_into_one_with_a_split() {
         outs.push(g.add_op(&format!("bias{i}"), Binary::new(BinaryKind::Add).into(), &[Some(m), Some(b)]).unwrap()[0]);
     }
     for (i, o) in outs.iter().enumerate() {
-        g.outputs.push(trtc::ir::GraphOutput { name: format!("y{i}"), port: *o });
+        g.add_output(&format!("y{i}"), *o);
     }
     passes::LinearEpilogueFusion.run(&mut g).unwrap();
     let (after, text) = check_rewrite(g, Expect::Within(1e-6), |g| passes::SiblingMatMulMerge.run(g).unwrap());
@@ -297,7 +297,7 @@ fn gemm_between_reshapes_becomes_a_matmul() {
     let gemm = Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true };
     let y = g.add_op("gemm", gemm.into(), &[Some(r), Some(w), Some(c)]).unwrap()[0];
     let y = g.add_op("unflatten", Reshape { shape: vec![2, 3, 5] }.into(), &[Some(y)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) = check_rewrite(g, Expect::Within(1e-6), |g| passes::GemmToMatMul.run(g).unwrap());
     assert_eq!(after.op_count(), 1, "{}", after.dump());
     insta::assert_snapshot!(text);
@@ -325,7 +325,7 @@ fn layernorm_pattern_recognizes_the_spelled_out_form() {
     let n = g.add_op("div", Binary::new(BinaryKind::Div).into(), &[Some(d), Some(std)]).unwrap()[0];
     let s = g.add_op("scale", Binary::new(BinaryKind::Mul).into(), &[Some(n), Some(gamma)]).unwrap()[0];
     let y = g.add_op("shift", Binary::new(BinaryKind::Add).into(), &[Some(s), Some(beta)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) = check_rewrite(g, Expect::Within(1e-5), |g| passes::LayerNormPattern.run(g).unwrap());
     assert_eq!(after.op_count(), 1, "{}", after.dump());
     insta::assert_snapshot!(text);
@@ -341,7 +341,7 @@ fn pointwise_fusion_makes_one_node_of_a_dag() {
     let t = g.add_op("tanh", Unary::new(UnaryKind::Tanh).into(), &[Some(sq)]).unwrap()[0];
     let s = g.add_op("shift", Binary::new(BinaryKind::Add).into(), &[Some(t), Some(b)]).unwrap()[0];
     let y = g.add_op("scale", Binary::new(BinaryKind::Div).into(), &[Some(s), Some(three)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) = check_rewrite(g, Expect::Exact, |g| passes::PointwiseFusion.run(g).unwrap());
     assert_eq!(after.op_count(), 1, "{}", after.dump());
     insta::assert_snapshot!(text);
@@ -360,7 +360,7 @@ fn affine_folding_scales_conv_weights_and_bias() {
         g.add_op("conv", Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1).into(), &[Some(x), Some(w), Some(b)]).unwrap()[0];
     let m = g.add_op("scale", Binary::new(BinaryKind::Mul).into(), &[Some(conv), Some(s)]).unwrap()[0];
     let y = g.add_op("shift", Binary::new(BinaryKind::Add).into(), &[Some(c), Some(m)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) = check_rewrite(g, Expect::Within(1e-6), |g| (0..2).map(|_| passes::AffineFolding.run(g).unwrap()).sum());
     assert_eq!(after.op_count(), 1, "{}", after.dump());
     insta::assert_snapshot!(text);
@@ -379,7 +379,7 @@ fn softmax_pattern_recognizes_the_spelled_out_form() {
     let e = g.add_op("exp", Unary::new(UnaryKind::Exp).into(), &[Some(d)]).unwrap()[0];
     let s = red(&mut g, "sum", ReduceKind::Sum, e);
     let y = g.add_op("div", Binary::new(BinaryKind::Div).into(), &[Some(e), Some(s)]).unwrap()[0];
-    g.outputs.push(trtc::ir::GraphOutput { name: "y".into(), port: y });
+    g.add_output("y", y);
     let (after, text) = check_rewrite(g, Expect::Within(1e-6), |g| passes::SoftmaxPattern.run(g).unwrap());
     assert_eq!(after.op_count(), 1, "{}", after.dump());
     insta::assert_snapshot!(text);

@@ -8,6 +8,7 @@
 mod dump;
 mod fold;
 mod verify;
+mod patch;
 
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
@@ -15,6 +16,7 @@ use petgraph::Direction;
 use trtc_runtime::{Op, Tensor, TensorType};
 
 pub use fold::keeps_weight_dequantize;
+pub use patch::{wires, Applied, Patch, Wire};
 pub use verify::verify;
 
 /// One output of one node.
@@ -82,14 +84,27 @@ pub struct GraphOutput {
     pub port: Port,
 }
 
+/// The graph. Its storage is private to `ir/`: passes read it through the
+/// methods below and change it only by applying a [`Patch`]. The `add_*`
+/// methods build a graph (the frontend, tests).
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
-    pub g: StableDiGraph<Node, Edge>,
+    g: StableDiGraph<Node, Edge>,
     /// Input nodes, in the ONNX model's order.
-    pub inputs: Vec<NodeIndex>,
-    pub outputs: Vec<GraphOutput>,
+    inputs: Vec<NodeIndex>,
+    outputs: Vec<GraphOutput>,
     /// Inputs whose value was fixed at build time (shape tensors): name and value.
-    pub fixed_inputs: Vec<(String, Tensor)>,
+    fixed_inputs: Vec<(String, Tensor)>,
+}
+
+/// Infers an op's output types and checks that each fits in memory
+/// addresses, so later code may use `TensorType::len`/`bytes` freely.
+fn checked_infer(op: &Op, inputs: &[Option<&TensorType>]) -> trtc_runtime::Result<Vec<TensorType>> {
+    let out_types = op.infer(inputs)?;
+    if let Some(t) = out_types.iter().find(|t| t.checked_bytes().is_none()) {
+        return Err(trtc_runtime::Error::op(format!("{}: output {t} is too large", op.name())));
+    }
+    Ok(out_types)
 }
 
 impl Graph {
@@ -99,6 +114,56 @@ impl Graph {
 
     pub fn node(&self, n: NodeIndex) -> &Node {
         &self.g[n]
+    }
+
+    /// Whether a node is (still) in the graph.
+    pub fn contains(&self, n: NodeIndex) -> bool {
+        self.g.contains_node(n)
+    }
+
+    /// Every node's index, in slot order.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.g.node_indices()
+    }
+
+    /// Every node, in slot order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> + '_ {
+        self.g.node_weights()
+    }
+
+    /// Number of nodes of every kind (inputs and constants included).
+    pub fn node_count(&self) -> usize {
+        self.g.node_count()
+    }
+
+    /// The input nodes, in the model's order.
+    pub fn inputs(&self) -> &[NodeIndex] {
+        &self.inputs
+    }
+
+    /// The output bindings, in the model's order.
+    pub fn outputs(&self) -> &[GraphOutput] {
+        &self.outputs
+    }
+
+    /// Inputs whose value was fixed at build time: name and value.
+    pub fn fixed_inputs(&self) -> &[(String, Tensor)] {
+        &self.fixed_inputs
+    }
+
+    /// Binds a tensor as a graph output.
+    pub fn add_output(&mut self, name: &str, port: Port) {
+        self.outputs.push(GraphOutput { name: name.to_string(), port });
+    }
+
+    /// Records an input whose value the build fixed (it is not bound at run time).
+    pub fn add_fixed_input(&mut self, name: &str, value: Tensor) {
+        self.fixed_inputs.push((name.to_string(), value));
+    }
+
+    /// Renames a tensor (the frontend names tensors after the model's).
+    pub fn set_tensor_name(&mut self, p: Port, name: &str) {
+        self.g[p.node].outputs[p.port].name = name.to_string();
     }
 
     pub fn ty(&self, p: Port) -> &TensorType {
@@ -131,12 +196,7 @@ impl Graph {
     /// `name`, `name:1`, `name:2`...
     pub fn add_op(&mut self, name: &str, op: Op, inputs: &[Option<Port>]) -> trtc_runtime::Result<Vec<Port>> {
         let types: Vec<Option<&TensorType>> = inputs.iter().map(|p| p.map(|p| self.ty(p))).collect();
-        let out_types = op.infer(&types)?;
-        // Every IR tensor's size fits in memory addresses, so later code may
-        // use `TensorType::len`/`bytes` freely.
-        if let Some(t) = out_types.iter().find(|t| t.checked_bytes().is_none()) {
-            return Err(trtc_runtime::Error::op(format!("{}: output {t} is too large", op.name())));
-        }
+        let out_types = checked_infer(&op, &types)?;
         let outputs = out_types
             .into_iter()
             .enumerate()
@@ -182,7 +242,7 @@ impl Graph {
     }
 
     /// Redirects every use of `from` (edges and graph outputs) to `to`.
-    pub fn replace_uses(&mut self, from: Port, to: Port) {
+    fn replace_uses(&mut self, from: Port, to: Port) {
         let edges: Vec<_> = self
             .g
             .edges_directed(from.node, Direction::Outgoing)
@@ -255,7 +315,7 @@ impl Graph {
     /// an edge walks its endpoints' lists: removing the consumers of a node
     /// with 100k consumers oldest first would take quadratic time, newest
     /// first takes linear time.
-    pub fn remove_nodes(&mut self, mut nodes: Vec<NodeIndex>) {
+    fn remove_nodes(&mut self, mut nodes: Vec<NodeIndex>) {
         nodes.sort_unstable_by(|a, b| b.cmp(a));
         for n in nodes {
             self.g.remove_node(n);

@@ -1,7 +1,7 @@
 //! Cleanup passes: dead nodes, and ops that do nothing.
 
 use super::Pass;
-use crate::ir::{Graph, NodeKind, Port};
+use crate::ir::{Graph, NodeKind, Patch, Port};
 use anyhow::Result;
 
 /// Removes nodes no graph output depends on.
@@ -32,29 +32,25 @@ impl Pass for NoOpRemoval {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let NodeKind::Op(op) = &graph.node(n).kind else { continue };
+        graph.rewrite_each(|graph, n| {
+            let NodeKind::Op(op) = &graph.node(n).kind else { return Ok(None) };
             let name = op.name();
             let inputs = graph.inputs_of(n);
             if inputs.len() != 1 || graph.node(n).outputs.len() != 1 {
-                continue;
+                return Ok(None);
             }
-            let Some(src) = inputs[0] else { continue };
+            let Some(src) = inputs[0] else { return Ok(None) };
             let out = Port { node: n, port: 0 };
+            let mut patch = Patch::new();
             if COPY_WHEN_SAME_TYPE.contains(&name) && graph.ty(src) == graph.ty(out) {
                 // A graph output that is directly a graph input must stay a copy
                 // only if the names differ; outputs are bound by name, so keep it.
                 if graph.is_output(out) && graph.node(src.node).kind_is_input() {
-                    continue;
+                    return Ok(None);
                 }
-                graph.replace_uses(out, src);
-                graph.g.remove_node(n);
-                rewrites += 1;
-                continue;
+                patch.shunt(out, src.into());
+                patch.remove(n);
+                return Ok(Some(patch));
             }
             // Reshape(Reshape(x)) -> Reshape(x).
             if name == "Reshape" {
@@ -63,17 +59,14 @@ impl Pass for NoOpRemoval {
                     && graph.consumers(src).len() == 1
                     && !graph.is_output(src)
                 {
-                    let inner = graph.inputs_of(src.node)[0];
-                    if let Some(inner) = inner {
-                        let edge = graph.g.find_edge(src.node, n).expect("edge");
-                        graph.g.remove_edge(edge);
-                        graph.g.add_edge(inner.node, n, crate::ir::Edge { src_port: inner.port, dst_slot: 0 });
-                        graph.g.remove_node(src.node);
-                        rewrites += 1;
+                    if let Some(inner) = graph.inputs_of(src.node)[0] {
+                        patch.rewrite(graph, n, op.clone(), &[Some(inner.into())])?;
+                        patch.remove(src.node);
+                        return Ok(Some(patch));
                     }
                 }
             }
-        }
-        Ok(rewrites)
+            Ok(None)
+        })
     }
 }

@@ -2,7 +2,7 @@
 //! result, computed with the runtime's reference implementation.
 
 use super::Pass;
-use crate::ir::{Graph, NodeKind, Port};
+use crate::ir::{Graph, NodeKind, Patch, Port};
 use anyhow::Result;
 
 pub struct ConstantFolding {
@@ -24,12 +24,11 @@ impl Pass for ConstantFolding {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            let NodeKind::Op(op) = &graph.node(n).kind else { continue };
+        graph.rewrite_each(|graph, n| {
+            let NodeKind::Op(op) = &graph.node(n).kind else { return Ok(None) };
             let inputs = graph.inputs_of(n);
             if inputs.iter().flatten().next().is_none() {
-                continue;
+                return Ok(None);
             }
             let values: Option<Vec<Option<&trtc_runtime::Tensor>>> = inputs
                 .iter()
@@ -38,25 +37,24 @@ impl Pass for ConstantFolding {
                     Some(p) => graph.node(p.node).constant().map(Some),
                 })
                 .collect();
-            let Some(values) = values else { continue };
+            let Some(values) = values else { return Ok(None) };
             let first = values.first().copied().flatten().map(|t| t.dtype());
             if crate::ir::keeps_weight_dequantize(op, first) {
-                continue;
+                return Ok(None);
             }
             let in_bytes: usize = values.iter().flatten().map(|t| t.bytes().len()).sum();
             let out_bytes: usize = graph.node(n).outputs.iter().map(|o| o.ty.bytes()).sum();
             if out_bytes > self.max_growth_bytes && out_bytes > in_bytes {
-                continue;
+                return Ok(None);
             }
             let results = op.eval_owned(&values).map_err(|e| anyhow::anyhow!("folding {}: {e}", graph.node(n).name))?;
-            let names: Vec<String> = graph.node(n).outputs.iter().map(|o| o.name.clone()).collect();
-            for (port, (t, name)) in results.into_iter().zip(names).enumerate() {
-                let c = graph.add_constant(&name, t);
-                graph.replace_uses(Port { node: n, port }, c);
+            let mut patch = Patch::new();
+            for (port, (t, out)) in results.into_iter().zip(&graph.node(n).outputs).enumerate() {
+                let c = patch.add_constant(&out.name, t);
+                patch.shunt(Port { node: n, port }, c);
             }
-            graph.g.remove_node(n);
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            patch.remove(n);
+            Ok(Some(patch))
+        })
     }
 }

@@ -7,7 +7,7 @@
 //! chain computed and nothing is computed twice.
 
 use super::Pass;
-use crate::ir::{Graph, NodeKind, Port};
+use crate::ir::{wires, Graph, NodeKind, Patch, Port, Wire};
 use anyhow::Result;
 use petgraph::stable_graph::NodeIndex;
 use trtc_runtime::ops::elementwise::{BinaryKind, ElementwiseOp, UnaryKind};
@@ -32,21 +32,19 @@ fn sole_consumer(graph: &Graph, n: NodeIndex) -> Option<(NodeIndex, usize)> {
     }
 }
 
-/// Replaces nodes `old` (a chain whose last node's output is the result) by
-/// one op node reading `inputs`; the new node's output keeps the last node's
-/// tensor name, and its name joins theirs so it stays traceable.
-fn replace_chain(graph: &mut Graph, old: &[NodeIndex], op: Op, inputs: &[Option<Port>]) -> Result<NodeIndex> {
+/// Adds to `patch` the replacement of nodes `old` (a chain whose last node's
+/// output is the result) by one op node reading `inputs`; the new node's
+/// output keeps the last node's tensor name, and its name joins theirs so it
+/// stays traceable.
+fn replace_chain(graph: &Graph, patch: &mut Patch, old: &[NodeIndex], op: Op, inputs: &[Option<Wire>]) -> Result<()> {
     let last = *old.last().expect("chain");
     let name = old.iter().map(|&n| graph.node(n).name.clone()).collect::<Vec<_>>().join(" + ");
-    let out_name = graph.node(last).outputs[0].name.clone();
-    let ports = graph.add_op(&name, op, inputs).map_err(|e| anyhow::anyhow!("fusing {name}: {e}"))?;
-    let new = ports[0].node;
-    graph.g[new].outputs[0].name = out_name;
-    graph.replace_uses(Port { node: last, port: 0 }, ports[0]);
+    let ports = patch.add_op(graph, &name, op, inputs).map_err(|e| anyhow::anyhow!("fusing {name}: {e}"))?;
+    patch.replace(graph, Port { node: last, port: 0 }, ports[0]);
     for &n in old.iter().rev() {
-        graph.g.remove_node(n);
+        patch.remove(n);
     }
-    Ok(new)
+    Ok(())
 }
 
 /// BatchNormalization after a Conv with constant weights becomes the Conv
@@ -60,14 +58,10 @@ impl Pass for BatchNormFolding {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some(Op::Linalg(LinalgOp::Conv(conv))) = graph.node(n).op().cloned() else { continue };
-            let Some((bn, 0)) = sole_consumer(graph, n) else { continue };
-            let Some(Op::Reduce(ReduceOp::BatchNorm(b))) = graph.node(bn).op() else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some(Op::Linalg(LinalgOp::Conv(conv))) = graph.node(n).op().cloned() else { return Ok(None) };
+            let Some((bn, 0)) = sole_consumer(graph, n) else { return Ok(None) };
+            let Some(Op::Reduce(ReduceOp::BatchNorm(b))) = graph.node(bn).op() else { return Ok(None) };
             let eps = b.epsilon as f64;
             let ins = graph.inputs_of(n);
             let bn_ins = graph.inputs_of(bn);
@@ -75,29 +69,29 @@ impl Pass for BatchNormFolding {
             let (Some(w), Some(gamma), Some(beta), Some(mean), Some(var)) =
                 (konst(ins[1]), konst(bn_ins[1]), konst(bn_ins[2]), konst(bn_ins[3]), konst(bn_ins[4]))
             else {
-                continue;
+                return Ok(None);
             };
             if w.dtype() != DType::F32 || ins.get(2).copied().flatten().is_some_and(|p| graph.node(p.node).constant().is_none()) {
-                continue;
+                return Ok(None);
             }
             let oc = w.shape()[0];
             let bias = konst(ins.get(2).copied().flatten()).map(|t| t.to_f64_vec()).unwrap_or_else(|| vec![0.0; oc]);
             let (gamma, beta, mean, var) = (gamma.to_f64_vec(), beta.to_f64_vec(), mean.to_f64_vec(), var.to_f64_vec());
             if [gamma.len(), beta.len(), mean.len(), var.len(), bias.len()].iter().any(|&l| l != oc) {
-                continue;
+                return Ok(None);
             }
             let s: Vec<f64> = (0..oc).map(|c| gamma[c] / (var[c] + eps).sqrt()).collect();
             let per = w.len() / oc.max(1);
             let wv = w.as_slice::<f32>()?;
             let new_w: Vec<f32> = wv.iter().enumerate().map(|(i, &v)| (v as f64 * s[i / per]) as f32).collect();
             let new_b: Vec<f32> = (0..oc).map(|c| ((bias[c] - mean[c]) * s[c] + beta[c]) as f32).collect();
+            let mut patch = Patch::new();
             let w_name = format!("{}.folded_weight", graph.node(n).name);
-            let wp = graph.add_constant(&w_name, Tensor::from_vec(w.shape().to_vec(), new_w)?);
-            let bp = graph.add_constant(&format!("{}.folded_bias", graph.node(n).name), Tensor::from_vec(vec![oc], new_b)?);
-            replace_chain(graph, &[n, bn], conv.into(), &[ins[0], Some(wp), Some(bp)])?;
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            let wp = patch.add_constant(&w_name, Tensor::from_vec(w.shape().to_vec(), new_w)?);
+            let bp = patch.add_constant(&format!("{}.folded_bias", graph.node(n).name), Tensor::from_vec(vec![oc], new_b)?);
+            replace_chain(graph, &mut patch, &[n, bn], conv.into(), &[ins[0].map(Wire::from), Some(wp), Some(bp)])?;
+            Ok(Some(patch))
+        })
     }
 }
 
@@ -157,12 +151,10 @@ impl Pass for LinearEpilogueFusion {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some((mut lin, mut ins)) = as_linear(graph, n) else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some((mut lin, ins)) = as_linear(graph, n) else { return Ok(None) };
+            let mut ins = wires(&ins);
+            let mut patch = Patch::new();
             let out = Port { node: n, port: 0 };
             let out_ty = graph.ty(out).clone();
 
@@ -182,40 +174,39 @@ impl Pass for LinearEpilogueFusion {
                         let reads_both = m_ins.contains(&Some(out)) && m_ins.contains(&Some(s_out));
                         if reads_both && sole_consumer(graph, s) == Some((m, if m_ins[0] == Some(s_out) { 0 } else { 1 })) {
                             lin.epilogue.activation = Some(Activation::Silu);
-                            graph.g.remove_node(s);
-                            replace_chain(graph, &[n, m], FusedOp::Linear(lin).into(), &ins)?;
-                            rewrites += 1;
-                            continue;
+                            patch.remove(s);
+                            replace_chain(graph, &mut patch, &[n, m], FusedOp::Linear(lin).into(), &ins)?;
+                            return Ok(Some(patch));
                         }
                     }
                 }
             }
 
-            let Some((c, slot)) = sole_consumer(graph, n) else { continue };
+            let Some((c, slot)) = sole_consumer(graph, n) else { return Ok(None) };
             if lin.epilogue.activation.is_none() {
                 if let Some(act) = activation_of(graph, c) {
-                    if graph.ty(Port { node: c, port: 0 }) == &out_ty {
-                        lin.epilogue.activation = Some(act);
-                        replace_chain(graph, &[n, c], FusedOp::Linear(lin).into(), &ins)?;
-                        rewrites += 1;
+                    if graph.ty(Port { node: c, port: 0 }) != &out_ty {
+                        return Ok(None);
                     }
-                    continue;
+                    lin.epilogue.activation = Some(act);
+                    replace_chain(graph, &mut patch, &[n, c], FusedOp::Linear(lin).into(), &ins)?;
+                    return Ok(Some(patch));
                 }
             }
             if !is_add(graph, c) || lin.epilogue.activation.is_some() || lin.epilogue.residual {
-                continue;
+                return Ok(None);
             }
             let other = graph.inputs_of(c)[1 - slot];
-            let Some(other) = other else { continue };
+            let Some(other) = other else { return Ok(None) };
             if graph.ty(Port { node: c, port: 0 }) != &out_ty {
-                continue; // The Add broadcasts the layer's output: not an epilogue.
+                return Ok(None); // The Add broadcasts the layer's output: not an epilogue.
             }
             let other_const = graph.node(other.node).constant().cloned();
             match (&lin.kind, other_const) {
                 // A constant bias on a MatMul without one.
                 (LinearKind::MatMul(_), Some(t)) if !lin.bias => {
                     lin.bias = true;
-                    ins[2] = Some(other);
+                    ins[2] = Some(other.into());
                     let _ = t;
                 }
                 // A constant per-channel bias on a Conv without one.
@@ -229,28 +220,27 @@ impl Pass for LinearEpilogueFusion {
                         s.iter().enumerate().all(|(i, &d)| if i + off == 1 { d == ch } else { d == 1 })
                     };
                     if !per_channel || t.dtype() != DType::F32 {
-                        continue;
+                        return Ok(None);
                     }
-                    let bias = graph.add_constant(&format!("{}.bias", graph.node(c).name), t.reshaped(vec![ch])?);
+                    let bias = patch.add_constant(&format!("{}.bias", graph.node(c).name), t.reshaped(vec![ch])?);
                     lin.bias = true;
                     ins[2] = Some(bias);
                 }
-                (_, Some(_)) => continue,
+                (_, Some(_)) => return Ok(None),
                 // A residual of the output's exact type.
                 (_, None) => {
                     if graph.ty(other) != &out_ty {
-                        continue;
+                        return Ok(None);
                     }
                     lin.epilogue.residual = true;
                     ins.truncate(3);
                     ins.resize(3, None);
-                    ins.push(Some(other));
+                    ins.push(Some(other.into()));
                 }
             }
-            replace_chain(graph, &[n, c], FusedOp::Linear(lin).into(), &ins)?;
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            replace_chain(graph, &mut patch, &[n, c], FusedOp::Linear(lin).into(), &ins)?;
+            Ok(Some(patch))
+        })
     }
 }
 
@@ -274,11 +264,10 @@ impl Pass for SiblingMatMulMerge {
     fn run(&self, graph: &mut Graph) -> Result<usize> {
         use trtc_runtime::ops::linalg::MatMul;
         use trtc_runtime::ops::movement::Split;
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
+        // One patch per shared input node, merging the groups of each of its
+        // outputs.
+        graph.rewrite_each(|graph, n| {
+            let mut patch = Patch::new();
             for port in 0..graph.node(n).outputs.len() {
                 let x = Port { node: n, port };
                 // Candidates: plain (bias-only) MatMul layers reading x at slot 0
@@ -332,27 +321,28 @@ impl Pass for SiblingMatMulMerge {
                 }
                 let names: Vec<String> = group.iter().map(|(g, _, _)| graph.node(*g).name.clone()).collect();
                 let name = names.join(" | ");
-                let wp = graph.add_constant(&format!("{name}.weight"), Tensor::from_vec(vec![k, total], w_cat)?);
+                let wp = patch.add_constant(&format!("{name}.weight"), Tensor::from_vec(vec![k, total], w_cat)?);
                 let bp = if any_bias {
-                    Some(graph.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![total], b_cat)?))
+                    Some(patch.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![total], b_cat)?))
                 } else {
                     None
                 };
                 let lin = Linear { kind: LinearKind::MatMul(MatMul::default()), bias: any_bias, epilogue: Epilogue::default() };
-                let Ok(merged) = graph.add_op(&name, FusedOp::Linear(lin).into(), &[Some(x), Some(wp), bp]) else { continue };
-                let axis = graph.ty(merged[0]).shape.len() - 1;
-                let Ok(parts) = graph.add_op(&format!("{name} split"), Split { axis, sizes }.into(), &[Some(merged[0])]) else {
+                let Ok(merged) = patch.add_op(graph, &name, FusedOp::Linear(lin).into(), &[Some(x.into()), Some(wp), bp]) else {
+                    continue;
+                };
+                let axis = patch.ty(graph, merged[0]).shape.len() - 1;
+                let Ok(parts) = patch.add_op(graph, &format!("{name} split"), Split { axis, sizes }.into(), &[Some(merged[0])])
+                else {
                     continue;
                 };
                 for (i, (g, _, _)) in group.iter().enumerate() {
-                    graph.g[parts[i].node].outputs[i].name = graph.node(*g).outputs[0].name.clone();
-                    graph.replace_uses(Port { node: *g, port: 0 }, parts[i]);
-                    graph.g.remove_node(*g);
+                    patch.replace(graph, Port { node: *g, port: 0 }, parts[i]);
+                    patch.remove(*g);
                 }
-                rewrites += 1;
             }
-        }
-        Ok(rewrites)
+            Ok((!patch.is_empty()).then_some(patch))
+        })
     }
 }
 
@@ -388,36 +378,32 @@ impl Pass for AffineFolding {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some(Op::Linalg(LinalgOp::Conv(conv))) = graph.node(n).op().cloned() else { continue };
-            let Some((c, slot)) = sole_consumer(graph, n) else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some(Op::Linalg(LinalgOp::Conv(conv))) = graph.node(n).op().cloned() else { return Ok(None) };
+            let Some((c, slot)) = sole_consumer(graph, n) else { return Ok(None) };
             let ins = graph.inputs_of(n);
             let out_ty = graph.node(n).outputs[0].ty.clone();
-            let Some(w) = ins[1].and_then(|p| graph.node(p.node).constant().cloned()) else { continue };
+            let Some(w) = ins[1].and_then(|p| graph.node(p.node).constant().cloned()) else { return Ok(None) };
             let bias = match ins.get(2).copied().flatten() {
                 None => None,
                 Some(p) => match graph.node(p.node).constant() {
                     Some(t) => Some(t.to_f64_vec()),
-                    None => continue,
+                    None => return Ok(None),
                 },
             };
             if w.dtype() != DType::F32 || graph.ty(Port { node: c, port: 0 }) != &out_ty {
-                continue;
+                return Ok(None);
             }
             let oc = w.shape()[0];
             let is_mul = binary_kind(graph, c) == Some(BinaryKind::Mul);
             let is_add = binary_kind(graph, c) == Some(BinaryKind::Add);
             if !(is_mul || is_add) || slot > 1 {
-                continue;
+                return Ok(None);
             }
-            let Some(k) = graph.inputs_of(c)[1 - slot] else { continue };
-            let Some(vals) = per_channel(graph, k, &out_ty) else { continue };
+            let Some(k) = graph.inputs_of(c)[1 - slot] else { return Ok(None) };
+            let Some(vals) = per_channel(graph, k, &out_ty) else { return Ok(None) };
             if vals.len() != oc {
-                continue;
+                return Ok(None);
             }
             let b0 = bias.unwrap_or_else(|| vec![0.0; oc]);
             let (new_w, new_b): (Vec<f32>, Vec<f32>) = if is_mul {
@@ -430,13 +416,13 @@ impl Pass for AffineFolding {
             } else {
                 (w.as_slice::<f32>()?.to_vec(), (0..oc).map(|o| (b0[o] + vals[o]) as f32).collect())
             };
-            let base = graph.node(n).name.clone();
-            let wp = graph.add_constant(&format!("{base}.folded_weight"), Tensor::from_vec(w.shape().to_vec(), new_w)?);
-            let bp = graph.add_constant(&format!("{base}.folded_bias"), Tensor::from_vec(vec![oc], new_b)?);
-            replace_chain(graph, &[n, c], conv.into(), &[ins[0], Some(wp), Some(bp)])?;
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            let base = &graph.node(n).name;
+            let mut patch = Patch::new();
+            let wp = patch.add_constant(&format!("{base}.folded_weight"), Tensor::from_vec(w.shape().to_vec(), new_w)?);
+            let bp = patch.add_constant(&format!("{base}.folded_bias"), Tensor::from_vec(vec![oc], new_b)?);
+            replace_chain(graph, &mut patch, &[n, c], conv.into(), &[ins[0].map(Wire::from), Some(wp), Some(bp)])?;
+            Ok(Some(patch))
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! convolution.
 
 use super::Pass;
-use crate::ir::{Edge, Graph, Port};
+use crate::ir::{wires, Graph, Patch, Port};
 use anyhow::Result;
 use trtc_runtime::ops::linalg::LinalgOp;
 use trtc_runtime::ops::movement::{MovementOp, PadMode, Transpose};
@@ -18,31 +18,23 @@ impl Pass for TransposeCancellation {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some(Op::Movement(MovementOp::Transpose(outer))) = graph.node(n).op().cloned() else { continue };
-            let Some(src) = graph.inputs_of(n)[0] else { continue };
-            let Some(Op::Movement(MovementOp::Transpose(inner))) = graph.node(src.node).op().cloned() else { continue };
-            let Some(x) = graph.inputs_of(src.node)[0] else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some(Op::Movement(MovementOp::Transpose(outer))) = graph.node(n).op() else { return Ok(None) };
+            let Some(src) = graph.inputs_of(n)[0] else { return Ok(None) };
+            let Some(Op::Movement(MovementOp::Transpose(inner))) = graph.node(src.node).op() else { return Ok(None) };
+            let Some(x) = graph.inputs_of(src.node)[0] else { return Ok(None) };
             // Output axis i of the outer is axis outer[i] of the inner's
             // output, which is axis inner[outer[i]] of x.
             let perm: Vec<usize> = outer.perm.iter().map(|&i| inner.perm[i]).collect();
-            let out = Port { node: n, port: 0 };
+            let mut patch = Patch::new();
             if perm.iter().enumerate().all(|(i, &p)| i == p) {
-                graph.replace_uses(out, x);
-                graph.g.remove_node(n);
+                patch.shunt(Port { node: n, port: 0 }, x.into());
+                patch.remove(n);
             } else {
-                let edge = graph.g.find_edge(src.node, n).expect("edge");
-                graph.g.remove_edge(edge);
-                graph.g.add_edge(x.node, n, Edge { src_port: x.port, dst_slot: 0 });
-                graph.g[n].kind = crate::ir::NodeKind::Op(Transpose { perm }.into());
+                patch.rewrite(graph, n, Transpose { perm }.into(), &[Some(x.into())])?;
             }
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            Ok(Some(patch))
+        })
     }
 }
 
@@ -56,17 +48,13 @@ impl Pass for PadFolding {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some(Op::Linalg(LinalgOp::Conv(mut conv))) = graph.node(n).op().cloned() else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some(Op::Linalg(LinalgOp::Conv(mut conv))) = graph.node(n).op().cloned() else { return Ok(None) };
             let ins = graph.inputs_of(n);
-            let Some(src) = ins[0] else { continue };
-            let Some(Op::Movement(MovementOp::Pad(pad))) = graph.node(src.node).op().cloned() else { continue };
+            let Some(src) = ins[0] else { return Ok(None) };
+            let Some(Op::Movement(MovementOp::Pad(pad))) = graph.node(src.node).op().cloned() else { return Ok(None) };
             if pad.mode != PadMode::Constant || pad.pads.iter().any(|&p| p < 0) {
-                continue;
+                return Ok(None);
             }
             let pad_ins = graph.inputs_of(src.node);
             let zero = match pad_ins.get(1).copied().flatten() {
@@ -82,20 +70,19 @@ impl Pass for PadFolding {
                 || pad.pads[rank] != 0
                 || pad.pads[rank + 1] != 0
             {
-                continue;
+                return Ok(None);
             }
-            let Some(x) = pad_ins[0] else { continue };
+            let Some(x) = pad_ins[0] else { return Ok(None) };
             for i in 0..spatial {
                 conv.pads[i] += pad.pads[2 + i] as usize;
                 conv.pads[spatial + i] += pad.pads[rank + 2 + i] as usize;
             }
-            let edge = graph.g.find_edge(src.node, n).expect("edge");
-            graph.g.remove_edge(edge);
-            graph.g.add_edge(x.node, n, Edge { src_port: x.port, dst_slot: 0 });
-            graph.g[n].kind = crate::ir::NodeKind::Op(conv.into());
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            let mut inputs = wires(&ins);
+            inputs[0] = Some(x.into());
+            let mut patch = Patch::new();
+            patch.rewrite(graph, n, conv.into(), &inputs)?;
+            Ok(Some(patch))
+        })
     }
 }
 
@@ -114,48 +101,45 @@ impl Pass for GemmToMatMul {
     fn run(&self, graph: &mut Graph) -> Result<usize> {
         use trtc_runtime::ops::fused::{Epilogue, Linear, LinearKind};
         use trtc_runtime::ops::linalg::MatMul;
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some(Op::Linalg(LinalgOp::Gemm(gemm))) = graph.node(n).op().cloned() else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some(Op::Linalg(LinalgOp::Gemm(gemm))) = graph.node(n).op().cloned() else { return Ok(None) };
             if gemm.alpha != 1.0 || gemm.trans_a {
-                continue;
+                return Ok(None);
             }
             let ins = graph.inputs_of(n);
-            let (Some(a), Some(b)) = (ins[0], ins[1]) else { continue };
-            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(a.node).op() else { continue };
-            let Some(x) = graph.inputs_of(a.node)[0] else { continue };
+            let (Some(a), Some(b)) = (ins[0], ins[1]) else { return Ok(None) };
+            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(a.node).op() else { return Ok(None) };
+            let Some(x) = graph.inputs_of(a.node)[0] else { return Ok(None) };
             let out = Port { node: n, port: 0 };
             let consumers = graph.consumers(out);
-            let [(r2, 0)] = consumers.as_slice() else { continue };
+            let [(r2, 0)] = consumers.as_slice() else { return Ok(None) };
             let r2 = *r2;
-            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(r2).op() else { continue };
+            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(r2).op() else { return Ok(None) };
             if graph.is_output(out) {
-                continue;
+                return Ok(None);
             }
             let (xs, ys) = (graph.ty(x).shape.clone(), graph.ty(Port { node: r2, port: 0 }).shape.clone());
-            let Some(w) = graph.node(b.node).constant().cloned() else { continue };
+            let Some(w) = graph.node(b.node).constant().cloned() else { return Ok(None) };
             if w.dtype() != trtc_runtime::DType::F32 || w.shape().len() != 2 || xs.len() < 2 || xs.len() != ys.len() {
-                continue;
+                return Ok(None);
             }
             let (k, nn) = if gemm.trans_b { (w.shape()[1], w.shape()[0]) } else { (w.shape()[0], w.shape()[1]) };
             if xs[xs.len() - 1] != k || ys[ys.len() - 1] != nn || xs[..xs.len() - 1] != ys[..ys.len() - 1] {
-                continue;
+                return Ok(None);
             }
+            let mut patch = Patch::new();
             // The bias: beta * C, which must be a constant vector of N.
             let bias = match ins.get(2).copied().flatten() {
                 None => None,
                 Some(c) => {
-                    let Some(t) = graph.node(c.node).constant() else { continue };
+                    let Some(t) = graph.node(c.node).constant() else { return Ok(None) };
                     if t.len() != nn || t.dtype() != trtc_runtime::DType::F32 {
-                        continue;
+                        return Ok(None);
                     }
                     let v: Vec<f32> =
                         t.as_slice::<f32>()?.iter().map(|&v| if gemm.beta == 1.0 { v } else { gemm.beta * v }).collect();
                     Some(
-                        graph.add_constant(&format!("{}.bias", graph.node(n).name), trtc_runtime::Tensor::from_vec(vec![nn], v)?),
+                        patch.add_constant(&format!("{}.bias", graph.node(n).name), trtc_runtime::Tensor::from_vec(vec![nn], v)?),
                     )
                 }
             };
@@ -164,21 +148,18 @@ impl Pass for GemmToMatMul {
                     .eval_owned(&[Some(&w)])
                     .map_err(|e| anyhow::anyhow!("{e}"))?
                     .remove(0);
-                graph.add_constant(&format!("{}.weight_kn", graph.node(n).name), t)
+                patch.add_constant(&format!("{}.weight_kn", graph.node(n).name), t)
             } else {
-                b
+                b.into()
             };
             let op: Op =
                 Linear { kind: LinearKind::MatMul(MatMul::default()), bias: bias.is_some(), epilogue: Epilogue::default() }
                     .into();
             let name = format!("{} + {} + {}", graph.node(a.node).name, graph.node(n).name, graph.node(r2).name);
-            let out_name = graph.node(r2).outputs[0].name.clone();
-            let Ok(ports) = graph.add_op(&name, op, &[Some(x), Some(weight), bias]) else { continue };
-            graph.g[ports[0].node].outputs[0].name = out_name;
-            graph.replace_uses(Port { node: r2, port: 0 }, ports[0]);
-            graph.g.remove_node(r2);
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            let Ok(ports) = patch.add_op(graph, &name, op, &[Some(x.into()), Some(weight), bias]) else { return Ok(None) };
+            patch.replace(graph, Port { node: r2, port: 0 }, ports[0]);
+            patch.remove(r2);
+            Ok(Some(patch))
+        })
     }
 }

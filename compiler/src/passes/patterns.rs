@@ -1,7 +1,7 @@
 //! Pattern recognition of functions exporters spell out in primitives.
 
 use super::Pass;
-use crate::ir::{Graph, Port};
+use crate::ir::{wires, Graph, Patch, Port, Wire};
 use anyhow::Result;
 use petgraph::stable_graph::NodeIndex;
 use trtc_runtime::ops::elementwise::{BinaryKind, ElementwiseOp, Unary, UnaryKind};
@@ -165,32 +165,27 @@ impl Pass for GeluPattern {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
+        graph.rewrite_each(|graph, n| {
             let (found, kind) = match Self::match_at(graph, n) {
                 Some(f) => (f, UnaryKind::Gelu),
                 None => match Self::match_tanh_at(graph, n) {
                     Some(f) => (f, UnaryKind::GeluTanh),
-                    None => continue,
+                    None => return Ok(None),
                 },
             };
             let (x, last) = found;
             if !graph.ty(x).dtype.is_float() {
-                continue;
+                return Ok(None);
             }
             let name = format!("{} (gelu)", graph.node(last).name);
-            let out_name = graph.node(last).outputs[0].name.clone();
-            let g = graph.add_op(&name, Unary::new(kind).into(), &[Some(x)]).map_err(|e| anyhow::anyhow!("{e}"))?[0];
-            graph.g[g.node].outputs[0].name = out_name;
-            graph.replace_uses(Port { node: last, port: 0 }, g);
+            let mut patch = Patch::new();
+            let g =
+                patch.add_op(graph, &name, Unary::new(kind).into(), &[Some(x.into())]).map_err(|e| anyhow::anyhow!("{e}"))?[0];
+            patch.replace(graph, Port { node: last, port: 0 }, g);
             // The pattern's other nodes are now dead; dead-nodes removes them.
-            graph.g.remove_node(last);
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            patch.remove(last);
+            Ok(Some(patch))
+        })
     }
 }
 
@@ -366,36 +361,30 @@ impl Pass for AttentionPattern {
     }
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some((op, mut inputs, last)) = Self::match_at(graph, n) else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some((op, mut inputs, last)) = Self::match_at(graph, n) else { return Ok(None) };
             if !op.mask {
                 inputs.truncate(3);
             }
             let name = format!("{} (attention)", graph.node(n).name);
-            let out_name = graph.node(last).outputs[0].name.clone();
+            let mut patch = Patch::new();
             // The op checks shapes (e.g. that the mask broadcasts); a graph
             // it rejects is left as it is.
-            let Ok(ports) = graph.add_op(&name, op.into(), &inputs) else { continue };
+            let Ok(ports) = patch.add_op(graph, &name, op.into(), &wires(&inputs)) else { return Ok(None) };
             let mut result = ports[0];
             // The heads were merged straight into another shape (GPT-2 goes
             // to [batch * seq, hidden] for its Gemm): keep that reshape.
             let want = graph.ty(Port { node: last, port: 0 }).shape.clone();
-            if graph.ty(result).shape != want {
+            if patch.ty(graph, result).shape != want {
                 use trtc_runtime::ops::movement::Reshape;
-                result = graph
-                    .add_op(&format!("{name} reshape"), Reshape { shape: want }.into(), &[Some(result)])
+                result = patch
+                    .add_op(graph, &format!("{name} reshape"), Reshape { shape: want }.into(), &[Some(result)])
                     .map_err(|e| anyhow::anyhow!("{e}"))?[0];
             }
-            graph.g[result.node].outputs[0].name = out_name;
-            graph.replace_uses(Port { node: last, port: 0 }, result);
-            graph.g.remove_node(last);
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            patch.replace(graph, Port { node: last, port: 0 }, result);
+            patch.remove(last);
+            Ok(Some(patch))
+        })
     }
 }
 
@@ -508,35 +497,30 @@ impl Pass for LayerNormPattern {
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
         use trtc_runtime::ops::reduce::LayerNorm;
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some((x, axis, epsilon, gamma, beta, last)) = Self::match_at(graph, n) else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some((x, axis, epsilon, gamma, beta, last)) = Self::match_at(graph, n) else { return Ok(None) };
             let ty = graph.ty(x).clone();
             if ty.dtype != trtc_runtime::DType::F32 {
-                continue;
+                return Ok(None);
             }
+            let mut patch = Patch::new();
             let gamma = match gamma {
-                Some(g) => g,
+                Some(g) => g.into(),
                 None => {
                     let ones =
                         trtc_runtime::Tensor::from_vec(ty.shape[axis..].to_vec(), vec![1f32; ty.shape[axis..].iter().product()])?;
-                    graph.add_constant(&format!("{}.ones", graph.node(n).name), ones)
+                    patch.add_constant(&format!("{}.ones", graph.node(n).name), ones)
                 }
             };
             let name = format!("{} (layernorm)", graph.node(last).name);
-            let out_name = graph.node(last).outputs[0].name.clone();
-            let Ok(ports) = graph.add_op(&name, LayerNorm::new(axis, epsilon).into(), &[Some(x), Some(gamma), beta]) else {
-                continue;
+            let op = LayerNorm::new(axis, epsilon).into();
+            let Ok(ports) = patch.add_op(graph, &name, op, &[Some(x.into()), Some(gamma), beta.map(Wire::from)]) else {
+                return Ok(None);
             };
-            graph.g[ports[0].node].outputs[0].name = out_name;
-            graph.replace_uses(Port { node: last, port: 0 }, ports[0]);
-            graph.g.remove_node(last);
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            patch.replace(graph, Port { node: last, port: 0 }, ports[0]);
+            patch.remove(last);
+            Ok(Some(patch))
+        })
     }
 }
 
@@ -597,27 +581,20 @@ impl Pass for SoftmaxPattern {
 
     fn run(&self, graph: &mut Graph) -> Result<usize> {
         use trtc_runtime::ops::reduce::Softmax;
-        let mut rewrites = 0;
-        for n in graph.topo_order() {
-            if !graph.g.contains_node(n) {
-                continue;
-            }
-            let Some((x, axis, last)) = Self::match_at(graph, n) else { continue };
+        graph.rewrite_each(|graph, n| {
+            let Some((x, axis, last)) = Self::match_at(graph, n) else { return Ok(None) };
             if !graph.ty(x).dtype.is_float() {
-                continue;
+                return Ok(None);
             }
             let name = format!("{} (softmax)", graph.node(last).name);
-            let out_name = graph.node(last).outputs[0].name.clone();
-            let Ok(ports) = graph.add_op(&name, Softmax::new(axis).into(), &[Some(x)]) else { continue };
-            if graph.ty(ports[0]) != graph.ty(Port { node: last, port: 0 }) {
-                graph.g.remove_node(ports[0].node);
-                continue;
+            let mut patch = Patch::new();
+            let Ok(ports) = patch.add_op(graph, &name, Softmax::new(axis).into(), &[Some(x.into())]) else { return Ok(None) };
+            if patch.ty(graph, ports[0]) != graph.ty(Port { node: last, port: 0 }) {
+                return Ok(None);
             }
-            graph.g[ports[0].node].outputs[0].name = out_name;
-            graph.replace_uses(Port { node: last, port: 0 }, ports[0]);
-            graph.g.remove_node(last);
-            rewrites += 1;
-        }
-        Ok(rewrites)
+            patch.replace(graph, Port { node: last, port: 0 }, ports[0]);
+            patch.remove(last);
+            Ok(Some(patch))
+        })
     }
 }

@@ -5,7 +5,7 @@
 //! convolution or matrix multiply.
 
 use super::Pass;
-use crate::ir::{Graph, Port};
+use crate::ir::{Graph, Patch, Port, Wire};
 use anyhow::Result;
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
@@ -112,7 +112,7 @@ impl Pass for PointwiseFusion {
         order.reverse();
         let mut done = std::collections::HashSet::new();
         for r in order {
-            if done.contains(&r) || !graph.g.contains_node(r) || !eligible(graph, r) {
+            if done.contains(&r) || !graph.contains(r) || !eligible(graph, r) {
                 continue;
             }
             let out = Port { node: r, port: 0 };
@@ -141,16 +141,15 @@ impl Pass for PointwiseFusion {
             done.extend(b.absorbed.iter().copied());
             let (program, leaves) = (b.program, b.leaves);
             let name = format!("{} (pointwise)", graph.node(r).name);
-            let out_name = graph.node(r).outputs[0].name.clone();
-            let inputs: Vec<Option<Port>> = leaves.iter().map(|&p| Some(p)).collect();
-            let Ok(ports) = graph.add_op(&name, Pointwise { program }.into(), &inputs) else { continue };
-            if graph.ty(ports[0]) != graph.ty(out) {
-                graph.g.remove_node(ports[0].node);
+            let inputs: Vec<Option<Wire>> = leaves.iter().map(|&p| Some(p.into())).collect();
+            let mut patch = Patch::new();
+            let Ok(ports) = patch.add_op(graph, &name, Pointwise { program }.into(), &inputs) else { continue };
+            if patch.ty(graph, ports[0]) != graph.ty(out) {
                 continue;
             }
-            graph.g[ports[0].node].outputs[0].name = out_name;
-            graph.replace_uses(out, ports[0]);
-            graph.g.remove_node(r);
+            patch.replace(graph, out, ports[0]);
+            patch.remove(r);
+            graph.apply(patch)?;
             rewrites += 1;
         }
         Ok(rewrites)

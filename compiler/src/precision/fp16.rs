@@ -9,10 +9,11 @@
 //! larger than its inputs (Exp, Pow, sums and products over axes, CumSum),
 //! which would overflow f16's 65504.
 
-use super::{rebuild, PrecisionConfig};
-use crate::ir::{Graph, NodeKind, Port};
+use super::PrecisionConfig;
+use crate::ir::{wires, Graph, NodeKind, Patch, Port, Wire};
 use anyhow::Result;
 use half::f16;
+use petgraph::stable_graph::NodeIndex;
 use std::collections::{HashMap, HashSet};
 use trtc_runtime::ops::elementwise::{Cast, ElementwiseOp, UnaryKind};
 use trtc_runtime::ops::precision::{HalfIo, Int8Output, Precision, PrecisionOp};
@@ -54,35 +55,61 @@ struct Rewriter {
     narrowed: HashSet<Port>,
 }
 
+/// The patch of one layer, and the conversions it adds, which become the
+/// rewriter's once the patch is applied (later layers reuse them).
+#[derive(Default)]
+struct LayerPatch {
+    patch: Patch,
+    halves: HashMap<Port, Wire>,
+    fulls: HashMap<Port, Wire>,
+    narrowed: Vec<Wire>,
+}
+
 impl Rewriter {
-    fn half(&mut self, graph: &mut Graph, p: Port) -> Result<Option<Port>> {
+    fn half(&self, graph: &Graph, lp: &mut LayerPatch, p: Port) -> Result<Option<Wire>> {
         if let Some(&h) = self.half_of.get(&p) {
+            return Ok(Some(h.into()));
+        }
+        if let Some(&h) = lp.halves.get(&p) {
             return Ok(Some(h));
         }
         let name = format!("{}.fp16", graph.node(p.node).outputs[p.port].name);
         let h = match &graph.node(p.node).kind {
             NodeKind::Constant(t) => match to_half(t) {
-                Some(h) => graph.add_constant(&name, h),
+                Some(h) => lp.patch.add_constant(&name, h),
                 None => return Ok(None),
             },
-            _ => graph.add_op(&name, Cast::new(DType::F16).into(), &[Some(p)])?[0],
+            _ => lp.patch.add_op(graph, &name, Cast::new(DType::F16).into(), &[Some(p.into())])?[0],
         };
-        self.half_of.insert(p, h);
+        lp.halves.insert(p, h);
         Ok(Some(h))
     }
 
-    fn full(&mut self, graph: &mut Graph, p: Port) -> Result<Port> {
+    fn full(&self, graph: &Graph, lp: &mut LayerPatch, p: Port) -> Result<Wire> {
         if let Some(&f) = self.full_of.get(&p) {
+            return Ok(f.into());
+        }
+        if let Some(&f) = lp.fulls.get(&p) {
             return Ok(f);
         }
         let name = format!("{}.fp32", graph.node(p.node).outputs[p.port].name);
-        let f = graph.add_op(&name, Cast::new(DType::F32).into(), &[Some(p)])?[0];
-        self.full_of.insert(p, f);
+        let f = lp.patch.add_op(graph, &name, Cast::new(DType::F32).into(), &[Some(p.into())])?[0];
+        lp.fulls.insert(p, f);
         Ok(f)
     }
 
+    /// Applies a layer's patch and keeps its conversions.
+    fn commit(&mut self, graph: &mut Graph, lp: LayerPatch) -> Result<()> {
+        let LayerPatch { patch, halves, fulls, narrowed } = lp;
+        let applied = graph.apply(patch)?;
+        self.half_of.extend(halves.into_iter().map(|(p, w)| (p, applied.port(w))));
+        self.full_of.extend(fulls.into_iter().map(|(p, w)| (p, applied.port(w))));
+        self.narrowed.extend(narrowed.into_iter().map(|w| applied.port(w)));
+        Ok(())
+    }
+
     /// Tries to run node `n` in f16; returns whether it did.
-    fn try_half(&mut self, graph: &mut Graph, n: petgraph::stable_graph::NodeIndex, op: &Op) -> Result<bool> {
+    fn try_half(&self, graph: &Graph, lp: &mut LayerPatch, n: NodeIndex, op: &Op) -> Result<bool> {
         let inputs = graph.inputs_of(n);
         let in_types: Vec<Option<TensorType>> = inputs.iter().map(|p| p.map(|p| graph.ty(p).clone())).collect();
         let out_types: Vec<TensorType> = graph.node(n).outputs.iter().map(|o| o.ty.clone()).collect();
@@ -92,9 +119,10 @@ impl Rewriter {
             return Ok(false);
         }
         // Constants first: one that does not fit f16 keeps the layer in f32
-        // before any cast is added.
+        // before any cast is added (the converted ones stay for later layers).
         for p in inputs.iter().flatten() {
-            if graph.ty(*p).dtype == DType::F32 && graph.node(p.node).constant().is_some() && self.half(graph, *p)?.is_none() {
+            if graph.ty(*p).dtype == DType::F32 && graph.node(p.node).constant().is_some() && self.half(graph, lp, *p)?.is_none()
+            {
                 return Ok(false);
             }
         }
@@ -117,32 +145,27 @@ impl Rewriter {
         let mut new_inputs = Vec::with_capacity(inputs.len());
         for p in &inputs {
             new_inputs.push(match p {
-                Some(p) if graph.ty(*p).dtype == DType::F32 => self.half(graph, *p)?,
-                other => *other,
+                Some(p) if graph.ty(*p).dtype == DType::F32 => self.half(graph, lp, *p)?,
+                other => other.map(Wire::from),
             });
         }
-        let new = rebuild(graph, n, new_op, &new_inputs)?;
+        let new = lp.patch.replace_node(graph, n, new_op, &new_inputs)?;
         for (i, (old, new_t)) in out_types.iter().zip(&new_out).enumerate() {
             if old.dtype == DType::F32 && new_t.dtype == DType::F16 {
-                self.narrowed.insert(Port { node: new, port: i });
+                lp.narrowed.push(new[i]);
             }
         }
         Ok(true)
     }
-}
 
-/// Rewrites the graph for FP16 as `cfg` allows.
-pub fn to_fp16(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<()> {
-    let mut rw = Rewriter { half_of: HashMap::new(), full_of: HashMap::new(), narrowed: HashSet::new() };
-    let declared: Vec<DType> = graph.outputs.iter().map(|o| graph.ty(o.port).dtype).collect();
-    for n in graph.topo_order() {
-        let Some(op) = graph.node(n).op().cloned() else { continue };
-        let name = graph.node(n).name.clone();
+    /// Rewrites one layer as `cfg` allows, into `lp`.
+    fn layer(&self, graph: &Graph, cfg: &PrecisionConfig, lp: &mut LayerPatch, n: NodeIndex, op: &Op) -> Result<()> {
+        let name = &graph.node(n).name;
         // Int8 layers choose their float output's dtype.
-        if let Op::Precision(PrecisionOp::Int8Linear(l)) = &op {
+        if let Op::Precision(PrecisionOp::Int8Linear(l)) = op {
             // Its float output is f16 in an fp16 build (or when pinned to
             // fp16), unless the layer is pinned to fp32.
-            let half_output = match cfg.pinned(&name) {
+            let half_output = match cfg.pinned(name) {
                 Some(Precision::Fp32) => false,
                 Some(Precision::Fp16) => true,
                 _ => cfg.fp16,
@@ -150,42 +173,57 @@ pub fn to_fp16(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<()> {
             if l.output == Int8Output::F32 && half_output {
                 let mut l = l.clone();
                 l.output = Int8Output::F16;
-                let inputs = graph.inputs_of(n);
-                let new = rebuild(graph, n, l.into(), &inputs)?;
-                rw.narrowed.insert(Port { node: new, port: 0 });
+                let inputs = wires(&graph.inputs_of(n));
+                let new = lp.patch.replace_node(graph, n, l.into(), &inputs)?;
+                lp.narrowed.push(new[0]);
             }
-            continue;
+            return Ok(());
         }
-        if cfg.allows(&name, Precision::Fp16) && rw.try_half(graph, n, &op)? {
-            continue;
+        if cfg.allows(name, Precision::Fp16) && self.try_half(graph, lp, n, op)? {
+            return Ok(());
         }
         // The layer stays as it is; narrowed inputs go back to f32 unless the
         // op takes them as they are with unchanged outputs (Cast, compares of
         // two f16 tensors, Shape...).
         let inputs = graph.inputs_of(n);
-        if !inputs.iter().flatten().any(|p| rw.narrowed.contains(p)) {
-            continue;
+        if !inputs.iter().flatten().any(|p| self.narrowed.contains(p)) {
+            return Ok(());
         }
         let types: Vec<Option<&TensorType>> = inputs.iter().map(|p| p.map(|p| graph.ty(p))).collect();
         let outs: Vec<TensorType> = graph.node(n).outputs.iter().map(|o| o.ty.clone()).collect();
         if op.infer(&types).map(|t| t == outs).unwrap_or(false) {
-            continue;
+            return Ok(());
         }
         let mut new_inputs = Vec::with_capacity(inputs.len());
         for p in &inputs {
             new_inputs.push(match p {
-                Some(p) if rw.narrowed.contains(p) => Some(rw.full(graph, *p)?),
-                other => *other,
+                Some(p) if self.narrowed.contains(p) => Some(self.full(graph, lp, *p)?),
+                other => other.map(Wire::from),
             });
         }
-        rebuild(graph, n, op, &new_inputs)?;
+        lp.patch.replace_node(graph, n, op.clone(), &new_inputs)?;
+        Ok(())
+    }
+}
+
+/// Rewrites the graph for FP16 as `cfg` allows.
+pub fn to_fp16(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<()> {
+    let mut rw = Rewriter { half_of: HashMap::new(), full_of: HashMap::new(), narrowed: HashSet::new() };
+    let declared: Vec<DType> = graph.outputs().iter().map(|o| graph.ty(o.port).dtype).collect();
+    for n in graph.topo_order() {
+        let Some(op) = graph.node(n).op().cloned() else { continue };
+        let mut lp = LayerPatch::default();
+        rw.layer(graph, cfg, &mut lp, n, &op)?;
+        rw.commit(graph, lp)?;
     }
     // Outputs keep their declared dtypes.
     for (i, dtype) in declared.into_iter().enumerate() {
-        let p = graph.outputs[i].port;
+        let p = graph.outputs()[i].port;
         if graph.ty(p).dtype != dtype {
-            let f = rw.full(graph, p)?;
-            graph.outputs[i].port = f;
+            let mut lp = LayerPatch::default();
+            let f = rw.full(graph, &mut lp, p)?;
+            lp.patch.set_output(i, f);
+            rw.commit(graph, lp)?;
         }
     }
     Ok(())

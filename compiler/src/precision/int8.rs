@@ -5,8 +5,8 @@
 //! output again with one scale, the layer requantizes in its epilogue and
 //! writes int8 directly (`fold_requantization`).
 
-use super::{rebuild, PrecisionConfig};
-use crate::ir::{Graph, Port};
+use super::PrecisionConfig;
+use crate::ir::{wires, Graph, Patch, Port, Wire};
 use anyhow::Result;
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
@@ -49,18 +49,20 @@ fn per_channel_bias(graph: &Graph, linear: &Linear, bias: Option<Port>, channels
     }
 }
 
-/// Replaces linear layer `n` by an `Int8Linear` reading `x_q` (int8, scale
-/// `x_scale`) and the quantized weight. Returns why not when the layer's
-/// bias or shapes do not fit.
+/// Adds to `patch` the replacement of linear layer `n` by an `Int8Linear`
+/// reading `x_q` (int8, scale `x_scale`) and the quantized weight. Returns
+/// why not when the layer's bias or shapes do not fit.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn make_int8(
-    graph: &mut Graph,
+    graph: &Graph,
+    patch: &mut Patch,
     n: NodeIndex,
     linear: &Linear,
     ins: &[Option<Port>],
-    x_q: Port,
+    x_q: Wire,
     x_scale: f32,
     weight: (Tensor, Vec<f32>),
-) -> Result<Result<NodeIndex, String>> {
+) -> Result<Result<(), String>> {
     let (w_q, w_scale) = weight;
     let channels = w_scale.len();
     let bias = match per_channel_bias(graph, linear, if linear.bias { ins.get(2).copied().flatten() } else { None }, channels) {
@@ -68,13 +70,13 @@ pub(super) fn make_int8(
         Err(why) => return Ok(Err(why)),
     };
     let name = graph.node(n).name.clone();
-    let wq = graph.add_constant(&format!("{name}.weight_int8"), w_q);
-    let ws = graph.add_constant(&format!("{name}.weight_scale"), Tensor::from_vec(vec![channels], w_scale)?);
+    let wq = patch.add_constant(&format!("{name}.weight_int8"), w_q);
+    let ws = patch.add_constant(&format!("{name}.weight_scale"), Tensor::from_vec(vec![channels], w_scale)?);
     let b = match bias {
-        Some(b) => Some(graph.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![channels], b)?)),
+        Some(b) => Some(patch.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![channels], b)?)),
         None => None,
     };
-    let residual = if linear.epilogue.residual { ins.get(3).copied().flatten() } else { None };
+    let residual = if linear.epilogue.residual { ins.get(3).copied().flatten().map(Wire::from) } else { None };
     let op = Int8Linear {
         kind: linear.kind.clone(),
         x_scale,
@@ -86,11 +88,12 @@ pub(super) fn make_int8(
     while inputs.last() == Some(&None) {
         inputs.pop();
     }
-    let types: Vec<Option<&trtc_runtime::TensorType>> = inputs.iter().map(|p| p.map(|p| graph.ty(p))).collect();
+    let types: Vec<Option<&trtc_runtime::TensorType>> = inputs.iter().map(|w| w.map(|w| patch.ty(graph, w))).collect();
     if let Err(e) = Op::from(op.clone()).infer(&types) {
         return Ok(Err(e.to_string()));
     }
-    Ok(Ok(rebuild(graph, n, op.into(), &inputs)?))
+    patch.replace_node(graph, n, op.into(), &inputs)?;
+    Ok(Ok(()))
 }
 
 /// Rewrites the layers `--int8` can run in int8. Returns the int8-capable
@@ -133,20 +136,28 @@ pub fn to_int8(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<Strin
             }
         };
         let w_scale = w_scale.as_slice::<f32>()?.to_vec();
-        let x_q = match quantized.get(&(x, scale.to_bits())) {
-            Some(&q) => q,
+        // The quantizer of x at this scale, shared by every layer reading
+        // it; it stays even when this layer falls back.
+        let mut patch = Patch::new();
+        let (x_q, added) = match quantized.get(&(x, scale.to_bits())) {
+            Some(&q) => (Wire::from(q), false),
             None => {
-                let s = graph.add_constant(&format!("{x_name}.scale"), Tensor::scalar(scale));
-                let q = graph.add_op(
+                let s = patch.add_constant(&format!("{x_name}.scale"), Tensor::scalar(scale));
+                let q = patch.add_op(
+                    graph,
                     &format!("{x_name}.int8"),
                     QuantizeLinear { axis: 0, block_size: 0, output_dtype: DType::I8 }.into(),
-                    &[Some(x), Some(s)],
+                    &[Some(x.into()), Some(s)],
                 )?[0];
-                quantized.insert((x, scale.to_bits()), q);
-                q
+                (q, true)
             }
         };
-        if let Err(why) = make_int8(graph, n, &linear, &ins, x_q, scale, (w_q, w_scale))? {
+        let made = make_int8(graph, &mut patch, n, &linear, &ins, x_q, scale, (w_q, w_scale))?;
+        let applied = graph.apply(patch)?;
+        if added {
+            quantized.insert((x, scale.to_bits()), applied.port(x_q));
+        }
+        if let Err(why) = made {
             fallback(why);
         }
     }
@@ -204,11 +215,12 @@ pub fn fold_requantization(graph: &mut Graph) -> Result<usize> {
         }
         let mut l = l.clone();
         l.output = Int8Output::Int8 { scale };
-        let inputs = graph.inputs_of(n);
-        let new = rebuild(graph, n, l.into(), &inputs)?;
+        let mut patch = Patch::new();
+        let new = patch.replace_node(graph, n, l.into(), &wires(&graph.inputs_of(n)))?;
         for (c, _) in consumers {
-            graph.replace_uses(Port { node: c, port: 0 }, Port { node: new, port: 0 });
+            patch.shunt(Port { node: c, port: 0 }, new[0]);
         }
+        graph.apply(patch)?;
         folded += 1;
     }
     graph.remove_dead_nodes();

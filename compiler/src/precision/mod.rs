@@ -14,12 +14,10 @@ mod glob;
 mod int8;
 mod qdq;
 
-use crate::ir::{Graph, Port};
+use crate::ir::Graph;
 use anyhow::{bail, Result};
-use petgraph::stable_graph::NodeIndex;
 use std::collections::BTreeMap;
 use trtc_runtime::ops::precision::Precision;
-use trtc_runtime::Op;
 
 pub use fp16::to_fp16;
 pub use int8::{fold_requantization, to_int8};
@@ -101,22 +99,4 @@ pub fn apply(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<String,
         }
     }
     Ok(report)
-}
-
-/// Replaces op node `n` by a new node running `op` on `inputs`, with the
-/// same node name and output tensor names; uses of its outputs move to the
-/// new node. Returns the new node.
-pub(crate) fn rebuild(graph: &mut Graph, n: NodeIndex, op: Op, inputs: &[Option<Port>]) -> Result<NodeIndex> {
-    let name = graph.node(n).name.clone();
-    let old_names: Vec<String> = graph.node(n).outputs.iter().map(|o| o.name.clone()).collect();
-    let ports = graph.add_op(&name, op, inputs)?;
-    let new = ports.first().map(|p| p.node).ok_or_else(|| anyhow::anyhow!("{name}: rebuilt node has no outputs"))?;
-    for (i, oname) in old_names.iter().enumerate() {
-        if let Some(o) = graph.g[new].outputs.get_mut(i) {
-            o.name = oname.clone();
-        }
-        graph.replace_uses(Port { node: n, port: i }, Port { node: new, port: i });
-    }
-    graph.g.remove_node(n);
-    Ok(new)
 }

@@ -13,7 +13,7 @@
 
 use super::int8::{make_int8, scale_and_zero, weight_channel_axis};
 use super::PrecisionConfig;
-use crate::ir::{Graph, Port};
+use crate::ir::{wires, Graph, Patch, Port};
 use anyhow::Result;
 use trtc_runtime::ops::precision::Precision;
 use trtc_runtime::ops::quant::QuantOp;
@@ -74,7 +74,10 @@ pub fn fold_qdq(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<usize> {
         }
         let Some((x_q, x_scale)) = dequantized_activation(graph, x) else { continue };
         let Some(weight) = dequantized_weight(graph, w, |rank| weight_channel_axis(&linear.kind, rank)) else { continue };
-        if make_int8(graph, n, &linear, &ins, x_q, x_scale, weight)?.is_ok() {
+        let mut patch = Patch::new();
+        let made = make_int8(graph, &mut patch, n, &linear, &ins, x_q.into(), x_scale, weight)?;
+        graph.apply(patch)?;
+        if made.is_ok() {
             folded += 1;
         }
     }
@@ -122,11 +125,12 @@ pub fn fold_int8_relu(graph: &mut Graph) -> Result<usize> {
         }
         let mut l = l.clone();
         l.epilogue.activation = Some(Activation::Unary(UnaryKind::Relu));
-        let inputs = graph.inputs_of(n);
-        let new = super::rebuild(graph, n, l.into(), &inputs)?;
+        let mut patch = Patch::new();
+        let new = patch.replace_node(graph, n, l.into(), &wires(&graph.inputs_of(n)))?;
         for (c, _) in consumers {
-            graph.replace_uses(Port { node: c, port: 0 }, Port { node: new, port: 0 });
+            patch.shunt(Port { node: c, port: 0 }, new[0]);
         }
+        graph.apply(patch)?;
         folded += 1;
     }
     graph.remove_dead_nodes();

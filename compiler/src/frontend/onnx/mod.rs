@@ -5,7 +5,7 @@ pub mod proto;
 pub mod ctx;
 pub mod ops;
 
-use crate::ir::{Graph, GraphOutput, Port};
+use crate::ir::{Graph, Port};
 use anyhow::{anyhow, bail, Context, Result};
 use ops::Registry;
 use prost::Message;
@@ -226,7 +226,7 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         }
         if let Some(v) = opts.input_values.get(&vi.name) {
             let p = graph.add_constant(&vi.name, v.clone());
-            graph.fixed_inputs.push((vi.name.clone(), v.clone()));
+            graph.add_fixed_input(&vi.name, v.clone());
             values.insert(vi.name.clone(), p);
             continue;
         }
@@ -295,9 +295,8 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
             match outs.get(k) {
                 Some(&p) => {
                     // Name the tensor after the ONNX output when it is fresh.
-                    let info = &mut graph.g[p.node].outputs[p.port];
-                    if info.name.starts_with(&name) {
-                        info.name = out_name.clone();
+                    if graph.node(p.node).outputs[p.port].name.starts_with(&name) {
+                        graph.set_tensor_name(p, out_name);
                     }
                     values.insert(out_name.clone(), p);
                 }
@@ -315,7 +314,7 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         let Some(&p) = values.get(&vi.name) else {
             bail!("graph output '{}' is not produced by any node (or uses an unsupported optional output)", vi.name);
         };
-        graph.outputs.push(GraphOutput { name: vi.name.clone(), port: p });
+        graph.add_output(&vi.name, p);
     }
     // Report reads of unsupported optional outputs clearly.
     graph.remove_dead_nodes();

@@ -115,10 +115,10 @@ fn names(inputs: &[(String, TensorType)]) -> String {
 /// The graph's input bindings (fixed inputs excluded).
 pub fn graph_inputs(graph: &Graph) -> Vec<(String, TensorType)> {
     graph
-        .inputs
+        .inputs()
         .iter()
         .map(|&n| graph.node(n).outputs[0].clone())
-        .filter(|o| !graph.fixed_inputs.iter().any(|(f, _)| f == &o.name))
+        .filter(|o| !graph.fixed_inputs().iter().any(|(f, _)| f == &o.name))
         .map(|o| (o.name, o.ty))
         .collect()
 }

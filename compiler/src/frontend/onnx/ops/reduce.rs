@@ -264,7 +264,7 @@ mod tests {
             ..Default::default()
         };
         let g = import_model(&model, ExternalDataRoot { dir: None }, &ImportOptions::default()).unwrap();
-        g.outputs.iter().map(|o| g.node(o.port.node).constant().expect("folded").clone()).collect()
+        g.outputs().iter().map(|o| g.node(o.port.node).constant().expect("folded").clone()).collect()
     }
 
     #[test]
