@@ -216,7 +216,8 @@ mod tuning {
         assert!(!cache.exists());
         assert!(fallback.kernels.unwrap().tuning_summary.contains("heuristic"));
         // A corrupted cache is ignored with a warning.
-        std::fs::write(&cache, b"trtc-timing-cache 1 crc32=00000000\ngarbage").unwrap();
+        let garbage = format!("trtc-timing-cache {} crc32=00000000\ngarbage", trtc::tuning::FORMAT_VERSION);
+        std::fs::write(&cache, garbage).unwrap();
         let built =
             build(TuningOptions { opt_level: Some(3), timing_cache: Some(cache.clone()), error_on_cache_miss: false }).unwrap();
         let warnings = built.kernels.unwrap().warnings.join("\n");

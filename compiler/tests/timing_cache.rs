@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use trtc::tuning::{
     choose, fnv1a64, op_signature, source_hash, Choice, Device, Entry, Layer, LoadError, Policy, Timing, TimingCache, TimingKey,
-    CANDIDATES_PER_LEVEL,
+    CANDIDATES_PER_LEVEL, FORMAT_VERSION,
 };
 use trtc_kernels::{Candidate, KernelLaunch, KernelSource, LayerIo};
 use trtc_runtime::ops::elementwise::{Unary, UnaryKind};
@@ -141,7 +141,7 @@ fn bytes_are_deterministic() {
     }
     assert_eq!(a.to_bytes(), b.to_bytes());
     let text = String::from_utf8(a.to_bytes()).unwrap();
-    assert!(text.starts_with("trtc-timing-cache 1 crc32="), "{text}");
+    assert!(text.starts_with(&format!("trtc-timing-cache {FORMAT_VERSION} crc32=")), "{text}");
     assert!(text.contains("NVIDIA H200\t90\t12080\t12.8\t"), "{text}");
 }
 
@@ -248,7 +248,7 @@ fn corrupted_files_are_ignored_with_a_warning() {
         let len = (next() % 300) as usize;
         let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
         if round % 2 == 1 {
-            bytes.splice(0..0, b"trtc-timing-cache 1 crc32=".iter().copied());
+            bytes.splice(0..0, format!("trtc-timing-cache {FORMAT_VERSION} crc32=").bytes());
         }
         assert!(TimingCache::from_bytes(&bytes).is_err());
     }
@@ -256,19 +256,23 @@ fn corrupted_files_are_ignored_with_a_warning() {
 
     // A checksum that matches a body that is not a valid cache.
     let body = "gpu\tsm\tdriver\tnvrtc\top\ttactic\tsource\tmedian_us\truns\nx\t90\n";
-    let forged = format!("trtc-timing-cache 1 crc32={:08x}\n{body}", crc32fast_hash(body.as_bytes()));
+    let forged = format!("trtc-timing-cache {FORMAT_VERSION} crc32={:08x}\n{body}", crc32fast_hash(body.as_bytes()));
     assert!(load_warning(forged.as_bytes(), &path).contains("bad entry on line 3"));
     let nan = body.replace("x\t90\n", "g\t90\t1\t12.8\top\tt\t0000000000000001\tNaN\t3\n");
-    let forged = format!("trtc-timing-cache 1 crc32={:08x}\n{nan}", crc32fast_hash(nan.as_bytes()));
+    let forged = format!("trtc-timing-cache {FORMAT_VERSION} crc32={:08x}\n{nan}", crc32fast_hash(nan.as_bytes()));
     assert!(load_warning(forged.as_bytes(), &path).contains("bad entry"));
 
     // Another format version.
     let text = String::from_utf8(valid.clone()).unwrap();
-    let v2 = text.replacen("trtc-timing-cache 1 ", "trtc-timing-cache 2 ", 1);
-    assert_eq!(TimingCache::from_bytes(v2.as_bytes()).err(), Some(LoadError::Version(2)));
+    // Version 1 keyed layers by Debug text; it is read as another version.
+    let v1 = text.replacen(&format!("trtc-timing-cache {FORMAT_VERSION} "), "trtc-timing-cache 1 ", 1);
+    assert_eq!(TimingCache::from_bytes(v1.as_bytes()).err(), Some(LoadError::Version(1)));
     assert_eq!(
-        load_warning(v2.as_bytes(), &path),
-        format!("warning: timing cache {} has format version 2, this trtc reads version 1; ignoring it", path.display())
+        load_warning(v1.as_bytes(), &path),
+        format!(
+            "warning: timing cache {} has format version 1, this trtc reads version {FORMAT_VERSION}; ignoring it",
+            path.display()
+        )
     );
 
     // Saving over a corrupted file replaces it, with a warning.
@@ -320,10 +324,21 @@ fn op_signature_has_op_dtypes_and_shapes() {
     let x = TensorType::new(DType::F16, vec![1, 64, 56, 56]);
     let io = LayerIo { op: &op, inputs: vec![Some(&x), None], outputs: vec![&x] };
     let sig = op_signature(&io);
-    assert!(sig.contains("Relu"), "{sig}");
-    assert!(sig.ends_with(" in=[F16[1,64,56,56],-] out=[F16[1,64,56,56]]"), "{sig}");
+    let code = format!("{:016x}", trtc::tuning::fnv1a64(&op.encoded()));
+    assert_eq!(
+        sig,
+        format!("Relu e{}:{code} in=[f16[1,64,56,56],-] out=[f16[1,64,56,56]]", trtc_runtime::engine::FORMAT_VERSION)
+    );
     let y = TensorType::new(DType::F32, vec![1, 64, 56, 56]);
     assert_ne!(sig, op_signature(&LayerIo { op: &op, inputs: vec![Some(&y), None], outputs: vec![&y] }));
+    // Any attribute changes the key, not only the op's name.
+    let gelu = Op::from(Unary::new(UnaryKind::Gelu));
+    let tanh = Op::from(Unary::new(UnaryKind::GeluTanh));
+    let key = |op: &Op| op_signature(&LayerIo { op, inputs: vec![Some(&x)], outputs: vec![&x] });
+    assert_ne!(key(&gelu), key(&tanh));
+    let clip = |max: f64| Op::from(trtc_runtime::ops::elementwise::Clip { min: Some(0.0), max: Some(max) });
+    assert_ne!(key(&clip(6.0)), key(&clip(6.5)));
+    assert_eq!(key(&clip(6.0)), key(&clip(6.0)));
 }
 
 #[test]

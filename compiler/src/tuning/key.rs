@@ -28,24 +28,31 @@ pub struct TimingKey {
     pub device: Device,
     /// The layer as [`op_signature`] describes it.
     pub op: String,
-    /// The candidate's tactic string, e.g. `gemm_simt 64x64x8/4x4`.
+    /// The candidate's tactic, e.g. `gemm_simt 64x64x8/4x4`.
     pub tactic: String,
 }
 
 /// A complete description of what a layer computes, independent of the
-/// model it comes from (no tensor names, no buffer offsets): the op with all
-/// its attributes, then the dtype and shape of every input and output, e.g.
-/// `Elementwise(Unary(Unary { kind: Relu })) in=[F16[1,64,56,56]] out=[F16[1,64,56,56]]`.
+/// model it comes from (no tensor names, no buffer offsets): the op's name,
+/// the engine format version and a hash of the op's engine encoding (every
+/// attribute; see [`Op::encoded`](trtc_runtime::Op::encoded)), then the
+/// type of every input and output, e.g.
+/// `Relu e2:5f0c8e9a1b2c3d4e in=[f16[1,64,56,56]] out=[f16[1,64,56,56]]`.
 /// An absent optional input is written `-`. Layout is part of the shapes
-/// and the op's attributes, so it is covered too.
+/// and the op's attributes, so it is covered too. The key never depends on
+/// `Debug` output, which is free to change; it changes when the engine
+/// format does, and old timings are then measured again.
 pub fn op_signature(io: &LayerIo<'_>) -> String {
-    let ty = |t: &trtc_runtime::TensorType| {
-        let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
-        format!("{:?}[{}]", t.dtype, dims.join(","))
-    };
-    let inputs: Vec<String> = io.inputs.iter().map(|t| t.map_or_else(|| "-".to_string(), ty)).collect();
-    let outputs: Vec<String> = io.outputs.iter().map(|t| ty(t)).collect();
-    format!("{:?} in=[{}] out=[{}]", io.op, inputs.join(","), outputs.join(","))
+    let inputs: Vec<String> = io.inputs.iter().map(|t| t.map_or_else(|| "-".to_string(), |t| t.to_string())).collect();
+    let outputs: Vec<String> = io.outputs.iter().map(|t| t.to_string()).collect();
+    format!(
+        "{} e{}:{:016x} in=[{}] out=[{}]",
+        io.op.name(),
+        trtc_runtime::engine::FORMAT_VERSION,
+        fnv1a64(&io.op.encoded()),
+        inputs.join(","),
+        outputs.join(",")
+    )
 }
 
 /// A stable 64-bit hash (FNV-1a) of everything a candidate runs: each
@@ -59,7 +66,7 @@ pub fn source_hash(candidate: &Candidate) -> u64 {
         for v in launch.grid.iter().chain(&launch.block).chain([&launch.shared_bytes]) {
             h.field(&v.to_le_bytes());
         }
-        h.field(format!("{:?}", launch.args).as_bytes());
+        h.field(&postcard::to_stdvec(&launch.args).expect("kernel arguments always encode"));
     }
     h.0
 }

@@ -5,8 +5,9 @@
 //!
 //! A timing is reused only for the same measurement: the same [`Device`]
 //! (GPU name, compute capability, driver and NVRTC versions), the same
-//! layer as [`op_signature`] describes it (op and attributes, input and
-//! output dtypes and shapes; no names, so one cache serves every model),
+//! layer as [`op_signature`] describes it (op name, a hash of the op's
+//! engine encoding with the engine format version, input and output types;
+//! no names, so one cache serves every model),
 //! the same tactic string, and the same kernels: [`source_hash`], an FNV-1a
 //! hash of the candidate's sources and launch configuration. The first
 //! three form the [`TimingKey`]; the source hash is stored in the
@@ -22,9 +23,9 @@
 //! shown as two spaces):
 //!
 //! ```text
-//! trtc-timing-cache 1 crc32=1a2b3c4d
+//! trtc-timing-cache 2 crc32=1a2b3c4d
 //! gpu  sm  driver  nvrtc  op  tactic  source  median_us  runs
-//! NVIDIA H200  90  12080  12.8  Linalg(…) in=[F16[32,768]…] out=[…]  gemm_simt 64x64x8/4x4  9f3c…(16 hex digits)  12.5  20
+//! NVIDIA H200  90  12080  12.8  Linear e2:5f0c…(16 hex digits) in=[f16[32,768],…] out=[…]  gemm_simt 64x64x8/4x4  9f3c…(16 hex digits)  12.5  20
 //! ```
 //!
 //! The first line holds the magic word, the format version

@@ -9,8 +9,9 @@ use super::key::{Device, TimingKey};
 
 /// The first word of a timing cache file.
 const MAGIC: &str = "trtc-timing-cache";
-/// The format version this trtc reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this trtc reads and writes. Version 2 keys layers by
+/// their engine encoding instead of their Debug text.
+pub const FORMAT_VERSION: u32 = 2;
 /// The column header, the first line under the checksum.
 const COLUMNS: &str = "gpu\tsm\tdriver\tnvrtc\top\ttactic\tsource\tmedian_us\truns";
 

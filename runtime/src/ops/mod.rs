@@ -52,6 +52,17 @@ pub enum Op {
 }
 
 impl Op {
+    /// The op as the engine stores it (postcard): every attribute, in a
+    /// fixed order, and nothing else. Equal ops encode to equal bytes, and
+    /// `runtime/tests/engine_encoding.rs` pins the encoding, so it changes
+    /// only with [`FORMAT_VERSION`](crate::engine::FORMAT_VERSION); the
+    /// timing cache keys layers by it.
+    pub fn encoded(&self) -> Vec<u8> {
+        // Ops are plain data (numbers, strings, vectors, enums), which
+        // postcard always encodes.
+        postcard::to_stdvec(self).expect("an op always encodes")
+    }
+
     pub fn as_impl(&self) -> &dyn OpImpl {
         match self {
             Op::Elementwise(op) => op.as_impl(),
