@@ -105,15 +105,40 @@ fn check(case: &Case, sm: u32) -> Result<(f64, f64, usize, usize)> {
     Ok((err, replay_err, k.device_layers, k.host_layers.len()))
 }
 
-/// Runs the check with the subcommand's arguments; returns the exit status.
-pub fn main(args: Vec<String>) -> i32 {
-    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let filter = arg("--filter").unwrap_or_default();
-    let flag = |name: &str| args.iter().any(|a| a == name);
+/// What `trtc gpu-check` runs.
+#[derive(Clone, Debug, Default)]
+pub struct GpuCheckOptions {
+    /// Only the cases whose `MODEL MODE` (or conformance name) contains this.
+    pub filter: String,
+    /// Skip the testdata models.
+    pub no_models: bool,
+    /// List the model cases and exit.
+    pub list: bool,
+    /// Also run the ONNX conformance suite found in this folder on the GPU.
+    pub conformance: Option<PathBuf>,
+    /// Write the model results as JSON to this file.
+    pub json: Option<PathBuf>,
+}
+
+/// One model case's result in the JSON file.
+#[derive(serde::Serialize)]
+struct CaseReport<'a> {
+    model: &'a str,
+    mode: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_rel_err: Option<f64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    error: bool,
+    ok: bool,
+}
+
+/// Runs the check; returns the exit status.
+pub fn main(opts: &GpuCheckOptions) -> i32 {
+    let filter = &opts.filter;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata");
     let root = if root.exists() { root } else { PathBuf::from("testdata") };
     let mut cases = Vec::new();
-    if !flag("--no-models") {
+    if !opts.no_models {
         for m in onnx_files(&root.join("models")) {
             cases.push(Case { model: m.clone(), mode: "fp32" });
             cases.push(Case { model: m, mode: "fp16" });
@@ -122,7 +147,7 @@ pub fn main(args: Vec<String>) -> i32 {
             cases.push(Case { model: m, mode: "int8" });
         }
     }
-    if flag("--list") {
+    if opts.list {
         for c in &cases {
             println!("{} {}", c.model.display(), c.mode);
         }
@@ -137,10 +162,11 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     println!("GPU: {} (sm_{}), driver {}", gpu.name, gpu.sm, gpu.driver_version);
     let (mut passed, mut failed) = (0, 0);
-    let mut json = Vec::new();
+    let mut json: Vec<CaseReport> = Vec::new();
     println!("{:<28} {:<5} {:>10} {:>8} {:>6} {:>5}  result", "model", "mode", "max err", "replay", "gpu", "host");
-    for case in cases.iter().filter(|c| format!("{} {}", c.model.display(), c.mode).contains(&filter)) {
-        let name = case.model.file_stem().unwrap_or_default().to_string_lossy().to_string();
+    let names: Vec<String> =
+        cases.iter().map(|c| c.model.file_stem().unwrap_or_default().to_string_lossy().to_string()).collect();
+    for (case, name) in cases.iter().zip(&names).filter(|(c, _)| format!("{} {}", c.model.display(), c.mode).contains(filter)) {
         let tol = if case.mode == "fp32" { 3e-3 } else { 1e-2 };
         let start = std::time::Instant::now();
         let r = std::panic::catch_unwind(|| check(case, gpu.sm))
@@ -167,11 +193,11 @@ pub fn main(args: Vec<String>) -> i32 {
                         Err(e) => format!("\n    layer-by-layer run failed: {e:#}"),
                     });
                 }
-                json.push(format!("{{\"model\":\"{name}\",\"mode\":\"{}\",\"max_rel_err\":{err:e},\"ok\":{ok}}}", case.mode));
+                json.push(CaseReport { model: name, mode: case.mode, max_rel_err: Some(err), error: false, ok });
                 (line, ok)
             }
             Err(e) => {
-                json.push(format!("{{\"model\":\"{name}\",\"mode\":\"{}\",\"error\":true,\"ok\":false}}", case.mode));
+                json.push(CaseReport { model: name, mode: case.mode, max_rel_err: None, error: true, ok: false });
                 (format!("{name:<28} {:<5} ERROR {}", case.mode, format!("{e:#}").replace('\n', " ")), false)
             }
         };
@@ -185,13 +211,13 @@ pub fn main(args: Vec<String>) -> i32 {
     if !cases.is_empty() {
         println!("gpu-check: {passed} passed, {failed} failed");
     }
-    if let Some(root) = arg("--conformance") {
-        let cases = crate::conformance::list_cases(Path::new(&root), crate::conformance::SUBSETS).unwrap_or_else(|e| {
+    if let Some(root) = &opts.conformance {
+        let cases = crate::conformance::list_cases(root, crate::conformance::SUBSETS).unwrap_or_else(|e| {
             eprintln!("error: {e:#}");
             std::process::exit(1)
         });
         let (mut ok, mut bad, mut skipped) = (0, 0, 0);
-        for (name, dir) in cases.iter().filter(|(n, _)| n.contains(&filter)) {
+        for (name, dir) in cases.iter().filter(|(n, _)| n.contains(filter.as_str())) {
             match crate::conformance::run_case_on(dir, crate::conformance::Tolerance::default(), Some(gpu.sm)) {
                 crate::conformance::Outcome::Passed => ok += 1,
                 crate::conformance::Outcome::Skipped(_) => skipped += 1,
@@ -210,8 +236,12 @@ pub fn main(args: Vec<String>) -> i32 {
         println!("conformance on the GPU: {ok} passed, {bad} failed, {skipped} skipped (out of scope or failing on the CPU too)");
         failed += bad;
     }
-    if let Some(p) = arg("--json") {
-        let _ = std::fs::write(p, format!("[{}]\n", json.join(",\n")));
+    if let Some(p) = &opts.json {
+        let text = serde_json::to_string_pretty(&json).expect("the report serializes");
+        if let Err(e) = std::fs::write(p, text + "\n") {
+            eprintln!("error: cannot write {}: {e}", p.display());
+            failed += 1;
+        }
     }
     i32::from(failed > 0)
 }

@@ -1,5 +1,6 @@
 //! `trtc inspect`: what an engine holds, without running it.
 
+use serde::Serialize;
 use std::fmt::Write;
 use trtc_runtime::kernels::LayerKernels;
 use trtc_runtime::plan::Storage;
@@ -118,60 +119,65 @@ pub fn text(engine: &Engine) -> String {
     s
 }
 
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+/// One binding in the JSON report.
+#[derive(Serialize)]
+struct BindingReport<'a> {
+    name: &'a str,
+    dtype: String,
+    shape: &'a [usize],
+}
+
+/// One layer in the JSON report.
+#[derive(Serialize)]
+struct LayerReport<'a> {
+    name: &'a str,
+    op: &'static str,
+    tactic: String,
+    launches: Vec<String>,
+    precision: &'static str,
+}
+
+/// The JSON report; fields in this order.
+#[derive(Serialize)]
+struct Report<'a> {
+    format_version: u32,
+    trtc_version: &'a str,
+    target: String,
+    inputs: Vec<BindingReport<'a>>,
+    outputs: Vec<BindingReport<'a>>,
+    weights_bytes: usize,
+    activation_bytes: u64,
+    activation_bytes_without_reuse: u64,
+    layers: Vec<LayerReport<'a>>,
 }
 
 /// The machine-readable report (JSON).
 pub fn json(engine: &Engine) -> String {
     let h = engine.header();
     let plan = engine.plan();
-    let bind = |v: &[trtc_runtime::BindingInfo]| {
-        v.iter()
-            .map(|b| format!("{{\"name\":{},\"dtype\":\"{}\",\"shape\":{:?}}}", esc(&b.name), b.ty.dtype, b.ty.shape))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    fn bind(v: &[trtc_runtime::BindingInfo]) -> Vec<BindingReport<'_>> {
+        v.iter().map(|b| BindingReport { name: &b.name, dtype: b.ty.dtype.to_string(), shape: &b.ty.shape }).collect()
+    }
     let layers = plan
         .layers
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let (tactic, geometry) = execution(engine, i);
-            format!(
-                "{{\"name\":{},\"op\":\"{}\",\"tactic\":{},\"launches\":[{}],\"precision\":\"{}\"}}",
-                esc(&l.name),
-                l.op.name(),
-                esc(&tactic),
-                geometry.iter().map(|g| esc(g)).collect::<Vec<_>>().join(","),
-                plan.layer_precision(l).name()
-            )
+            let (tactic, launches) = execution(engine, i);
+            LayerReport { name: &l.name, op: l.op.name(), tactic, launches, precision: plan.layer_precision(l).name() }
         })
-        .collect::<Vec<_>>()
-        .join(",");
-    format!(
-        "{{\"format_version\":{},\"trtc_version\":{},\"target\":{},\"inputs\":[{}],\"outputs\":[{}],\"weights_bytes\":{},\"activation_bytes\":{},\"activation_bytes_without_reuse\":{},\"layers\":[{}]}}",
-        engine.format_version(),
-        esc(&h.trtc_version),
-        esc(&h.target.to_string()),
-        bind(engine.inputs()),
-        bind(engine.outputs()),
-        engine.weights().len(),
-        plan.arena_bytes,
-        plan.arena_bytes_without_reuse,
-        layers
-    )
+        .collect();
+    let report = Report {
+        format_version: engine.format_version(),
+        trtc_version: &h.trtc_version,
+        target: h.target.to_string(),
+        inputs: bind(engine.inputs()),
+        outputs: bind(engine.outputs()),
+        weights_bytes: engine.weights().len(),
+        activation_bytes: plan.arena_bytes,
+        activation_bytes_without_reuse: plan.arena_bytes_without_reuse,
+        layers,
+    };
+    // Plain data (strings and numbers) always serializes.
+    serde_json::to_string(&report).expect("the report serializes")
 }

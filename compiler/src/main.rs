@@ -42,8 +42,21 @@ enum Command {
 
 #[derive(clap::Args)]
 struct GpuCheckArgs {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    args: Vec<String>,
+    /// Only the cases whose `MODEL MODE` (or conformance case name) contains this.
+    #[arg(long, default_value = "")]
+    filter: String,
+    /// Skip the testdata models.
+    #[arg(long)]
+    no_models: bool,
+    /// List the model cases and exit.
+    #[arg(long)]
+    list: bool,
+    /// Also run the ONNX conformance suite in this folder on the GPU.
+    #[arg(long, value_name = "DIR")]
+    conformance: Option<PathBuf>,
+    /// Write the model results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -66,7 +79,7 @@ struct CalibFlags {
     /// entropy (TensorRT's EntropyCalibration2), minmax, or percentile[=P]
     /// (default P = 99.99).
     #[arg(long, default_value = "entropy")]
-    calibrator: String,
+    calibrator: trtc::precision::calib::Calibrator,
     /// Calibration cache in TensorRT's format: reused when the file exists
     /// (no calibration runs), written after calibrating otherwise.
     #[arg(long, value_name = "FILE")]
@@ -75,7 +88,7 @@ struct CalibFlags {
 
 impl CalibFlags {
     fn options(&self) -> Result<build::Int8Options> {
-        let calibrator = parse_calibrator(&self.calibrator)?;
+        let calibrator = self.calibrator;
         if self.calib_batches == Some(0) {
             bail!("--calib-batches must be at least 1");
         }
@@ -88,24 +101,6 @@ impl CalibFlags {
             },
             cache: self.calib_cache.clone(),
         })
-    }
-}
-
-fn parse_calibrator(s: &str) -> Result<trtc::precision::calib::Calibrator> {
-    use trtc::precision::calib::Calibrator;
-    let (name, arg) = match s.split_once('=') {
-        Some((n, a)) => (n, Some(a)),
-        None => (s, None),
-    };
-    match (name, arg) {
-        ("entropy", None) => Ok(Calibrator::Entropy),
-        ("minmax", None) => Ok(Calibrator::MinMax),
-        ("percentile", None) => Ok(Calibrator::Percentile(99.99)),
-        ("percentile", Some(p)) => match p.parse::<f64>() {
-            Ok(v) if v > 0.0 && v <= 100.0 => Ok(Calibrator::Percentile(v)),
-            _ => bail!("--calibrator {s}: the percentile must be in (0, 100]"),
-        },
-        _ => bail!("--calibrator {s}: expected entropy, minmax or percentile[=P]"),
     }
 }
 
@@ -136,10 +131,10 @@ struct BenchArgs {
     /// Untimed runs first.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=MAX_ITERATIONS))]
     warmup: u64,
-    /// auto (the GPU when the engine has kernels for it, else the CPU), cpu
-    /// or cuda.
-    #[arg(long, default_value = "auto")]
-    device: String,
+    /// Where to run: the GPU when the engine has kernels for it and one is
+    /// present, else the CPU (auto), or either (cpu, cuda).
+    #[arg(long, value_enum, default_value_t = DeviceFlag::Auto)]
+    device: DeviceFlag,
     /// On the GPU, launch layer by layer instead of replaying a CUDA graph.
     #[arg(long)]
     no_cuda_graph: bool,
@@ -238,9 +233,9 @@ struct RunArgs {
     /// Write the outputs, keyed by ONNX output name.
     #[arg(long)]
     save_outputs: Option<PathBuf>,
-    /// auto, cpu or cuda.
-    #[arg(long, default_value = "auto")]
-    device: String,
+    /// Where to run (see `trtc bench --help`).
+    #[arg(long, value_enum, default_value_t = DeviceFlag::Auto)]
+    device: DeviceFlag,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -480,6 +475,14 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
+/// The `--device` flag of `run` and `bench`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DeviceFlag {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
 /// Where `--device` runs an engine.
 enum Device<'e> {
     Cpu,
@@ -488,11 +491,11 @@ enum Device<'e> {
 
 /// Resolves `--device auto|cpu|cuda`. `auto` takes the GPU when the engine
 /// carries kernels for it and it is present, and says why not otherwise.
-fn device<'e>(engine: &'e trtc_runtime::Engine, wanted: &str) -> Result<Device<'e>> {
+fn device(engine: &trtc_runtime::Engine, wanted: DeviceFlag) -> Result<Device<'_>> {
     match wanted {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" => Ok(Device::Cuda(engine.cuda(0)?)),
-        "auto" => {
+        DeviceFlag::Cpu => Ok(Device::Cpu),
+        DeviceFlag::Cuda => Ok(Device::Cuda(engine.cuda(0)?)),
+        DeviceFlag::Auto => {
             if engine.kernels().is_none() {
                 return Ok(Device::Cpu);
             }
@@ -504,13 +507,12 @@ fn device<'e>(engine: &'e trtc_runtime::Engine, wanted: &str) -> Result<Device<'
                 }
             }
         }
-        d => bail!("--device {d}: expected auto, cpu or cuda"),
     }
 }
 
 fn cmd_run(a: RunArgs) -> Result<()> {
     let engine = trtc_runtime::Engine::load(&a.engine)?;
-    let device = device(&engine, &a.device)?;
+    let device = device(&engine, a.device)?;
     if let Some(p) = &a.save_outputs {
         // Before running: a FIFO or a device there is an error now, not
         // after the work.
@@ -670,7 +672,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         }
     };
     let engine = trtc_runtime::Engine::load(&a.engine)?;
-    let device = device(&engine, &a.device)?;
+    let device = device(&engine, a.device)?;
     let inputs = random_inputs(engine.inputs(), 0)?;
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let more = |n: usize| {
@@ -791,9 +793,23 @@ fn main() {
         Command::Bench(a) => cmd_bench(a),
         Command::Calibrate(a) => cmd_calibrate(a),
         Command::Serve(a) => cmd_serve(a),
-        Command::GpuCheck(a) => std::process::exit(trtc::gpu_check::main(a.args)),
+        Command::GpuCheck(a) => std::process::exit(trtc::gpu_check::main(&trtc::gpu_check::GpuCheckOptions {
+            filter: a.filter,
+            no_models: a.no_models,
+            list: a.list,
+            conformance: a.conformance,
+            json: a.json,
+        })),
     })
-    .unwrap_or_else(|e| Err(anyhow!("internal error: {} (please report it)", trtc::panic_message(e.as_ref()))));
+    .unwrap_or_else(|e| {
+        let msg = trtc::panic_message(e.as_ref());
+        // Whoever read stdout stopped (`trtc gpu-check --list | head`):
+        // exit quietly with the status a shell gives a SIGPIPE'd command.
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        Err(anyhow!("internal error: {msg} (please report it)"))
+    });
     if let Err(e) = result {
         // One line: every cause, outermost first.
         let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();

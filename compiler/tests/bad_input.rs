@@ -223,3 +223,23 @@ fn a_huge_constant_is_an_error_not_an_abort() {
     std::fs::write(&path, encode(&m)).unwrap();
     expect_error(&["build", path.to_str().unwrap(), "-o", dir.path("h.engine").to_str().unwrap()], "node 'huge'");
 }
+
+#[test]
+fn bad_flag_values_name_the_flag_and_the_choices() {
+    let dir = TempDir::new("bad-flags");
+    let engine = build_mlp(&dir);
+    let engine = engine.to_str().unwrap();
+    let model = dir.path("mlp.onnx");
+    let model = model.to_str().unwrap();
+    let out = dir.path("o.engine");
+    let out = out.to_str().unwrap();
+    expect_error(
+        &["bench", engine, "--device", "gpu"],
+        "invalid value 'gpu' for '--device <DEVICE>'; [possible values: auto, cpu, cuda]",
+    );
+    expect_error(&["run", engine, "--device", "tpu"], "[possible values: auto, cpu, cuda]");
+    expect_error(&["build", model, "-o", out, "--int8", "--calibrator", "percentile=200"], "the percentile must be in (0, 100]");
+    expect_error(&["build", model, "-o", out, "--int8", "--calibrator", "kl"], "expected entropy, minmax or percentile[=P]");
+    // The hidden GPU check refuses flags it does not know, like every subcommand.
+    expect_error(&["gpu-check", "--list", "--bogus"], "unexpected argument '--bogus'");
+}

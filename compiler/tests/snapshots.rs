@@ -37,6 +37,19 @@ fn inspect_of_the_mlp_engine() {
 }
 
 #[test]
+fn inspect_json_of_the_mlp_engine() {
+    let g = import(&mlp());
+    let built = trtc::build::build_graph(g, &Default::default()).unwrap();
+    let engine = trtc_runtime::Engine::from_bytes(&built.engine).unwrap();
+    let mut report: serde_json::Value = serde_json::from_str(&trtc::inspect::json(&engine)).unwrap();
+    assert_eq!(report["trtc_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(report["layers"].as_array().unwrap().len(), engine.plan().layers.len());
+    // The version changes with every release; keep it out of the snapshot.
+    report["trtc_version"] = "VERSION".into();
+    insta::assert_snapshot!(serde_json::to_string_pretty(&report).unwrap());
+}
+
+#[test]
 fn engines_are_byte_identical_across_builds() {
     let a = trtc::build::build_graph(import(&mlp()), &Default::default()).unwrap().engine;
     let b = trtc::build::build_graph(import(&mlp()), &Default::default()).unwrap().engine;

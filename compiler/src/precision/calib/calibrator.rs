@@ -107,6 +107,39 @@ pub enum Calibrator {
     Percentile(f64),
 }
 
+/// The `--calibrator` spelling: `entropy`, `minmax`, `percentile=P`.
+impl std::fmt::Display for Calibrator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Calibrator::Entropy => f.write_str("entropy"),
+            Calibrator::MinMax => f.write_str("minmax"),
+            Calibrator::Percentile(p) => write!(f, "percentile={p}"),
+        }
+    }
+}
+
+/// Reads the `--calibrator` spelling (`percentile` alone is 99.99).
+impl std::str::FromStr for Calibrator {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Calibrator, String> {
+        let (name, arg) = match s.split_once('=') {
+            Some((n, a)) => (n, Some(a)),
+            None => (s, None),
+        };
+        match (name, arg) {
+            ("entropy", None) => Ok(Calibrator::Entropy),
+            ("minmax", None) => Ok(Calibrator::MinMax),
+            ("percentile", None) => Ok(Calibrator::Percentile(99.99)),
+            ("percentile", Some(p)) => match p.parse::<f64>() {
+                Ok(v) if v > 0.0 && v <= 100.0 => Ok(Calibrator::Percentile(v)),
+                _ => Err(format!("the percentile must be in (0, 100], not '{p}'")),
+            },
+            _ => Err("expected entropy, minmax or percentile[=P]".into()),
+        }
+    }
+}
+
 impl Calibrator {
     /// Returns the name written in the cache header. TensorRT has no percentile
     /// calibrator, so "PercentileCalibration" is our own name and TensorRT will not accept it.
@@ -573,5 +606,21 @@ mod tests {
             let err = CalibrationCache::parse(&text).expect_err(&text).to_string();
             assert!(err.starts_with(&format!("line {line}:")), "{text:?}: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::Calibrator;
+
+    #[test]
+    fn the_flag_spelling_round_trips() {
+        for c in [Calibrator::Entropy, Calibrator::MinMax, Calibrator::Percentile(99.99), Calibrator::Percentile(1.5)] {
+            assert_eq!(c.to_string().parse::<Calibrator>(), Ok(c));
+        }
+        assert_eq!("percentile".parse::<Calibrator>(), Ok(Calibrator::Percentile(99.99)));
+        assert!("percentile=0".parse::<Calibrator>().is_err());
+        assert!("percentile=nan".parse::<Calibrator>().is_err());
+        assert!("entropy=1".parse::<Calibrator>().is_err());
     }
 }
