@@ -715,23 +715,28 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     let batch = engine.inputs().first().and_then(|b| b.ty.shape.first().copied()).unwrap_or(1);
     let compute = (!gpu_ms.is_empty()).then(|| trtc::stats::Latency::from_ms(&gpu_ms));
     if a.json {
-        let compute_json = compute.map_or("null".to_string(), |c| {
-            format!(
-                "{{\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4}}}",
-                c.min, c.median, c.p90, c.p99, c.max
-            )
-        });
-        println!(
-            "{{\"device\":\"{}\",\"cuda_graph\":{graph},\"batch\":{batch},\"iterations\":{},\"min_ms\":{:.4},\"median_ms\":{:.4},\"p90_ms\":{:.4},\"p99_ms\":{:.4},\"max_ms\":{:.4},\"throughput_per_s\":{:.2},\"gpu_compute\":{compute_json}}}",
-            name.replace('"', "'"),
-            ms.len(),
-            s.min,
-            s.median,
-            s.p90,
-            s.p99,
-            s.max,
-            batch as f64 * 1e3 / s.median
-        );
+        /// `trtc bench --json`: one object, end-to-end latency at the top level.
+        #[derive(serde::Serialize)]
+        struct BenchReport<'a> {
+            device: &'a str,
+            cuda_graph: bool,
+            batch: usize,
+            iterations: usize,
+            #[serde(flatten)]
+            latency: trtc::stats::Latency,
+            throughput_per_s: f64,
+            gpu_compute: Option<trtc::stats::Latency>,
+        }
+        let report = BenchReport {
+            device: &name,
+            cuda_graph: graph,
+            batch,
+            iterations: ms.len(),
+            latency: s,
+            throughput_per_s: batch as f64 * 1e3 / s.median,
+            gpu_compute: compute,
+        };
+        println!("{}", serde_json::to_string(&report).expect("the report serializes"));
     } else {
         println!("device: {name}, {} iterations after {} warm-up{}", ms.len(), a.warmup, if graph { ", CUDA graph" } else { "" });
         println!(

@@ -1,11 +1,17 @@
 //! Latency statistics for `trtc bench`.
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Latency quantiles in milliseconds (serialized as `min_ms`, `median_ms`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Latency {
+    #[serde(rename = "min_ms")]
     pub min: f64,
+    #[serde(rename = "median_ms")]
     pub median: f64,
+    #[serde(rename = "p90_ms")]
     pub p90: f64,
+    #[serde(rename = "p99_ms")]
     pub p99: f64,
+    #[serde(rename = "max_ms")]
     pub max: f64,
 }
 

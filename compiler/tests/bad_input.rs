@@ -1,6 +1,7 @@
 //! Bad input gets one clear error line and a non-zero exit, never a panic:
 //! malformed ONNX, unsupported ops, unresolved shapes, unsafe external data,
-//! corrupted, truncated, foreign or future-version engines.
+//! corrupted, truncated, foreign or future-version engines, bad flag values.
+//! (Also the CLI's machine-readable output, which shares the helpers.)
 
 mod common;
 
@@ -242,4 +243,18 @@ fn bad_flag_values_name_the_flag_and_the_choices() {
     expect_error(&["build", model, "-o", out, "--int8", "--calibrator", "kl"], "expected entropy, minmax or percentile[=P]");
     // The hidden GPU check refuses flags it does not know, like every subcommand.
     expect_error(&["gpu-check", "--list", "--bogus"], "unexpected argument '--bogus'");
+}
+
+#[test]
+fn bench_json_is_one_valid_object() {
+    let dir = TempDir::new("bench-json");
+    let engine = build_mlp(&dir);
+    let (code, out, err) = trtc(&["bench", engine.to_str().unwrap(), "--json", "--iterations", "7", "--warmup", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["iterations"], 7);
+    assert_eq!(v["device"], "cpu (reference executor)");
+    assert!(v["gpu_compute"].is_null());
+    let (min, median, max) = (v["min_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap(), v["max_ms"].as_f64().unwrap());
+    assert!(0.0 < min && min <= median && median <= max, "{v}");
 }
