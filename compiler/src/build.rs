@@ -38,8 +38,57 @@ pub struct BuildOptions {
     pub target: Target,
     /// How GPU targets choose their tactics.
     pub tuning: crate::cuda::TuningOptions,
-    /// The flags as the user wrote them, recorded in the engine.
-    pub flags: Vec<String>,
+}
+
+impl BuildOptions {
+    /// The provenance the engine records (`trtc inspect` shows it): what
+    /// changes the engine, spelled as the `trtc build` flags that ask for
+    /// it, derived from the options so that a library build records the
+    /// same as the CLI. Never file paths, so the same model and options give
+    /// byte-identical engines wherever the files live; maps in name order.
+    pub fn provenance_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        let mut shapes: Vec<_> = self.import.shapes.iter().collect();
+        shapes.sort();
+        for (name, dims) in shapes {
+            let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+            flags.push(format!("--shape {name}:{}", dims.join("x")));
+        }
+        let mut values: Vec<&String> = self.import.input_values.keys().collect();
+        values.sort();
+        flags.extend(values.into_iter().map(|name| format!("--input-value {name}")));
+        flags.extend(self.passes.disabled.iter().map(|p| format!("--disable-pass {p}")));
+        if self.passes.disable_all && !self.passes.disabled.iter().any(|p| p == "all") {
+            flags.push("--disable-pass all".into());
+        }
+        if !self.lower.reuse_buffers {
+            flags.push("--no-buffer-reuse".into());
+        }
+        if let Target::Cuda { sm, .. } = &self.target {
+            flags.push(format!("--target sm_{sm}"));
+            if let Some(l) = self.tuning.opt_level {
+                flags.push(format!("--opt-level {l}"));
+            }
+            if self.tuning.timing_cache.is_some() {
+                flags.push("--timing-cache".into());
+            }
+        }
+        if self.precision.fp16 {
+            flags.push("--fp16".into());
+        }
+        if self.precision.int8 {
+            flags.push("--int8".into());
+            // An existing cache decides the scales, whatever the calibrator.
+            match &self.int8.cache {
+                Some(p) if p.exists() => flags.push("--calib-cache (reused)".into()),
+                _ => flags.push(format!("--calibrator {}", self.int8.calib.calibrator)),
+            }
+        }
+        for (pattern, p) in &self.precision.layer_precisions {
+            flags.push(format!("--layer-precision {pattern}={}", p.name()));
+        }
+        flags
+    }
 }
 
 /// The result of a build: the engine bytes and the graph they came from.
@@ -120,7 +169,8 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
             (Some(table), Some(report))
         }
     };
-    let engine = Engine::serialize(opts.target.clone(), opts.flags.clone(), &lowered.plan, &lowered.weights, table.as_ref())?;
+    let engine =
+        Engine::serialize(opts.target.clone(), opts.provenance_flags(), &lowered.plan, &lowered.weights, table.as_ref())?;
     Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, engine })
 }
 
@@ -134,4 +184,46 @@ pub fn build_file(model: &Path, opts: &BuildOptions) -> Result<Built> {
 pub fn engine_of(graph: &Graph, opts: LowerOptions, flags: Vec<String>) -> Result<Vec<u8>> {
     let lowered = lower::lower(graph, opts)?;
     Ok(Engine::serialize(Target::Cpu, flags, &lowered.plan, &lowered.weights, None)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::precision::calib::Calibrator;
+    use trtc_runtime::ops::precision::Precision;
+
+    #[test]
+    fn provenance_flags_spell_the_options_in_a_fixed_order() {
+        assert!(BuildOptions::default().provenance_flags().is_empty());
+        let mut opts = BuildOptions::default();
+        opts.import.shapes.insert("y".into(), vec![4]);
+        opts.import.shapes.insert("x".into(), vec![1, 3, 224, 224]);
+        opts.import.input_values.insert("shape".into(), trtc_runtime::Tensor::scalar(1i64));
+        opts.passes.disabled = vec!["cse".into()];
+        opts.lower.reuse_buffers = false;
+        opts.target = Target::Cuda { sm: 90, gpu_name: None };
+        opts.tuning.opt_level = Some(2);
+        opts.tuning.timing_cache = Some("/somewhere/t.cache".into());
+        opts.precision.fp16 = true;
+        opts.precision.int8 = true;
+        opts.int8.calib.calibrator = Calibrator::Percentile(99.9);
+        opts.precision.layer_precisions.push(("/fc/*".into(), Precision::Fp32));
+        assert_eq!(
+            opts.provenance_flags(),
+            [
+                "--shape x:1x3x224x224",
+                "--shape y:4",
+                "--input-value shape",
+                "--disable-pass cse",
+                "--no-buffer-reuse",
+                "--target sm_90",
+                "--opt-level 2",
+                "--timing-cache",
+                "--fp16",
+                "--int8",
+                "--calibrator percentile=99.9",
+                "--layer-precision /fc/*=fp32",
+            ]
+        );
+    }
 }

@@ -274,77 +274,61 @@ fn parse_shape(s: &str) -> Result<(String, Vec<usize>)> {
     Ok((name.to_string(), dims))
 }
 
-fn cmd_build(a: BuildArgs) -> Result<()> {
-    let mut opts = BuildOptions::default();
-    for s in &a.shapes {
-        let (name, dims) = parse_shape(s)?;
-        opts.import.shapes.insert(name, dims);
-    }
-    for s in &a.input_values {
-        let (name, file) = s.split_once(':').ok_or_else(|| anyhow!("--input-value {s}: expected NAME:FILE.npy"))?;
-        let t = trtc::npz::read_npy_file(std::path::Path::new(file)).with_context(|| format!("--input-value {name}"))?;
-        opts.import.input_values.insert(name.to_string(), t);
-    }
-    opts.target = match a.target.parse::<trtc::cuda::kernel_table::TargetSpec>()? {
-        TargetSpec::Cpu => trtc_runtime::Target::Cpu,
-        TargetSpec::Sm(sm) => trtc_runtime::Target::Cuda { sm, gpu_name: None },
-        TargetSpec::Cuda => {
-            let gpu = trtc::cuda::present_gpu()
-                .context("--target cuda compiles for the GPU of this machine (use --target sm_XX to build for another)")?;
-            trtc_runtime::Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) }
+/// The options `trtc build` asks for, checked: flags that only make sense
+/// together are refused apart, with the flag to add.
+impl TryFrom<&BuildArgs> for BuildOptions {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &BuildArgs) -> Result<BuildOptions> {
+        let mut opts = BuildOptions::default();
+        for s in &a.shapes {
+            let (name, dims) = parse_shape(s)?;
+            opts.import.shapes.insert(name, dims);
         }
-    };
-    opts.lower.reuse_buffers = !a.no_buffer_reuse;
-    // Record what changes the engine, not where files live, so that the same
-    // model and flags give byte-identical engines wherever they are written.
-    opts.flags = a.shapes.iter().map(|s| format!("--shape {s}")).collect();
-    opts.flags.extend(a.input_values.iter().map(|s| format!("--input-value {}", s.split(':').next().unwrap_or(""))));
-    opts.flags.extend(a.disable_passes.iter().map(|p| format!("--disable-pass {p}")));
-    if a.no_buffer_reuse {
-        opts.flags.push("--no-buffer-reuse".into());
-    }
-    if let trtc_runtime::Target::Cuda { sm, .. } = &opts.target {
-        opts.flags.push(format!("--target sm_{sm}"));
-        opts.tuning = trtc::cuda::TuningOptions {
-            opt_level: a.opt_level,
-            timing_cache: a.timing_cache.clone(),
-            error_on_cache_miss: a.error_on_cache_miss,
+        for s in &a.input_values {
+            let (name, file) = s.split_once(':').ok_or_else(|| anyhow!("--input-value {s}: expected NAME:FILE.npy"))?;
+            let t = trtc::npz::read_npy_file(std::path::Path::new(file)).with_context(|| format!("--input-value {name}"))?;
+            opts.import.input_values.insert(name.to_string(), t);
+        }
+        opts.target = match a.target.parse::<trtc::cuda::kernel_table::TargetSpec>()? {
+            TargetSpec::Cpu => trtc_runtime::Target::Cpu,
+            TargetSpec::Sm(sm) => trtc_runtime::Target::Cuda { sm, gpu_name: None },
+            TargetSpec::Cuda => {
+                let gpu = trtc::cuda::present_gpu()
+                    .context("--target cuda compiles for the GPU of this machine (use --target sm_XX to build for another)")?;
+                trtc_runtime::Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) }
+            }
         };
-        if let Some(l) = a.opt_level {
-            opts.flags.push(format!("--opt-level {l}"));
+        opts.lower.reuse_buffers = !a.no_buffer_reuse;
+        if matches!(opts.target, trtc_runtime::Target::Cuda { .. }) {
+            opts.tuning = trtc::cuda::TuningOptions {
+                opt_level: a.opt_level,
+                timing_cache: a.timing_cache.clone(),
+                error_on_cache_miss: a.error_on_cache_miss,
+            };
+        } else if a.opt_level.is_some() || a.timing_cache.is_some() || a.error_on_cache_miss {
+            bail!("--opt-level, --timing-cache and --error-on-cache-miss tune GPU kernels: give --target cuda or sm_XX");
         }
-        if a.timing_cache.is_some() {
-            opts.flags.push("--timing-cache".into());
+        opts.passes.disabled = a.disable_passes.clone();
+        opts.precision.fp16 = a.fp16;
+        opts.precision.int8 = a.int8;
+        for p in &a.layer_precisions {
+            opts.precision.layer_precisions.push(trtc::precision::PrecisionConfig::parse_pin(p)?);
         }
-    } else if a.opt_level.is_some() || a.timing_cache.is_some() || a.error_on_cache_miss {
-        bail!("--opt-level, --timing-cache and --error-on-cache-miss tune GPU kernels: give --target cuda or sm_XX");
-    }
-    opts.passes.disabled = a.disable_passes.clone();
-    opts.precision.fp16 = a.fp16;
-    opts.precision.int8 = a.int8;
-    for p in &a.layer_precisions {
-        opts.precision.layer_precisions.push(trtc::precision::PrecisionConfig::parse_pin(p)?);
-    }
-    if a.int8 {
-        opts.int8 = a.calib.options()?;
-    } else if a.calib.calib.is_some() || a.calib.calib_cache.is_some() {
-        bail!("--calib and --calib-cache need --int8");
-    }
-    if (a.accuracy_data.is_some() || a.per_layer) && !a.accuracy_report {
-        bail!("--accuracy-data and --per-layer go with --accuracy-report");
-    }
-    if a.fp16 {
-        opts.flags.push("--fp16".into());
-    }
-    if a.int8 {
-        opts.flags.push("--int8".into());
-        // An existing cache decides the scales, whatever --calibrator says.
-        match &a.calib.calib_cache {
-            Some(p) if p.exists() => opts.flags.push("--calib-cache (reused)".into()),
-            _ => opts.flags.push(format!("--calibrator {}", a.calib.calibrator)),
+        if a.int8 {
+            opts.int8 = a.calib.options()?;
+        } else if a.calib.calib.is_some() || a.calib.calib_cache.is_some() {
+            bail!("--calib and --calib-cache need --int8");
         }
+        if (a.accuracy_data.is_some() || a.per_layer) && !a.accuracy_report {
+            bail!("--accuracy-data and --per-layer go with --accuracy-report");
+        }
+        Ok(opts)
     }
-    opts.flags.extend(a.layer_precisions.iter().map(|p| format!("--layer-precision {p}")));
+}
+
+fn cmd_build(a: BuildArgs) -> Result<()> {
+    let opts = BuildOptions::try_from(&a)?;
     let start = std::time::Instant::now();
     let graph = trtc::frontend::onnx::import_file(&a.model, &opts.import)?;
     if let Some(dir) = &a.dump_graph {
@@ -355,6 +339,24 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     if let Some(dir) = &a.dump_graph {
         trtc_runtime::file::write(&dir.join("optimized.dot"), built.graph.to_dot().as_bytes())?;
     }
+    print_build_report(&a, &built);
+    trtc_runtime::file::write(&a.output, &built.engine).context("cannot write the engine")?;
+    eprintln!(
+        "built {} ({} layers, {} bytes) in {:.2} s",
+        a.output.display(),
+        built.graph.op_count(),
+        built.engine.len(),
+        start.elapsed().as_secs_f64()
+    );
+    if a.accuracy_report {
+        accuracy_report(&built, a.accuracy_data.as_deref(), a.per_layer)?;
+    }
+    Ok(())
+}
+
+/// What the build did, on stderr: calibration, precisions, kernels, and
+/// with `-v` the passes and the optimized IR.
+fn print_build_report(a: &BuildArgs, built: &build::Built) {
     if let Some((cache, from_file)) = &built.calibration {
         match (from_file, &a.calib.calib_cache) {
             (true, Some(p)) => eprintln!("int8: {} scales from the calibration cache {}", cache.scales.len(), p.display()),
@@ -414,18 +416,6 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         }
         eprint!("{}", built.graph.dump());
     }
-    trtc_runtime::file::write(&a.output, &built.engine).context("cannot write the engine")?;
-    eprintln!(
-        "built {} ({} layers, {} bytes) in {:.2} s",
-        a.output.display(),
-        built.graph.op_count(),
-        built.engine.len(),
-        start.elapsed().as_secs_f64()
-    );
-    if a.accuracy_report {
-        accuracy_report(&built, a.accuracy_data.as_deref(), a.per_layer)?;
-    }
-    Ok(())
 }
 
 fn accuracy_report(built: &build::Built, data: Option<&std::path::Path>, per_layer: bool) -> Result<()> {
