@@ -80,9 +80,9 @@ mod igemm;
 use crate::{activation, c_type, unsupported, Candidate, LayerIo, Selection, SmLimits, Unsupported};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::fused::{Epilogue, FusedOp, LinearKind};
-use trtc_runtime::ops::linalg::{Conv, ConvTranspose, LinalgOp, Window};
+use trtc_runtime::ops::linalg::{Conv, ConvTranspose, LinalgOp};
 use trtc_runtime::ops::precision::{Int8Output, PrecisionOp};
-use trtc_runtime::{DType, Op};
+use trtc_runtime::{DType, Op, TensorType};
 
 /// The candidates of a Conv, ConvTranspose, FusedConv or Int8Conv layer.
 pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
@@ -270,34 +270,26 @@ impl ConvLayer {
         if !channels_ok {
             return unsupported(format!("{name}: x {x} does not fit weight {w} with group {g}"));
         }
-        // The output spatial sizes the op's rules give, against the output.
-        let spatial_in = &x.shape[2..];
-        let expected: Vec<usize> = if parts.transpose {
-            let op = parts.output_padding.unwrap_or(&[]);
-            if op.len() != r {
-                return unsupported(format!("{name}: output_padding has {} entries for {r} axes", op.len()));
-            }
-            (0..r)
-                .map(|d| {
-                    let full = a.strides[d]
-                        .saturating_mul(spatial_in[d].saturating_sub(1))
-                        .saturating_add((a.kernel[d] - 1).saturating_mul(a.dilations[d]))
-                        .saturating_add(1 + op[d]);
-                    full.saturating_sub(a.pads[d].saturating_add(a.pads[r + d]))
-                })
-                .collect()
-        } else {
-            let win = Window {
-                kernel_shape: a.kernel.to_vec(),
-                strides: a.strides.to_vec(),
-                pads: a.pads.to_vec(),
-                dilations: a.dilations.to_vec(),
-            };
-            win.output_shape(spatial_in, false, name).map_err(|e| Unsupported(e.to_string()))?
-        };
-        if out.shape[0] != n || out.shape[1] != m || out.shape[2..] != expected[..] {
-            return unsupported(format!("{name}: output {out} does not match x {x} and weight {w}"));
+        // The output shape the op's own rules give (the runtime's `infer`,
+        // which the IR checked too), against the output: a layer whose
+        // declared output disagrees is refused rather than computed. The op
+        // here is HalfIo's inner op on f16 layers, so f16 tensors are
+        // inferred as the f32 the inner op takes; dtypes are checked below.
+        if parts.transpose && parts.output_padding.is_some_and(|p| p.len() != r) {
+            return unsupported(format!("{name}: output_padding does not have {r} entries"));
         }
+        let widened: Vec<Option<TensorType>> = io
+            .inputs
+            .iter()
+            .map(|t| t.map(|t| if t.dtype == DType::F16 { TensorType::new(DType::F32, t.shape.clone()) } else { t.clone() }))
+            .collect();
+        let widened: Vec<Option<&TensorType>> = widened.iter().map(Option::as_ref).collect();
+        match io.op.infer(&widened) {
+            Ok(inferred) if inferred.len() == 1 && inferred[0].shape == out.shape => {}
+            Ok(_) => return unsupported(format!("{name}: output {out} does not match x {x} and weight {w}")),
+            Err(e) => return unsupported(format!("{name}: {e}")),
+        }
+        let spatial_in = &x.shape[2..];
         // Dtypes: float storage, or int8 with float scales, bias and residual.
         let dtype_of = |k: Option<u32>| k.and_then(input).map(|t| t.dtype);
         let int8 = match parts.int8 {
