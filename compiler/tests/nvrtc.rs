@@ -9,7 +9,7 @@ use trtc::build::{build_graph, BuildOptions};
 use trtc::cuda::nvrtc;
 use trtc::ir::NodeKind;
 use trtc_kernels::activation;
-use trtc_kernels::gemm::GemmTactic;
+use trtc_kernels::linear::gemm::simt::GemmTactic;
 use trtc_kernels::{pointwise, KernelSource, SmLimits};
 use trtc_runtime::ops::elementwise::{ElementwiseOp, UnaryKind};
 use trtc_runtime::ops::fused::{FusedOp, Instr};

@@ -20,7 +20,6 @@ pub mod pointwise;
 pub mod movement;
 pub mod reduce;
 pub mod attention;
-pub mod gemm;
 pub mod linear;
 pub mod nvrtc;
 

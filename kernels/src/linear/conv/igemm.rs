@@ -7,9 +7,9 @@ use crate::{unsupported, Candidate, KernelLaunch, KernelSource, Selection, SmLim
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::DType;
 
-const CONV_COMMON: &str = include_str!("../../cuda/conv_common.cuh");
-const MMA: &str = include_str!("../../cuda/mma.cuh");
-const SOURCE: &str = include_str!("../../cuda/conv_igemm.cu");
+const CONV_COMMON: &str = include_str!("../../../cuda/conv_common.cuh");
+const MMA: &str = include_str!("../../../cuda/mma.cuh");
+const SOURCE: &str = include_str!("../../../cuda/conv_igemm.cu");
 
 /// How a block computes its tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,10 +1,10 @@
 //! The GEMV family (`cuda/gemm_gemv.cu`): GEMMs of few rows on CUDA cores,
 //! B streamed once by many blocks. A tactic is the rows of Y per block.
 
-use crate::gemm::{AbType, GemmSpec, GEMM_COMMON};
+use crate::linear::gemm::simt::{AbType, GemmSpec, GEMM_COMMON};
 use crate::{KernelSource, COMMON};
 
-const SOURCE: &str = include_str!("../../cuda/gemm_gemv.cu");
+const SOURCE: &str = include_str!("../../../cuda/gemm_gemv.cu");
 
 /// GEMMs with at most this many rows (per batch entry) get GEMV candidates.
 pub const MAX_ROWS: usize = 16;

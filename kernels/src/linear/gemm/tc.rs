@@ -2,11 +2,11 @@
 //! layers they fit, the cost model that orders them, and instantiation.
 
 use super::problem::Problem;
-use crate::gemm::{AbType, GemmSpec, GEMM_COMMON};
+use crate::linear::gemm::simt::{AbType, GemmSpec, GEMM_COMMON};
 use crate::{KernelSource, SmLimits, COMMON};
 
-const SOURCE: &str = include_str!("../../cuda/gemm_tc.cu");
-const MMA: &str = include_str!("../../cuda/mma.cuh");
+const SOURCE: &str = include_str!("../../../cuda/gemm_tc.cu");
+const MMA: &str = include_str!("../../../cuda/mma.cuh");
 
 /// The mma instruction: f16 (m16n8k16), tf32 (m16n8k8) or s8 (m16n8k32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

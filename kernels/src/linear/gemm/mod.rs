@@ -19,7 +19,7 @@
 //! for an N-contiguous B, multiples of 8 (f16), 4 (f32) or 16 (int8).
 //! Other sizes are free: edge tiles are zero-filled.
 //!
-//! **SIMT** (`crate::gemm`, `cuda/gemm_simt.cu`): exact f32 (int32 for int8)
+//! **SIMT** (`simt`, `cuda/gemm_simt.cu`): exact f32 (int32 for int8)
 //! multiply-adds for any layout, size and alignment; always a candidate.
 //!
 //! **GEMV** (`gemv`, `cuda/gemm_gemv.cu`): exact CUDA-core products for
@@ -47,17 +47,15 @@
 //! per operand, more than 65535 batch entries or row tiles, sizes beyond
 //! 32-bit indices, empty outputs, activations without a CUDA expression.
 
-#[path = "gemm_gemv.rs"]
+pub mod simt;
 pub mod gemv;
-#[path = "gemm_problem.rs"]
 pub mod problem;
-#[path = "gemm_tc.rs"]
 pub mod tc;
 
-use crate::gemm::{AbType, GemmTactic};
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, SmLimits, Unsupported};
 use gemv::GemvTactic;
 use problem::Problem;
+use simt::{AbType, GemmTactic};
 use tc::TcTactic;
 use trtc_runtime::kernels::KernelArg;
 
@@ -123,7 +121,7 @@ fn push_simt(out: &mut Vec<Candidate>, p: &Problem, tactics: &[GemmTactic], limi
 }
 
 /// The launch of a GEMM kernel on `p`, in the argument order of
-/// `gemm_common.cuh` (see `crate::gemm`); `None` when the grid exceeds the
+/// `gemm_common.cuh` (see `simt`); `None` when the grid exceeds the
 /// launch limits.
 fn launch(p: &Problem, kernel: KernelSource, grid: [u64; 3], threads: u32) -> Option<KernelLaunch> {
     if grid[0] > u32::MAX as u64 || grid[1] > 65535 || grid[2] > 65535 {

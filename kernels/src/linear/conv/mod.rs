@@ -72,9 +72,7 @@
 //! an image (all channels of x or of the output) or a weight of 2^30
 //! elements or more, 2^31 GEMM rows, a spatial extent of 2^27.
 
-#[path = "conv_direct.rs"]
 mod direct;
-#[path = "conv_igemm.rs"]
 mod igemm;
 
 use crate::{activation, c_type, unsupported, Candidate, LayerIo, Selection, SmLimits, Unsupported};

@@ -5,9 +5,9 @@ use super::ConvLayer;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, Selection, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 
-const CONV_COMMON: &str = include_str!("../../cuda/conv_common.cuh");
-const DEPTHWISE: &str = include_str!("../../cuda/conv_depthwise.cu");
-const TRANSPOSE: &str = include_str!("../../cuda/conv_transpose.cu");
+const CONV_COMMON: &str = include_str!("../../../cuda/conv_common.cuh");
+const DEPTHWISE: &str = include_str!("../../../cuda/conv_depthwise.cu");
+const TRANSPOSE: &str = include_str!("../../../cuda/conv_transpose.cu");
 
 /// Blocks of a grid-stride launch over `work` items: enough to fill any GPU
 /// trtc targets several times, capped so the grid stays small.

@@ -2,7 +2,7 @@
 //! ([`GemmSpec`]: operand types and layouts, epilogue), and the SIMT family
 //! ([`GemmTactic`], `cuda/gemm_simt.cu`), which runs on CUDA cores for every
 //! layout and type and is the fallback of every GEMM layer. The tensor-core
-//! family and the choice between them live in `linear::gemm`.
+//! family and the choice between them live in `super` (`linear::gemm`).
 //!
 //! Every GEMM kernel takes the parameters of `cuda/gemm_common.cuh`, in this
 //! order: `A`, `B`, `w_scale` (int8 only), `E` (when the spec has an
@@ -13,9 +13,9 @@
 use crate::{KernelSource, SmLimits, COMMON};
 use trtc_runtime::DType;
 
-const SIMT_SOURCE: &str = include_str!("../cuda/gemm_simt.cu");
+const SIMT_SOURCE: &str = include_str!("../../../cuda/gemm_simt.cu");
 /// Parameters, batching and epilogue shared by the GEMM kernels.
-pub(crate) const GEMM_COMMON: &str = include_str!("../cuda/gemm_common.cuh");
+pub(crate) const GEMM_COMMON: &str = include_str!("../../../cuda/gemm_common.cuh");
 
 /// The element type of A and B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

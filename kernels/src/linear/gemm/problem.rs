@@ -1,6 +1,6 @@
 //! A Gemm, MatMul, fused Linear or Int8Linear layer as one batched GEMM:
 //! `Y[z][r][c] = epilogue(Σ_k A[z][r][k] · B[z][k][c])` with the sizes,
-//! strides and epilogue operands the kernels take (see `crate::gemm`).
+//! strides and epilogue operands the kernels take (see `super::simt`).
 //!
 //! Each layer is read the way its CPU reference op computes:
 //! - Gemm: `alpha · A'·B' + beta · C`, C broadcast to `[M, N]` (ignored
@@ -14,7 +14,7 @@
 //! - Int8Linear: see `gemm_common.cuh`; the bias and weight scales are per
 //!   output channel (the last axis).
 
-use crate::gemm::{AbType, GemmSpec};
+use crate::linear::gemm::simt::{AbType, GemmSpec};
 use crate::{activation, unsupported, LayerIo, Unsupported};
 use trtc_runtime::ops::fused::{Epilogue, FusedOp, LinearKind};
 use trtc_runtime::ops::linalg::{Gemm, LinalgOp};
