@@ -159,7 +159,7 @@ mod tuning {
                 tunable += 1;
             }
             for (i, c) in considered.iter().enumerate() {
-                let key = TimingKey { device: device.clone(), op: op_signature(&io), tactic: c.tactic.clone() };
+                let key = TimingKey { device: device.clone(), op: op_signature(&io), tactic: c.tactic.to_string() };
                 let median_us = Some(100.0 - i as f64);
                 cache.insert(key, Entry { source_hash: source_hash(c), median_us, runs: 10 });
             }

@@ -9,7 +9,8 @@ use trtc::tuning::{
     choose, fnv1a64, op_signature, source_hash, Choice, Device, Entry, Layer, LoadError, Policy, Timing, TimingCache, TimingKey,
     CANDIDATES_PER_LEVEL, FORMAT_VERSION,
 };
-use trtc_kernels::{Candidate, KernelLaunch, KernelSource, LayerIo};
+use trtc_kernels::linear::gemm::gemv::GemvTactic;
+use trtc_kernels::{Candidate, KernelLaunch, KernelSource, LayerIo, Tactic};
 use trtc_runtime::ops::elementwise::{Unary, UnaryKind};
 use trtc_runtime::ops::Op;
 use trtc_runtime::{DType, TensorType};
@@ -44,23 +45,28 @@ fn a100() -> Device {
     Device { gpu: "NVIDIA A100-SXM4-80GB".into(), sm: 80, driver: 12080, nvrtc: (12, 8) }
 }
 
-fn candidate(tactic: &str, source: &str) -> Candidate {
+fn candidate(tactic: Tactic, source: &str) -> Candidate {
     let kernel = KernelSource { entry: "k".into(), source: source.into() };
     Candidate {
-        tactic: tactic.into(),
+        tactic,
         launches: vec![KernelLaunch { kernel, grid: [4, 1, 1], block: [256, 1, 1], shared_bytes: 0, args: vec![] }],
     }
 }
 
-/// `n` candidates `t0..t{n-1}` with distinct sources.
+/// The `i`-th test tactic (any family does; GEMV's has one number).
+fn tac(i: usize) -> Tactic {
+    Tactic::Gemv(GemvTactic { rows: i as u32 })
+}
+
+/// `n` candidates `tac(0)..tac(n - 1)` with distinct sources.
 fn candidates(n: usize) -> Vec<Candidate> {
-    (0..n).map(|i| candidate(&format!("t{i}"), &format!("__global__ void k() {{ /* {i} */ }}"))).collect()
+    (0..n).map(|i| candidate(tac(i), &format!("__global__ void k() {{ /* {i} */ }}"))).collect()
 }
 
 const SIG: &str = "Linalg(MatMul) in=[F16[32,768],F16[768,768]] out=[F16[32,768]]";
 
-fn key(device: &Device, tactic: &str) -> TimingKey {
-    TimingKey { device: device.clone(), op: SIG.into(), tactic: tactic.into() }
+fn key(device: &Device, tactic: impl ToString) -> TimingKey {
+    TimingKey { device: device.clone(), op: SIG.into(), tactic: tactic.to_string() }
 }
 
 fn entry(source_hash: u64, median_us: Option<f64>, runs: u32) -> Entry {
@@ -86,11 +92,12 @@ fn sample() -> TimingCache {
 /// (`None`: it could not run), counting the calls.
 fn fake<'a>(
     times: &'a [Option<f64>],
-    calls: &'a RefCell<Vec<String>>,
+    calls: &'a RefCell<Vec<Tactic>>,
 ) -> impl FnMut(&Candidate) -> anyhow::Result<Option<Timing>> + 'a {
     move |c: &Candidate| {
         calls.borrow_mut().push(c.tactic.clone());
-        let i: usize = c.tactic[1..].parse().unwrap();
+        let Tactic::Gemv(g) = &c.tactic else { unreachable!("the test candidates are GEMVs") };
+        let i = g.rows as usize;
         Ok(times[i].map(|median_us| Timing { median_us, runs: 10 }))
     }
 }
@@ -184,22 +191,22 @@ fn a_fresh_measurement_of_a_changed_kernel_replaces_the_stale_entry_on_save() {
     let dir = scratch("stale");
     let path = dir.join("cache.tc");
     let mut old = TimingCache::new();
-    old.insert(key(&h200(), "t0"), entry(1, Some(1.0), 100));
+    old.insert(key(&h200(), tac(0)), entry(1, Some(1.0), 100));
     old.save(&path).unwrap();
     // A later build with a changed kernel (source hash 2) measures it again,
     // over fewer runs: its entry still replaces the stale one.
     let (mut new, _) = TimingCache::load(&path).unwrap();
-    assert!(new.get(&key(&h200(), "t0"), 2).is_none());
-    new.insert(key(&h200(), "t0"), entry(2, Some(9.0), 10));
+    assert!(new.get(&key(&h200(), tac(0)), 2).is_none());
+    new.insert(key(&h200(), tac(0)), entry(2, Some(9.0), 10));
     new.save(&path).unwrap();
     let (loaded, _) = TimingCache::load(&path).unwrap();
-    assert_eq!(loaded.get(&key(&h200(), "t0"), 2), Some(&entry(2, Some(9.0), 10)));
-    assert!(loaded.get(&key(&h200(), "t0"), 1).is_none());
+    assert_eq!(loaded.get(&key(&h200(), tac(0)), 2), Some(&entry(2, Some(9.0), 10)));
+    assert!(loaded.get(&key(&h200(), tac(0)), 1).is_none());
     // A build that only loaded the old entry does not bring it back.
     let mut loaded_before = TimingCache::from_bytes(&old.to_bytes()).unwrap();
     loaded_before.save(&path).unwrap();
     let (loaded, _) = TimingCache::load(&path).unwrap();
-    assert_eq!(loaded.get(&key(&h200(), "t0"), 2), Some(&entry(2, Some(9.0), 10)));
+    assert_eq!(loaded.get(&key(&h200(), tac(0)), 2), Some(&entry(2, Some(9.0), 10)));
 }
 
 /// Loads `bytes` through a file; returns the warning (there must be one).
@@ -305,9 +312,9 @@ fn fnv1a_matches_the_reference_values() {
 
 #[test]
 fn source_hash_covers_sources_and_launches() {
-    let a = candidate("t", "src");
+    let a = candidate(tac(0), "src");
     assert_eq!(source_hash(&a), source_hash(&a.clone()));
-    assert_ne!(source_hash(&a), source_hash(&candidate("t", "src ")));
+    assert_ne!(source_hash(&a), source_hash(&candidate(tac(0), "src ")));
     let mut b = a.clone();
     b.launches[0].block = [128, 1, 1];
     assert_ne!(source_hash(&a), source_hash(&b));
@@ -315,7 +322,7 @@ fn source_hash_covers_sources_and_launches() {
     c.launches[0].kernel.entry = "k2".into();
     assert_ne!(source_hash(&a), source_hash(&c));
     // The tactic name is in the key, not the hash.
-    assert_eq!(source_hash(&a), source_hash(&candidate("other", "src")));
+    assert_eq!(source_hash(&a), source_hash(&candidate(tac(1), "src")));
 }
 
 #[test]
@@ -346,7 +353,7 @@ fn level_0_takes_the_heuristic_without_timing() {
     let cands = candidates(5);
     let mut cache = TimingCache::new();
     let choice = choose(&layer(&cands), &h200(), &mut cache, Policy { opt_level: 0, error_on_cache_miss: true }, no_gpu).unwrap();
-    assert_eq!((choice.index, choice.tactic.as_str(), choice.time_us, choice.fallback), (0, "t0", None, None));
+    assert_eq!((choice.index, choice.tactic.clone(), choice.time_us, choice.fallback), (0, tac(0), None, None));
     assert!(cache.is_empty());
     // Out-of-range levels are errors.
     assert!(choose(&layer(&cands), &h200(), &mut cache, policy(6), no_gpu).is_err());
@@ -364,10 +371,10 @@ fn each_level_considers_its_number_of_candidates() {
         let choice = choose(&layer(&cands), &h200(), &mut cache, policy(level), fake(&times, &calls)).unwrap();
         let considered = CANDIDATES_PER_LEVEL[level as usize].min(n);
         assert_eq!(calls.borrow().len(), considered, "level {level}");
-        assert_eq!(calls.borrow()[0], "t0", "the heuristic is always timed");
+        assert_eq!(calls.borrow()[0], tac(0), "the heuristic is always timed");
         assert_eq!(choice.index, considered - 1);
         assert_eq!(choice.time_us, Some(1000.0 - (considered - 1) as f64));
-        assert_eq!(choice.runner_up, Some((format!("t{}", considered - 2), 1000.0 - (considered - 2) as f64)));
+        assert_eq!(choice.runner_up, Some((tac(considered - 2), 1000.0 - (considered - 2) as f64)));
         assert_eq!(
             (choice.considered, choice.measured, choice.cache_hits, choice.from_cache),
             (considered, considered, 0, false)
@@ -384,11 +391,11 @@ fn a_cache_hit_is_not_measured_and_decides_the_same_way() {
     let calls = RefCell::new(vec![]);
     let mut cache = TimingCache::new();
     let first = choose(&layer(&cands), &h200(), &mut cache, policy(2), fake(&times, &calls)).unwrap();
-    assert_eq!((first.tactic.as_str(), first.time_us), ("t4", Some(1.0)));
-    assert_eq!(first.runner_up, Some(("t5".to_string(), 2.0)));
+    assert_eq!((first.tactic.clone(), first.time_us), (tac(4), Some(1.0)));
+    assert_eq!(first.runner_up, Some((tac(5), 2.0)));
     assert_eq!(calls.borrow().len(), 6);
     // The failed candidate is remembered as "could not run".
-    assert_eq!(cache.get(&key(&h200(), "t2"), source_hash(&cands[2])).unwrap().median_us, None);
+    assert_eq!(cache.get(&key(&h200(), tac(2)), source_hash(&cands[2])).unwrap().median_us, None);
 
     // A warm cache (through the file format) needs no measurement at all,
     // even with --error-on-cache-miss, and gives the same choice.
@@ -411,7 +418,10 @@ fn error_on_cache_miss_names_the_layer_and_tactic() {
     let strict = Policy { opt_level: 1, error_on_cache_miss: true };
     let calls = RefCell::new(vec![]);
     let err = choose(&layer(&cands), &h200(), &mut cache, strict, fake(&[Some(1.0); 4], &calls)).unwrap_err().to_string();
-    assert!(err.contains("conv1") && err.contains("tactic t3") && err.contains("--error-on-cache-miss"), "{err}");
+    assert!(
+        err.contains("conv1") && err.contains(&format!("tactic {}", tac(3))) && err.contains("--error-on-cache-miss"),
+        "{err}"
+    );
     assert!(calls.borrow().is_empty(), "nothing is measured");
 }
 
@@ -420,12 +430,12 @@ fn without_a_gpu_a_miss_falls_back_to_the_heuristic() {
     let cands = candidates(4);
     let mut cache = TimingCache::new();
     // t1 is cached and fastest, but t2 and t3 cannot be timed.
-    cache.insert(key(&h200(), "t0"), entry(source_hash(&cands[0]), Some(9.0), 10));
-    cache.insert(key(&h200(), "t1"), entry(source_hash(&cands[1]), Some(1.0), 10));
+    cache.insert(key(&h200(), tac(0)), entry(source_hash(&cands[0]), Some(9.0), 10));
+    cache.insert(key(&h200(), tac(1)), entry(source_hash(&cands[1]), Some(1.0), 10));
     let choice = choose(&layer(&cands), &h200(), &mut cache, policy(3), no_gpu).unwrap();
     assert_eq!((choice.index, choice.time_us, choice.from_cache), (0, Some(9.0), true));
     let why = choice.fallback.unwrap();
-    assert!(why.contains("could not time tactic t2") && why.contains("no CUDA device"), "{why}");
+    assert!(why.contains(&format!("could not time tactic {}", tac(2))) && why.contains("no CUDA device"), "{why}");
     assert_eq!(cache.len(), 2, "nothing is added");
 
     // No candidate could run at all: the heuristic again.
@@ -441,32 +451,32 @@ fn ties_go_to_the_earlier_candidate() {
     let calls = RefCell::new(vec![]);
     let times = [Some(3.0), Some(2.0), Some(2.0), Some(2.0 + 1e-12), Some(2.0)];
     let choice = choose(&layer(&cands), &h200(), &mut TimingCache::new(), policy(5), fake(&times, &calls)).unwrap();
-    assert_eq!(choice.tactic, "t1");
-    assert_eq!(choice.runner_up, Some(("t2".to_string(), 2.0)));
+    assert_eq!(choice.tactic, tac(1));
+    assert_eq!(choice.runner_up, Some((tac(2), 2.0)));
     // A single candidate is never timed.
     let one = candidates(1);
     let choice =
         choose(&layer(&one), &h200(), &mut TimingCache::new(), Policy { opt_level: 5, error_on_cache_miss: true }, no_gpu)
             .unwrap();
-    assert_eq!((choice.tactic.as_str(), choice.time_us), ("t0", None));
+    assert_eq!((choice.tactic.clone(), choice.time_us), (tac(0), None));
 }
 
 #[test]
 fn a_changed_source_invalidates_its_entry() {
     let cands = candidates(2);
     let mut cache = TimingCache::new();
-    cache.insert(key(&h200(), "t0"), entry(source_hash(&cands[0]), Some(1.0), 10));
-    cache.insert(key(&h200(), "t1"), entry(source_hash(&cands[1]), Some(2.0), 10));
+    cache.insert(key(&h200(), tac(0)), entry(source_hash(&cands[0]), Some(1.0), 10));
+    cache.insert(key(&h200(), tac(1)), entry(source_hash(&cands[1]), Some(2.0), 10));
     // t1's kernel changed: it is measured again, and its new time replaces the old one.
     let mut changed = cands.clone();
-    changed[1] = candidate("t1", "__global__ void k() { /* faster */ }");
+    changed[1] = candidate(tac(1), "__global__ void k() { /* faster */ }");
     let calls = RefCell::new(vec![]);
     let choice = choose(&layer(&changed), &h200(), &mut cache, policy(1), fake(&[None, Some(0.5)], &calls)).unwrap();
-    assert_eq!(*calls.borrow(), ["t1"]);
-    assert_eq!((choice.tactic.as_str(), choice.from_cache, choice.cache_hits), ("t1", false, 1));
+    assert_eq!(*calls.borrow(), [tac(1)]);
+    assert_eq!((choice.tactic.clone(), choice.from_cache, choice.cache_hits), (tac(1), false, 1));
     assert_eq!(cache.len(), 2);
-    assert!(cache.get(&key(&h200(), "t1"), source_hash(&cands[1])).is_none());
-    assert_eq!(cache.get(&key(&h200(), "t1"), source_hash(&changed[1])).unwrap().median_us, Some(0.5));
+    assert!(cache.get(&key(&h200(), tac(1)), source_hash(&cands[1])).is_none());
+    assert_eq!(cache.get(&key(&h200(), tac(1)), source_hash(&changed[1])).unwrap().median_us, Some(0.5));
 }
 
 #[test]
@@ -488,11 +498,11 @@ fn entries_of_another_gpu_are_kept_but_not_used() {
     assert!(choose(&layer(&cands), &other_driver, &mut cache, strict, no_gpu).is_err());
     let other_nvrtc = Device { nvrtc: (12, 9), ..a100() };
     assert!(choose(&layer(&cands), &other_nvrtc, &mut cache, strict, no_gpu).is_err());
-    assert_eq!(choose(&layer(&cands), &a100(), &mut cache, strict, no_gpu).unwrap().tactic, "t0");
+    assert_eq!(choose(&layer(&cands), &a100(), &mut cache, strict, no_gpu).unwrap().tactic, tac(0));
 
     let calls = RefCell::new(vec![]);
     let choice = choose(&layer(&cands), &h200(), &mut cache, policy(1), fake(&[Some(3.0), Some(2.0)], &calls)).unwrap();
-    assert_eq!((choice.tactic.as_str(), choice.measured), ("t1", 2));
+    assert_eq!((choice.tactic.clone(), choice.measured), (tac(1), 2));
     cache.save(&path).unwrap();
     let (loaded, _) = TimingCache::load(&path).unwrap();
     assert_eq!(loaded.len(), 4, "both GPUs' entries are in the file");

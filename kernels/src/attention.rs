@@ -29,6 +29,7 @@
 //! (two per SM of the largest GPUs), else the smallest valid tile.
 
 use crate::reduce::{float_type, input, output};
+use crate::Tactic;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, SmLimits, Unsupported, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::fused::{Attention, FusedOp, ScoreScale};
@@ -173,7 +174,8 @@ fn candidate(
         KernelArg::I32(i32::from(op.nan_to_zero)),
     ]);
     Candidate {
-        tactic: format!("attention_fused q{tq} w{warps}"),
+        // Both come from the small tile tables above.
+        tactic: Tactic::Attention { queries: tq as u32, warps: warps as u32 },
         launches: vec![KernelLaunch {
             kernel: KernelSource {
                 entry: "trtc_attention_fused".into(),

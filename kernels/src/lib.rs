@@ -14,6 +14,7 @@
 
 // Modules are declared lowest layer first, and each uses only modules
 // declared above it (checked by `cargo xtask layers`).
+pub mod tactic;
 pub mod activation;
 pub mod elementwise;
 pub mod pointwise;
@@ -22,6 +23,8 @@ pub mod reduce;
 pub mod attention;
 pub mod linear;
 pub mod nvrtc;
+
+pub use tactic::Tactic;
 
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::precision::PrecisionOp;
@@ -89,9 +92,9 @@ impl std::fmt::Display for Unsupported {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
     /// The family and its tactic parameters, unique among the layer's
-    /// candidates and stable across builds (the timing cache stores it),
-    /// e.g. `gemm_simt 64x64x8/4x4`.
-    pub tactic: String,
+    /// candidates and stable across builds (the timing cache stores its
+    /// name), e.g. `gemm_simt 64x64x8 4x4`.
+    pub tactic: Tactic,
     /// The launches, in order, on one stream.
     pub launches: Vec<KernelLaunch>,
 }

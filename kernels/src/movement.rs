@@ -44,6 +44,7 @@ mod gather;
 mod resize;
 
 use crate::elementwise::map::Launch1d;
+use crate::Tactic;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::movement::MovementOp;
@@ -145,7 +146,7 @@ fn job_candidates(family: &str, jobs: &[Job], limits: &SmLimits) -> Vec<Candidat
     Launch1d::all(limits)
         .into_iter()
         .map(|l| Candidate {
-            tactic: format!("{family} {}", l.name()),
+            tactic: Tactic::Launch { family: family.to_string(), launch: l },
             launches: jobs.iter().map(|j| l.launch(&j.kernel, j.args.clone(), j.n)).collect::<Vec<KernelLaunch>>(),
         })
         .collect()

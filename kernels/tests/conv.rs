@@ -295,7 +295,7 @@ fn candidates_match_their_kernels_for_the_model_layers() {
 
 /// The heuristic's first tactic for a layer on sm_90.
 fn first(l: &Layer) -> String {
-    l.candidates(90).remove(0).tactic
+    l.candidates(90).remove(0).tactic.to_string()
 }
 
 #[test]
@@ -320,7 +320,7 @@ fn heuristic_picks_the_kernel_for_the_layer() {
     assert_eq!(first(&dw), "conv_dw o4 b256");
     // Every candidate of the f32 layer: both variants, the heuristic's first.
     let all = big.candidates(90);
-    assert!(all.iter().any(|c| c.tactic.starts_with("conv_simt")) && all.len() > 20);
+    assert!(all.iter().any(|c| c.tactic.to_string().starts_with("conv_simt")) && all.len() > 20);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use trtc_kernels::linear::gemm::problem::Problem;
 use trtc_kernels::linear::gemm::tc::{self, TcKind, TcTactic};
-use trtc_kernels::{candidates, Candidate, KernelSource, LayerIo, SmLimits};
+use trtc_kernels::{candidates, Candidate, KernelSource, LayerIo, SmLimits, Tactic};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::elementwise::Cast;
 use trtc_runtime::ops::elementwise::UnaryKind;
@@ -236,7 +236,8 @@ fn every_candidate_is_launchable_and_unique() {
             let i32s = la.args.iter().filter(|a| matches!(a, KernelArg::I32(_))).count();
             let f32s = la.args.iter().filter(|a| matches!(a, KernelArg::F32(_))).count();
             assert_eq!((i32s, f32s), (4, 4));
-            let family = c.tactic.split(' ').next().unwrap();
+            let name = c.tactic.to_string();
+            let family = name.split(' ').next().unwrap();
             let family = if family.starts_with("gemm_tc") { "gemm_tc" } else { family };
             assert_eq!(la.kernel.entry, format!("trtc_{family}"));
         }
@@ -246,7 +247,7 @@ fn every_candidate_is_launchable_and_unique() {
 #[test]
 fn heuristic_prefers_tensor_cores_with_tiles_sized_to_the_problem() {
     let layers = layers();
-    let first = |name: &str| selection(find(&layers, name))[0].tactic.clone();
+    let first = |name: &str| selection(find(&layers, name))[0].tactic.to_string();
     // Large f16 GEMMs: 128x128 tiles or larger; BERT-sized ones 128 rows
     // (128x64 when 128x128 would leave the last wave half empty).
     let t = first("large f16");
@@ -273,7 +274,7 @@ fn heuristic_prefers_tensor_cores_with_tiles_sized_to_the_problem() {
     assert!(first("odd f32 misaligned").starts_with("gemm_simt "));
     // Misaligned or transposed A: SIMT only.
     for name in ["odd f32 misaligned", "odd f16 misaligned", "odd int8 misaligned"] {
-        assert!(selection(find(&layers, name)).iter().all(|c| !c.tactic.starts_with("gemm_tc")), "{name}");
+        assert!(selection(find(&layers, name)).iter().all(|c| !matches!(c.tactic, Tactic::GemmTc(_))), "{name}");
     }
     // Edge tiles do not need alignment beyond the rows.
     assert!(first("odd f16 edge tiles").starts_with("gemm_tc_f16 "));
@@ -566,9 +567,9 @@ fn launches_compute_what_the_cpu_reference_computes() {
         let refs: Vec<Option<&Tensor>> = inputs.iter().map(|t| t.as_ref()).collect();
         let expected = l.op.eval_owned(&refs).unwrap().remove(0).to_f64_vec();
         let all = selection(l);
-        let simt = all.iter().find(|c| c.tactic.starts_with("gemm_simt")).unwrap();
-        let tc = all.iter().find(|c| c.tactic.starts_with("gemm_tc"));
-        let gemv = all.iter().find(|c| c.tactic.starts_with("gemm_gemv"));
+        let simt = all.iter().find(|c| matches!(c.tactic, Tactic::GemmSimt(_))).unwrap();
+        let tc = all.iter().find(|c| matches!(c.tactic, Tactic::GemmTc(_)));
+        let gemv = all.iter().find(|c| matches!(c.tactic, Tactic::Gemv(_)));
         for c in [Some(&all[0]), Some(simt), tc, gemv].into_iter().flatten() {
             let la = &c.launches[0];
             let got = interpret(&la.kernel.source, &la.args, la.grid, &inputs, &l.output).to_f64_vec();

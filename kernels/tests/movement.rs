@@ -87,7 +87,7 @@ fn copy_plans_pick_flat_and_grouped_kernels() {
     let c = Layer::new(Concat { axis: 1 }, DType::F32, &[&[2, 256, 26, 26], &[2, 128, 26, 26]]).candidates();
     assert_eq!(c[0].launches.len(), 2);
     assert!(c[0].launches[0].kernel.source.contains("#define VEC 4\n"));
-    assert!(c.iter().any(|c| c.tactic == "movement_copy v1 b256x1"));
+    assert!(c.iter().any(|c| c.tactic == "movement_copy_v1 b256x1"));
     // Split: one launch per output, each writing its own output.
     let sp = Layer::new(Split { axis: 2, sizes: vec![1, 2] }, DType::I32, &[&[4, 5, 3]]).candidates();
     assert_eq!(sp[0].launches.len(), 2);

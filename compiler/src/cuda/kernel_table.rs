@@ -88,7 +88,7 @@ pub fn select(plan: &Plan, sm: u32, chooser: &mut dyn TacticChooser) -> Result<S
         for l in candidate.launches {
             let key = (l.kernel.entry.clone(), l.kernel.source.clone());
             let module = *index.entry(key).or_insert_with(|| {
-                out.sources.push((l.kernel.clone(), candidate.tactic.clone(), layer.name.clone()));
+                out.sources.push((l.kernel.clone(), candidate.tactic.to_string(), layer.name.clone()));
                 (out.sources.len() - 1) as u32
             });
             launches.push(Launch { module, grid: l.grid, block: l.block, shared_bytes: l.shared_bytes, args: l.args });

@@ -73,7 +73,7 @@ impl Measure for GpuMeasure {
         // failure shows again (and is handled) when the candidate is measured.
         let sources: Vec<(trtc_kernels::KernelSource, String, String)> = candidates
             .iter()
-            .flat_map(|c| c.launches.iter().map(|l| (l.kernel.clone(), c.tactic.clone(), String::new())))
+            .flat_map(|c| c.launches.iter().map(|l| (l.kernel.clone(), c.tactic.to_string(), String::new())))
             .collect();
         let _ = super::kernel_table::compile_all(&sources, self.sm);
     }
@@ -94,7 +94,7 @@ impl Measure for GpuMeasure {
                     sources.push(&l.kernel.source);
                     modules.push(KernelModule {
                         entry: l.kernel.entry.clone(),
-                        tactic: candidate.tactic.clone(),
+                        tactic: candidate.tactic.to_string(),
                         cubin: c.cubin,
                     });
                     modules.len() - 1

@@ -71,11 +71,11 @@ pub struct Layer<'a> {
 pub struct Choice {
     /// The index of the chosen candidate.
     pub index: usize,
-    pub tactic: String,
+    pub tactic: trtc_kernels::Tactic,
     /// The chosen candidate's median time, when it was timed.
     pub time_us: Option<f64>,
     /// The second fastest candidate and its time.
-    pub runner_up: Option<(String, f64)>,
+    pub runner_up: Option<(trtc_kernels::Tactic, f64)>,
     /// Whether the chosen candidate's time came from the timing cache.
     pub from_cache: bool,
     /// How many candidates were considered, found in the cache, measured.
@@ -137,7 +137,7 @@ pub fn choose(
     }
 
     // Look every candidate up; `times[i]` is `None` until known to have run.
-    let key = |c: &Candidate| TimingKey { device: device.clone(), op: layer.signature.to_string(), tactic: c.tactic.clone() };
+    let key = |c: &Candidate| TimingKey { device: device.clone(), op: layer.signature.to_string(), tactic: c.tactic.to_string() };
     let cached: Vec<Option<&Entry>> = considered.iter().map(|c| cache.get(&key(c), source_hash(c))).collect();
     let mut times: Vec<Option<f64>> = cached.iter().map(|e| e.and_then(|e| e.median_us)).collect();
     let hit: Vec<bool> = cached.iter().map(Option::is_some).collect();

@@ -49,7 +49,7 @@ impl TacticChooser for Tuner<'_> {
                 .iter()
                 .take(considered)
                 .filter(|c| {
-                    let key = TimingKey { device: self.device.clone(), op: signature.clone(), tactic: c.tactic.clone() };
+                    let key = TimingKey { device: self.device.clone(), op: signature.clone(), tactic: c.tactic.to_string() };
                     self.cache.get(&key, source_hash(c)).is_none()
                 })
                 .collect();

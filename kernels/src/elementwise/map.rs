@@ -12,6 +12,8 @@
 //! The 1-D launch tactics (threads per block, elements per thread) are shared
 //! with the movement family.
 
+pub use crate::tactic::Launch1d;
+use crate::Tactic;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 
@@ -224,7 +226,10 @@ impl MapKernel {
         let (kernel, args) = self.instantiate(b);
         Launch1d::all(limits)
             .into_iter()
-            .map(|l| Candidate { tactic: format!("{family} {}", l.name()), launches: vec![l.launch(&kernel, args.clone(), b.n)] })
+            .map(|l| Candidate {
+                tactic: Tactic::Launch { family: family.to_string(), launch: l },
+                launches: vec![l.launch(&kernel, args.clone(), b.n)],
+            })
             .collect()
     }
 }
@@ -232,15 +237,6 @@ impl MapKernel {
 fn indent(text: &str, by: usize) -> String {
     let pad = " ".repeat(by);
     text.lines().map(|l| format!("{pad}{l}")).collect::<Vec<_>>().join("\n")
-}
-
-/// A 1-D launch tactic: threads per block and elements each thread handles
-/// (the grid shrinks accordingly; the kernels' grid-stride loops cover the
-/// rest).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Launch1d {
-    pub block: u32,
-    pub per_thread: u32,
 }
 
 impl Launch1d {
@@ -254,10 +250,6 @@ impl Launch1d {
             .map(|(block, per_thread)| Launch1d { block, per_thread })
             .filter(|l| l.block <= limits.max_threads_per_block)
             .collect()
-    }
-
-    pub fn name(&self) -> String {
-        format!("b{}x{}", self.block, self.per_thread)
     }
 
     /// Grid and block for `n` elements.

@@ -165,7 +165,7 @@ pub(super) fn plan_candidates(plans: &[(Strided, u32, u32)], narrow: usize, limi
     if wide.iter().any(|j| j.vec > 1) {
         // The same copies one element per thread, with the default launch shape.
         let single = build(1)?;
-        cands.extend(job_candidates(&format!("{FAMILY} v1"), &single, limits).into_iter().take(1));
+        cands.extend(job_candidates(&format!("{FAMILY}_v1"), &single, limits).into_iter().take(1));
     }
     Ok(cands)
 }

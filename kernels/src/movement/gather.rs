@@ -44,7 +44,7 @@ pub(super) fn candidates(op: &MovementOp, io: &LayerIo<'_>, limits: &SmLimits) -
     if job.vec > 1 {
         // One element per thread, with the default launch shape.
         let single = gather_job(op, io, 1)?;
-        cands.extend(job_candidates(&format!("{family} v1"), &[single], limits).into_iter().take(1));
+        cands.extend(job_candidates(&format!("{family}_v1"), &[single], limits).into_iter().take(1));
     }
     Ok(cands)
 }

@@ -44,7 +44,7 @@
 //! 256), after the team tactics of a global pool.
 
 pub mod view;
-mod team;
+pub(crate) mod team;
 mod axis;
 mod norm;
 mod pool;

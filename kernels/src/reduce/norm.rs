@@ -4,6 +4,7 @@
 use super::team::team_candidates;
 use super::view::{AxisView, MAX_N};
 use super::{float_type, input, output};
+use crate::Tactic;
 use crate::{geometry_1d, unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::reduce::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, Lrn};
@@ -194,7 +195,7 @@ pub fn batch_norm(op: &BatchNorm, io: &LayerIo<'_>) -> Selection {
     let order = std::iter::once(first).chain(BATCH_BLOCKS.iter().copied().filter(|&b| b != first));
     Ok(order
         .map(|threads| Candidate {
-            tactic: format!("norm_batch b{threads}"),
+            tactic: Tactic::NormBatch { block: threads },
             launches: vec![KernelLaunch {
                 kernel: kernel.clone(),
                 grid: [spatial.div_ceil(threads as u64).clamp(1, 65535 * 8) as u32, planes.min(65535) as u32, 1],
@@ -217,7 +218,7 @@ pub fn lrn(op: &Lrn, io: &LayerIo<'_>) -> Selection {
     let (grid, block) = geometry_1d(total);
     let k = (op.alpha as f64 / op.size as f64) as f32;
     Ok(vec![Candidate {
-        tactic: "norm_lrn b256".into(),
+        tactic: Tactic::NormLrn { block: 256 },
         launches: vec![KernelLaunch {
             kernel: KernelSource { entry: "trtc_norm_lrn".into(), source: format!("{COMMON}\n#define TX {tx}\n{NORM_LRN}") },
             grid,

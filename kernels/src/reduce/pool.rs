@@ -7,6 +7,7 @@
 use super::axis::{reduce_view, view};
 use super::view::MAX_N;
 use super::{float_type, input, output};
+use crate::Tactic;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::linalg::{Pool, PoolKind};
@@ -112,7 +113,7 @@ fn window(op: &Pool, io: &LayerIo<'_>, tx: &str) -> Result<Vec<Candidate>, crate
     Ok(WINDOW_BLOCKS
         .iter()
         .map(|&threads| Candidate {
-            tactic: format!("pool_window b{threads}"),
+            tactic: Tactic::PoolWindow { block: threads },
             launches: vec![KernelLaunch {
                 kernel: kernel.clone(),
                 grid: [total.div_ceil(threads as u64).clamp(1, 65535 * 8) as u32, 1, 1],

@@ -3,13 +3,11 @@
 //! candidates built from them.
 
 use super::view::AxisView;
+pub use crate::tactic::Team;
+use crate::Tactic;
 use crate::{Candidate, KernelLaunch, KernelSource, COMMON};
 
 const TEAM_CUH: &str = include_str!("../../cuda/reduce_team.cuh");
-
-/// Threads of a block of rows teams smaller than that (several teams per
-/// block).
-const ROW_BLOCK: u32 = 256;
 
 /// Cap on the blocks of a launch; the kernels loop over the rest.
 const MAX_BLOCKS: u64 = 65535 * 8;
@@ -18,28 +16,9 @@ const MAX_BLOCKS: u64 = 65535 * 8;
 /// (enough to fill any GPU trtc targets).
 const BUSY_THREADS: u64 = 1 << 16;
 
-/// How one output (one row of the reduction) is shared among threads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Team {
-    /// `size` consecutive threads along x (1 to 1024, a power of two); a
-    /// block of 256 threads holds several teams when smaller.
-    Rows(u32),
-    /// A column of `size` threads (1 to 32) in a block of 32 columns, one
-    /// output per lane.
-    Cols(u32),
-}
-
 impl Team {
     pub const ROW_SIZES: [u32; 8] = [8, 16, 32, 64, 128, 256, 512, 1024];
     pub const COL_SIZES: [u32; 6] = [1, 2, 4, 8, 16, 32];
-
-    /// Teams in one block.
-    pub fn teams(self) -> u32 {
-        match self {
-            Team::Rows(s) => (ROW_BLOCK / s).max(1),
-            Team::Cols(_) => 32,
-        }
-    }
 
     pub fn block(self) -> [u32; 3] {
         match self {
@@ -51,15 +30,6 @@ impl Team {
     /// One team per output, up to the block cap.
     pub fn grid(self, nq: u64) -> [u32; 3] {
         [nq.div_ceil(self.teams() as u64).clamp(1, MAX_BLOCKS) as u32, 1, 1]
-    }
-
-    /// The tactic's name: `rows 128x2` (threads per team x teams per
-    /// block) or `cols 32x8` (teams per block x threads per team).
-    pub fn name(self) -> String {
-        match self {
-            Team::Rows(s) => format!("rows {s}x{}", self.teams()),
-            Team::Cols(s) => format!("cols 32x{s}"),
-        }
     }
 
     /// The heuristic team for `nq` outputs of `n` elements: a team that
@@ -122,7 +92,7 @@ impl Team {
 pub fn team_candidates(family: &str, view: &AxisView, rows_only: bool, launch: impl Fn(Team) -> KernelLaunch) -> Vec<Candidate> {
     Team::all(view, rows_only)
         .into_iter()
-        .map(|t| Candidate { tactic: format!("{family} {}", t.name()), launches: vec![launch(t)] })
+        .map(|t| Candidate { tactic: Tactic::Team { family: family.to_string(), team: t }, launches: vec![launch(t)] })
         .collect()
 }
 

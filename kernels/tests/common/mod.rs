@@ -82,9 +82,14 @@ impl Layer {
     }
 }
 
-/// Asserts that no two candidates share a tactic name.
+/// Asserts that no two candidates share a tactic name, and that each name
+/// reads back as the same tactic.
 pub fn assert_unique_tactics(what: &str, cands: &[Candidate]) {
-    let mut tactics: Vec<&str> = cands.iter().map(|c| c.tactic.as_str()).collect();
+    for c in cands {
+        let name = c.tactic.to_string();
+        assert_eq!(name.parse::<trtc_kernels::Tactic>().as_ref(), Ok(&c.tactic), "{what}: tactic {name} does not round-trip");
+    }
+    let mut tactics: Vec<String> = cands.iter().map(|c| c.tactic.to_string()).collect();
     tactics.sort();
     tactics.dedup();
     assert_eq!(
@@ -96,7 +101,7 @@ pub fn assert_unique_tactics(what: &str, cands: &[Candidate]) {
 }
 
 /// Asserts that a grid is non-empty and within the y and z limits.
-pub fn assert_grid(what: &str, grid: [u32; 3]) {
+pub fn assert_grid(what: impl std::fmt::Display, grid: [u32; 3]) {
     assert!(grid.iter().all(|&g| g > 0) && grid[1] <= 65535 && grid[2] <= 65535, "{what}: grid {grid:?}");
 }
 
@@ -163,7 +168,7 @@ pub fn compile_heuristic(layers: &[Layer], family: &Family) -> Vec<String> {
         .map(|l| {
             let c = l.candidates_of(family);
             compile(&c[0], &SMS, family.param_sizes);
-            c[0].tactic.clone()
+            c[0].tactic.to_string()
         })
         .collect()
 }

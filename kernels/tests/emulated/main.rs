@@ -832,7 +832,12 @@ fn kernels_compute_what_the_cpu_reference_computes() {
                 });
                 launches.push((m, l.clone()));
             }
-            runs.push(Run { case: ci, tactic: c.tactic.clone(), control: false, launches });
+            // The name is the tactic's identity (the timing cache keys by it).
+            let name = c.tactic.to_string();
+            if name.parse::<trtc_kernels::Tactic>().as_ref() != Ok(&c.tactic) {
+                bad_cases.push(format!("FAIL {}: tactic {name} does not read back as itself", case.name));
+            }
+            runs.push(Run { case: ci, tactic: name, control: false, launches });
         }
     }
 

@@ -2,6 +2,7 @@
 //! (`conv_transpose.cu`), their tactics and instantiation.
 
 use super::ConvLayer;
+use crate::Tactic;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, Selection, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 
@@ -56,7 +57,7 @@ pub(super) fn depthwise_candidates(layer: &ConvLayer, limits: &SmLimits) -> Sele
         args.extend(layer.geometry_args());
         args.push(KernelArg::I64(work as i64));
         out.push(Candidate {
-            tactic: format!("conv_dw o{opt} b{block}"),
+            tactic: Tactic::ConvDepthwise { outputs_per_thread: opt, block },
             launches: vec![KernelLaunch {
                 kernel: KernelSource {
                     entry: "trtc_conv_depthwise".into(),
@@ -99,7 +100,7 @@ pub(super) fn transpose_candidates(layer: &ConvLayer, limits: &SmLimits) -> Sele
         args.push(KernelArg::I32(layer.group as i32));
         args.push(KernelArg::I64(work as i64));
         out.push(Candidate {
-            tactic: format!("conv_t b{block}"),
+            tactic: Tactic::ConvTranspose { block },
             launches: vec![KernelLaunch {
                 kernel: KernelSource { entry: "trtc_conv_transpose".into(), source: format!("{COMMON}\n{defines}\n{TRANSPOSE}") },
                 grid: grid_for(work, block),

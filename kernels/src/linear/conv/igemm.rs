@@ -3,6 +3,8 @@
 //! module for the tactic space and the heuristic in words.
 
 use super::ConvLayer;
+pub use crate::tactic::{ConvTactic, Variant};
+use crate::Tactic;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, Selection, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::DType;
@@ -11,19 +13,6 @@ const CONV_COMMON: &str = include_str!("../../../cuda/conv_common.cuh");
 const MMA: &str = include_str!("../../../cuda/mma.cuh");
 const SOURCE: &str = include_str!("../../../cuda/conv_igemm.cu");
 
-/// How a block computes its tile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Variant {
-    /// FMA on CUDA cores: f32 (exact) or int32 for int8.
-    Simt,
-    /// mma.sync m16n8k8 on tf32-rounded f32 storage.
-    Tf32,
-    /// mma.sync m16n8k16 on f16 storage, f32 accumulators.
-    F16,
-    /// mma.sync m16n8k32 on int8 storage, int32 accumulators.
-    I8,
-}
-
 impl Variant {
     fn code(self) -> u32 {
         match self {
@@ -31,15 +20,6 @@ impl Variant {
             Variant::Tf32 => 1,
             Variant::F16 => 2,
             Variant::I8 => 3,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Variant::Simt => "conv_simt",
-            Variant::Tf32 => "conv_tf32",
-            Variant::F16 => "conv_f16",
-            Variant::I8 => "conv_i8",
         }
     }
 
@@ -84,18 +64,6 @@ impl Variant {
     }
 }
 
-/// One tactic: a `tm x tn` tile (pixels x channels) in steps of `tk`; `a x b`
-/// is the outputs per thread (SIMT) or the warps (mma) along the two axes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Tactic {
-    pub variant: Variant,
-    pub tm: u32,
-    pub tn: u32,
-    pub tk: u32,
-    pub a: u32,
-    pub b: u32,
-}
-
 /// Shapes tried, as `(tm, tn, a, b)`: SIMT outputs per thread, mma warps.
 const SIMT_TILES: [(u32, u32, u32, u32); 8] = [
     (128, 128, 8, 8),
@@ -124,7 +92,7 @@ const MMA_TILES: [(u32, u32, u32, u32); 10] = [
 const MAX_ACCUMULATORS: u32 = 64;
 const MAX_STAGED: u32 = 16;
 
-impl Tactic {
+impl ConvTactic {
     pub fn threads(&self) -> u32 {
         match self.variant {
             Variant::Simt => (self.tm / self.a.max(1)) * (self.tn / self.b.max(1)),
@@ -180,18 +148,13 @@ impl Tactic {
             && self.b_per_thread().is_some_and(|n| n <= MAX_STAGED)
     }
 
-    pub fn name(&self) -> String {
-        let per = if self.variant == Variant::Simt { "t" } else { "w" };
-        format!("{} {}x{}x{} {per}{}x{}", self.variant.name(), self.tm, self.tn, self.tk, self.a, self.b)
-    }
-
     /// Every valid tactic of a variant, in a fixed order.
-    fn all(variant: Variant, limits: &SmLimits) -> Vec<Tactic> {
+    fn all(variant: Variant, limits: &SmLimits) -> Vec<ConvTactic> {
         let tiles: &[(u32, u32, u32, u32)] = if variant == Variant::Simt { &SIMT_TILES } else { &MMA_TILES };
         let mut v = Vec::new();
         for &(tm, tn, a, b) in tiles {
             for tk in variant.tile_ks() {
-                let t = Tactic { variant, tm, tn, tk, a, b };
+                let t = ConvTactic { variant, tm, tn, tk, a, b };
                 if t.is_valid(limits) {
                     v.push(t);
                 }
@@ -289,8 +252,8 @@ pub(super) fn candidates(layer: &ConvLayer, limits: &SmLimits) -> Selection {
     let (sms, smem) = (sm_count(limits.sm), smem_per_sm(limits.sm));
     let mut out = Vec::new();
     for variant in order {
-        let mut tactics = Tactic::all(variant, limits);
-        let cost = |t: &Tactic| t.cost(rows as u64, cols as u64, layer.group as u64, sms, smem);
+        let mut tactics = ConvTactic::all(variant, limits);
+        let cost = |t: &ConvTactic| t.cost(rows as u64, cols as u64, layer.group as u64, sms, smem);
         tactics.sort_by(|a, b| cost(a).total_cmp(&cost(b)));
         for t in tactics {
             let blocks = (rows as u64).div_ceil(t.tm as u64) * (cols as u64).div_ceil(t.tn as u64);
@@ -301,7 +264,7 @@ pub(super) fn candidates(layer: &ConvLayer, limits: &SmLimits) -> Selection {
             args.extend(layer.geometry_args());
             args.push(KernelArg::I32(layer.group as i32));
             out.push(Candidate {
-                tactic: t.name(),
+                tactic: Tactic::ConvIgemm(t),
                 launches: vec![KernelLaunch {
                     kernel: t.source(layer, idx64),
                     grid: [blocks as u32, 1, layer.group as u32],
@@ -326,16 +289,16 @@ mod tests {
     fn tactic_space_is_valid_and_named_uniquely() {
         let l = SmLimits::for_sm(80);
         for v in [Variant::Simt, Variant::Tf32, Variant::F16, Variant::I8] {
-            let all = Tactic::all(v, &l);
+            let all = ConvTactic::all(v, &l);
             assert!(all.len() >= 8, "{v:?}: {}", all.len());
-            let mut names: Vec<String> = all.iter().map(Tactic::name).collect();
+            let mut names: Vec<String> = all.iter().map(|t| Tactic::ConvIgemm(*t).to_string()).collect();
             names.sort();
             names.dedup();
             assert_eq!(names.len(), all.len());
         }
         // Too much shared memory, a warp tile that is not whole mma tiles.
-        assert!(!Tactic { variant: Variant::Tf32, tm: 128, tn: 128, tk: 32, a: 2, b: 4 }.is_valid(&l));
-        assert!(!Tactic { variant: Variant::F16, tm: 64, tn: 64, tk: 32, a: 8, b: 1 }.is_valid(&l));
-        assert!(Tactic { variant: Variant::Tf32, tm: 128, tn: 128, tk: 16, a: 2, b: 4 }.is_valid(&l));
+        assert!(!ConvTactic { variant: Variant::Tf32, tm: 128, tn: 128, tk: 32, a: 2, b: 4 }.is_valid(&l));
+        assert!(!ConvTactic { variant: Variant::F16, tm: 64, tn: 64, tk: 32, a: 8, b: 1 }.is_valid(&l));
+        assert!(ConvTactic { variant: Variant::Tf32, tm: 128, tn: 128, tk: 16, a: 2, b: 4 }.is_valid(&l));
     }
 }

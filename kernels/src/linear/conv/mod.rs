@@ -73,8 +73,9 @@
 //! elements or more, 2^31 GEMM rows, a spatial extent of 2^27.
 
 mod direct;
-mod igemm;
+pub(crate) mod igemm;
 
+use crate::Tactic;
 use crate::{activation, c_type, unsupported, Candidate, LayerIo, Selection, SmLimits, Unsupported};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::fused::{Epilogue, FusedOp, LinearKind};
@@ -86,7 +87,7 @@ use trtc_runtime::{DType, Op, TensorType};
 pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     let layer = ConvLayer::parse(io)?;
     if layer.output_len() == 0 {
-        return Ok(vec![Candidate { tactic: "conv_empty".into(), launches: Vec::new() }]);
+        return Ok(vec![Candidate { tactic: Tactic::ConvEmpty, launches: Vec::new() }]);
     }
     if layer.transpose {
         direct::transpose_candidates(&layer, limits)

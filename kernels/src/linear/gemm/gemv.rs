@@ -2,18 +2,13 @@
 //! B streamed once by many blocks. A tactic is the rows of Y per block.
 
 use crate::linear::gemm::simt::{AbType, GemmSpec, GEMM_COMMON};
+pub use crate::tactic::GemvTactic;
 use crate::{KernelSource, COMMON};
 
 const SOURCE: &str = include_str!("../../../cuda/gemm_gemv.cu");
 
 /// GEMMs with at most this many rows (per batch entry) get GEMV candidates.
 pub const MAX_ROWS: usize = 16;
-
-/// One tactic: `rows` rows of Y per block (1, 2, 4 or 8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct GemvTactic {
-    pub rows: u32,
-}
 
 impl GemvTactic {
     pub const THREADS: u32 = 256;
@@ -25,11 +20,6 @@ impl GemvTactic {
             return Vec::new();
         }
         [1, 2, 4, 8].into_iter().filter(|&r| r == 1 || (r as usize) < 2 * m).map(|rows| GemvTactic { rows }).collect()
-    }
-
-    /// The tactic string, e.g. `gemm_gemv r2`.
-    pub fn name(&self) -> String {
-        format!("gemm_gemv r{}", self.rows)
     }
 
     /// Grid: column groups (8 columns per block for a `[N, K]` B, 32

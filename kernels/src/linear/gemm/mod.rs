@@ -52,6 +52,7 @@ pub mod gemv;
 pub mod problem;
 pub mod tc;
 
+use crate::Tactic;
 use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, SmLimits, Unsupported};
 use gemv::GemvTactic;
 use problem::Problem;
@@ -97,7 +98,9 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
 fn push_tc(out: &mut Vec<Candidate>, p: &Problem, tactics: &[TcTactic]) -> Result<(), Unsupported> {
     for t in tactics {
         let Some(kernel) = t.source(&p.spec) else { return unsupported("GEMM: no kernel for these storage types") };
-        out.extend(launch(p, kernel, t.grid(p), t.threads()).map(|l| Candidate { tactic: t.name(), launches: vec![l] }));
+        out.extend(
+            launch(p, kernel, t.grid(p), t.threads()).map(|l| Candidate { tactic: Tactic::GemmTc(*t), launches: vec![l] }),
+        );
     }
     Ok(())
 }
@@ -106,7 +109,9 @@ fn push_gemv(out: &mut Vec<Candidate>, p: &Problem, tactics: &[GemvTactic]) -> R
     for t in tactics {
         let Some(kernel) = t.source(&p.spec) else { return unsupported("GEMM: no kernel for these storage types") };
         let grid = t.grid(p.m, p.n, p.batch(), p.spec.trans_b);
-        out.extend(launch(p, kernel, grid, GemvTactic::THREADS).map(|l| Candidate { tactic: t.name(), launches: vec![l] }));
+        out.extend(
+            launch(p, kernel, grid, GemvTactic::THREADS).map(|l| Candidate { tactic: Tactic::Gemv(*t), launches: vec![l] }),
+        );
     }
     Ok(())
 }
@@ -115,7 +120,7 @@ fn push_simt(out: &mut Vec<Candidate>, p: &Problem, tactics: &[GemmTactic], limi
     for t in tactics.iter().filter(|t| t.is_valid(limits)) {
         let Some(kernel) = t.source_for(&p.spec) else { return unsupported("GEMM: no kernel for these storage types") };
         let grid = t.grid(p.m, p.n, p.batch());
-        out.extend(launch(p, kernel, grid, t.threads()).map(|l| Candidate { tactic: t.name(), launches: vec![l] }));
+        out.extend(launch(p, kernel, grid, t.threads()).map(|l| Candidate { tactic: Tactic::GemmSimt(*t), launches: vec![l] }));
     }
     Ok(())
 }

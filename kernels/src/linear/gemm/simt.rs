@@ -10,6 +10,7 @@
 //! (i32), `sa0`, `sa1`, `sb0`, `sb1` (i64), `se0`, `se1`, `ser`, `sec` (i64,
 //! with an addend only), and `alpha`, `beta`, `x_scale`, `y_scale` (f32).
 
+pub use crate::tactic::GemmTactic;
 use crate::{KernelSource, SmLimits, COMMON};
 use trtc_runtime::DType;
 
@@ -107,17 +108,6 @@ impl GemmSpec {
     }
 }
 
-/// One tactic of the SIMT GEMM: a block computes a `tile_m x tile_n` tile in
-/// steps of `tile_k`, each thread `thread_m x thread_n` outputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct GemmTactic {
-    pub tile_m: u32,
-    pub tile_n: u32,
-    pub tile_k: u32,
-    pub thread_m: u32,
-    pub thread_n: u32,
-}
-
 impl GemmTactic {
     pub fn threads(&self) -> u32 {
         (self.tile_m / self.thread_m) * (self.tile_n / self.thread_n)
@@ -187,11 +177,6 @@ impl GemmTactic {
             }
         }
         v
-    }
-
-    /// The tactic string of the candidates, e.g. `gemm_simt 64x64x8 4x4`.
-    pub fn name(&self) -> String {
-        format!("gemm_simt {}x{}x{} {}x{}", self.tile_m, self.tile_n, self.tile_k, self.thread_m, self.thread_n)
     }
 
     /// Grid for an `m x n` result with `batch` entries (x: column tiles,

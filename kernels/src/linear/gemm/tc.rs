@@ -3,18 +3,11 @@
 
 use super::problem::Problem;
 use crate::linear::gemm::simt::{AbType, GemmSpec, GEMM_COMMON};
+pub use crate::tactic::{TcKind, TcTactic};
 use crate::{KernelSource, SmLimits, COMMON};
 
 const SOURCE: &str = include_str!("../../../cuda/gemm_tc.cu");
 const MMA: &str = include_str!("../../../cuda/mma.cuh");
-
-/// The mma instruction: f16 (m16n8k16), tf32 (m16n8k8) or s8 (m16n8k32).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TcKind {
-    F16,
-    Tf32,
-    S8,
-}
 
 impl TcKind {
     /// The kind that multiplies operands of type `ab`.
@@ -34,31 +27,10 @@ impl TcKind {
         }
     }
 
-    fn name(self) -> &'static str {
-        match self {
-            TcKind::F16 => "f16",
-            TcKind::Tf32 => "tf32",
-            TcKind::S8 => "s8",
-        }
-    }
-
     /// The k-tile depths (in elements) offered: 64 or 128 bytes of K.
     fn depths(self) -> [u32; 2] {
         [64 / self.element_bytes(), 128 / self.element_bytes()]
     }
-}
-
-/// One tactic: a `bm x bn` block tile of `wm x wn` warps, `bk` elements of
-/// K per pipeline stage, `stages` shared-memory buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TcTactic {
-    pub kind: TcKind,
-    pub bm: u32,
-    pub bn: u32,
-    pub bk: u32,
-    pub wm: u32,
-    pub wn: u32,
-    pub stages: u32,
 }
 
 /// Block tiles and warp grids offered, largest first: warp tiles of 64x64
@@ -131,11 +103,6 @@ impl TcTactic {
             && self.shared_bytes() <= limits.max_shared_bytes_per_block
             && self.registers(b_kmajor) <= 232
             && self.threads() * self.registers(b_kmajor) <= 65536
-    }
-
-    /// The tactic string, e.g. `gemm_tc_f16 128x128x32 w2x2 s3`.
-    pub fn name(&self) -> String {
-        format!("gemm_tc_{} {}x{}x{} w{}x{} s{}", self.kind.name(), self.bm, self.bn, self.bk, self.wm, self.wn, self.stages)
     }
 
     /// Every valid tactic of `kind` for the B layout, in a fixed order.
