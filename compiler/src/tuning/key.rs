@@ -28,7 +28,7 @@ pub struct TimingKey {
     pub device: Device,
     /// The layer as [`op_signature`] describes it.
     pub op: String,
-    /// The candidate's tactic, e.g. `gemm_simt 64x64x8/4x4`.
+    /// The candidate's tactic, e.g. `gemm_simt 64x64x8 4x4`.
     pub tactic: String,
 }
 

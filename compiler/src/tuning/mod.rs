@@ -25,7 +25,7 @@
 //! ```text
 //! trtc-timing-cache 2 crc32=1a2b3c4d
 //! gpu  sm  driver  nvrtc  op  tactic  source  median_us  runs
-//! NVIDIA H200  90  12080  12.8  Linear e2:5f0c…(16 hex digits) in=[f16[32,768],…] out=[…]  gemm_simt 64x64x8/4x4  9f3c…(16 hex digits)  12.5  20
+//! NVIDIA H200  90  12080  12.8  Linear e2:5f0c…(16 hex digits) in=[f16[32,768],…] out=[…]  gemm_simt 64x64x8 4x4  9f3c…(16 hex digits)  12.5  20
 //! ```
 //!
 //! The first line holds the magic word, the format version
