@@ -258,3 +258,22 @@ fn bench_json_is_one_valid_object() {
     let (min, median, max) = (v["min_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap(), v["max_ms"].as_f64().unwrap());
     assert!(0.0 < min && min <= median && median <= max, "{v}");
 }
+
+#[test]
+fn a_shape_deciding_graph_input_names_the_flag_that_fixes_it() {
+    let dir = TempDir::new("shape-input");
+    let m = model(
+        vec![node("Reshape", "reshape", &["x", "shape"], &["y"])],
+        vec![value_info("x", 1, &[2, 3]), value_info("shape", 7, &[2])],
+        vec![value_info("y", 1, &[3, 2])],
+        vec![],
+    );
+    let path = dir.path("reshape.onnx");
+    std::fs::write(&path, encode(&m)).unwrap();
+    let out = dir.path("r.engine");
+    expect_error(
+        &["build", path.to_str().unwrap(), "-o", out.to_str().unwrap()],
+        "node 'reshape' (Reshape): input 1 (shape, tensor 'shape') must be known when the engine is built; \
+         it is a graph input: give its value with --input-value shape:FILE.npy",
+    );
+}

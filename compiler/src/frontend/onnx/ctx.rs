@@ -62,11 +62,20 @@ impl<'a> Ctx<'a> {
     /// shapes). `what` names it in the error.
     pub fn require_const(&self, i: usize, what: &str) -> Result<&Tensor> {
         let p = self.input(i)?;
+        let name = self.node.input.get(i).map(String::as_str).unwrap_or("?");
+        if self.graph.node(p.node).kind_is_input() {
+            // A graph input deciding shapes: TensorRT's shape input.
+            return self.konst(p).ok_or_else(|| {
+                anyhow!(
+                    "input {i} ({what}, tensor '{name}') must be known when the engine is built; \
+                     it is a graph input: give its value with --input-value {name}:FILE.npy"
+                )
+            });
+        }
         self.konst(p).ok_or_else(|| {
             anyhow!(
-                "input {i} ({what}, tensor '{}') must be known when the engine is built; \
-                 it is computed at run time, which trtc does not support for this input",
-                self.node.input.get(i).map(String::as_str).unwrap_or("?")
+                "input {i} ({what}, tensor '{name}') must be known when the engine is built; \
+                 it is computed at run time, which trtc does not support for this input"
             )
         })
     }
