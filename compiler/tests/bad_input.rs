@@ -155,6 +155,25 @@ fn future_format_version_is_refused() {
     std::fs::write(&engine, &bytes).unwrap();
     expect_error(&["run", engine.to_str().unwrap()], "engine format version 7 is not supported");
     expect_error(&["inspect", "--version-only", engine.to_str().unwrap()], "engine format version 7 is not supported");
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&engine, &bytes).unwrap();
+    expect_error(&["run", engine.to_str().unwrap()], "engine format version 1 is not supported");
+}
+
+#[test]
+fn the_previous_format_version_still_loads() {
+    // Version 3 only appended op variants, so an engine without them is
+    // also a version-2 engine.
+    let dir = TempDir::new("previous");
+    let engine = build_mlp(&dir);
+    let mut bytes = std::fs::read(&engine).unwrap();
+    bytes[8..12].copy_from_slice(&trtc_runtime::engine::OLDEST_READABLE_VERSION.to_le_bytes());
+    std::fs::write(&engine, &bytes).unwrap();
+    let (code, out, err) = trtc(&["inspect", engine.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("engine format 2,"), "{out}");
+    let (code, _, err) = trtc(&["run", engine.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
 }
 
 #[test]

@@ -26,7 +26,12 @@ use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// The newest format this runtime reads and the one it writes.
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3 appended ops (Det) to their families; nothing else changed.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format this runtime reads. A version-2 engine decodes as it
+/// did: new op variants only ever go at the end of a family, so the old
+/// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).
+pub const OLDEST_READABLE_VERSION: u32 = 2;
 /// Alignment of sections in the file and of weights inside their section.
 pub const SECTION_ALIGN: u64 = 256;
 /// The version of trtc that writes engines.
@@ -116,9 +121,9 @@ fn read_header(bytes: &[u8]) -> Result<(u32, Header)> {
         return Err(Error::invalid("not a trtc engine file (wrong magic bytes)"));
     }
     let version = read_u32(bytes, 8).unwrap_or(0);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(Error::invalid(format!(
-            "engine format version {version} is not supported: this runtime (trtc {TRTC_VERSION}) reads version {FORMAT_VERSION}; rebuild the engine with this trtc"
+            "engine format version {version} is not supported: this runtime (trtc {TRTC_VERSION}) reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}; rebuild the engine with this trtc"
         )));
     }
     let header_len = read_u32(bytes, 12).unwrap_or(0) as usize;

@@ -4,8 +4,9 @@
 //! reordered, or a variant inserted, changes what old engines mean. This
 //! test traces that form for every type an engine stores and compares it
 //! with the snapshot, so such a change cannot land unnoticed: update the
-//! snapshot and bump `FORMAT_VERSION` (old engines are then refused, not
-//! misread) in the same change (`INSTA_UPDATE=always cargo test -p
+//! snapshot and bump `FORMAT_VERSION` in the same change (old engines are
+//! then refused, not misread; a change that only appends enum variants
+//! keeps the old encoding, so `OLDEST_READABLE_VERSION` may stay) (`INSTA_UPDATE=always cargo test -p
 //! trtc-runtime --test engine_encoding` rewrites the snapshot). The format
 //! version is pinned too. A new enum anywhere in the plan shows up as
 //! `MissingVariants([...])`: add it to the list below.

@@ -1,5 +1,5 @@
 //! Matrix products and convolutions: MatMul, Gemm, Conv, ConvTranspose,
-//! Einsum, pooling. Matrix multiplies go through the `matrixmultiply` crate.
+//! Einsum, pooling, Det. Matrix multiplies go through the `matrixmultiply` crate.
 
 mod gemm_kernel;
 pub(crate) mod num;
@@ -12,9 +12,11 @@ mod conv_transpose;
 pub(crate) mod integer;
 mod pool;
 mod unpool;
+mod det;
 
 pub use conv::Conv;
 pub use conv_transpose::ConvTranspose;
+pub use det::Det;
 pub use einsum::Einsum;
 pub use gemm::Gemm;
 pub use gemm_kernel::{gemm_f32, GemmArgs};
@@ -34,4 +36,5 @@ crate::op_family!(LinalgOp => Linalg {
     MatMulInteger(MatMulInteger),
     ConvInteger(ConvInteger),
     MaxUnpool(MaxUnpool),
+    Det(Det),
 });

@@ -1,5 +1,5 @@
 //! Converters for the runtime's `linalg` op family: MatMul, Gemm, Conv,
-//! ConvTranspose, Einsum, the integer matrix products and pooling.
+//! ConvTranspose, Einsum, the integer matrix products, pooling and Det.
 //!
 //! Every ONNX padding convention (`auto_pad`, `output_shape`, default
 //! strides and dilations, kernel shapes taken from the weight) is resolved
@@ -28,6 +28,7 @@ pub fn register(r: &mut Registry) {
     r.add("GlobalAveragePool", global_average_pool);
     r.add("GlobalLpPool", global_lp_pool);
     r.add("MaxUnpool", max_unpool);
+    r.add("Det", det);
 }
 
 fn matmul(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -314,4 +315,9 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<Port>> {
     };
     let (x, i) = (ctx.input(0)?, ctx.input(1)?);
     Ok(vec![ctx.op1(MaxUnpool { output_shape, index_shape }, &[Some(x), Some(i)])?])
+}
+
+fn det(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let x = ctx.input(0)?;
+    Ok(vec![ctx.op1(trtc_runtime::ops::linalg::Det {}, &[Some(x)])?])
 }
