@@ -1,5 +1,5 @@
 //! ONNX op converters: each maps one ONNX op type to IR ops. One file per
-//! family, mirroring `trtc_runtime::ops`.
+//! family, mirroring `trtc_runtime::ops` (`spectral` makes constants only).
 
 use super::ctx::Ctx;
 use crate::ir::Port;
@@ -12,6 +12,7 @@ mod linalg;
 mod movement;
 mod quant;
 mod reduce;
+mod spectral;
 
 /// Converts one ONNX node; returns the IR ports of its outputs in order (it
 /// may return fewer than the node declares when trailing optional outputs,
@@ -47,6 +48,7 @@ impl Registry {
         movement::register(&mut r);
         quant::register(&mut r);
         reduce::register(&mut r);
+        spectral::register(&mut r);
         r
     }
 }
