@@ -42,6 +42,7 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::ops::fused::FusedOp,
         trtc_runtime::ops::reduce::ArgKind,
         trtc_runtime::ops::reduce::SoftmaxKind,
+        trtc_runtime::ops::reduce::LossReduction,
         trtc_runtime::ops::movement::CoordinateMode,
         trtc_runtime::ops::movement::NearestMode,
         trtc_runtime::ops::movement::ResizeMode,

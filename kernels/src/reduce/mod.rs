@@ -74,6 +74,7 @@ pub fn candidates(io: &LayerIo<'_>, _limits: &SmLimits) -> Selection {
             ReduceOp::BatchNorm(op) => norm::batch_norm(op, io),
             ReduceOp::Lrn(op) => norm::lrn(op, io),
             ReduceOp::CumSum(_) | ReduceOp::TopK(_) => unsupported("no scan or sort kernel"),
+            ReduceOp::NllLoss(_) => unsupported("no loss kernel (the layer runs on the host)"),
         },
         Op::Linalg(LinalgOp::Pool(op)) => pool::pool(op, io),
         _ => unsupported("not a reduce-family op"),

@@ -10,6 +10,7 @@ mod layer_norm;
 mod lp_norm;
 mod lrn;
 mod mvn;
+mod nll_loss;
 #[allow(clippy::module_inception)]
 mod reduce;
 mod softmax;
@@ -23,6 +24,7 @@ pub use layer_norm::LayerNorm;
 pub use lp_norm::LpNorm;
 pub use lrn::Lrn;
 pub use mvn::Mvn;
+pub use nll_loss::{LossReduction, NllLoss};
 pub use reduce::{Reduce, ReduceKind};
 pub use softmax::{Softmax, SoftmaxKind};
 pub use topk::TopK;
@@ -40,4 +42,5 @@ crate::op_family!(ReduceOp => Reduce {
     LpNorm(LpNorm),
     Lrn(Lrn),
     Mvn(Mvn),
+    NllLoss(NllLoss),
 });

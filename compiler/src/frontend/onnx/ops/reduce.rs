@@ -1,5 +1,7 @@
 //! Converters for the runtime's `reduce` op family: Reduce*, ArgMax/ArgMin,
-//! Softmax/LogSoftmax/Hardmax, CumSum, TopK and the normalizations.
+//! Softmax/LogSoftmax/Hardmax, CumSum, TopK, the normalizations and the
+//! losses (NegativeLogLikelihoodLoss; SoftmaxCrossEntropyLoss as LogSoftmax
+//! then it).
 //!
 //! Every opset difference is resolved here: axes given as attributes or as
 //! constant inputs, default axes, pre-opset-13 Softmax flattening.
@@ -10,8 +12,8 @@ use crate::frontend::onnx::proto;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
 use trtc_runtime::ops::reduce::{
-    ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LpNorm, Lrn, Mvn, Reduce, ReduceKind, Softmax,
-    SoftmaxKind, TopK,
+    ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LossReduction, LpNorm, Lrn, Mvn, NllLoss, Reduce,
+    ReduceKind, Softmax, SoftmaxKind, TopK,
 };
 use trtc_runtime::ops::util::{normalize_axes, normalize_axis};
 
@@ -32,6 +34,8 @@ pub fn register(r: &mut Registry) {
     r.add("LogSoftmax", |c| softmax(c, SoftmaxKind::LogSoftmax));
     r.add("Hardmax", |c| softmax(c, SoftmaxKind::Hardmax));
     r.add("CumSum", cumsum);
+    r.add("NegativeLogLikelihoodLoss", nll_loss);
+    r.add("SoftmaxCrossEntropyLoss", softmax_cross_entropy_loss);
     r.add("TopK", topk);
     r.add("BatchNormalization", batch_norm);
     r.add("InstanceNormalization", instance_norm);
@@ -202,6 +206,33 @@ fn mvn(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let axes = ctx.attrs.ints("axes")?.unwrap_or_else(|| vec![0, 2, 3]);
     let axes = normalize_axes(&axes, rank(ctx, 0)?)?;
     Ok(vec![ctx.op1(Mvn::new(axes), &[Some(ctx.input(0)?)])?])
+}
+
+/// The `reduction` and `ignore_index` attributes of the losses.
+fn loss_op(ctx: &Ctx) -> Result<NllLoss> {
+    let reduction = match ctx.attrs.string("reduction")?.as_deref().map(|s| s.trim_end_matches('\0')) {
+        None | Some("mean") => LossReduction::Mean,
+        Some("sum") => LossReduction::Sum,
+        Some("none") => LossReduction::None,
+        Some(r) => bail!("reduction '{r}' is not none, sum or mean"),
+    };
+    let ignore_index = ctx.attrs.int("ignore_index")?.filter(|_| ctx.attrs.has("ignore_index"));
+    Ok(NllLoss { reduction, ignore_index })
+}
+
+fn nll_loss(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let op = loss_op(ctx)?;
+    let inputs = [Some(ctx.input(0)?), Some(ctx.input(1)?), ctx.opt_input(2)];
+    Ok(vec![ctx.op1(op, &inputs)?])
+}
+
+/// `NegativeLogLikelihoodLoss(LogSoftmax(scores, axis 1), labels, weights)`;
+/// the second output is the log-probabilities.
+fn softmax_cross_entropy_loss(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let op = loss_op(ctx)?;
+    let log_prob = ctx.op1(Softmax::with_kind(SoftmaxKind::LogSoftmax, 1, false), &[Some(ctx.input(0)?)])?;
+    let loss = ctx.op1(op, &[Some(log_prob), Some(ctx.input(1)?), ctx.opt_input(2)])?;
+    Ok(vec![loss, log_prob])
 }
 
 #[cfg(test)]
