@@ -201,92 +201,75 @@ impl fmt::Display for BadTactic {
 impl std::error::Error for BadTactic {}
 
 /// `prefix` followed by `N` numbers separated by `x`: `w2x2` -> [2, 2].
-fn dims<const N: usize>(word: Option<&str>, prefix: &str) -> Option<[u32; N]> {
-    let parts: Vec<u32> = word?.strip_prefix(prefix)?.split('x').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+fn dims<const N: usize>(word: &str, prefix: &str) -> Option<[u32; N]> {
+    let parts: Vec<u32> = word.strip_prefix(prefix)?.split('x').map(|p| p.parse().ok()).collect::<Option<_>>()?;
     parts.try_into().ok()
+}
+
+/// `prefix` followed by one number: `b256` -> 256.
+fn one(word: &str, prefix: &str) -> Option<u32> {
+    dims::<1>(word, prefix).map(|[v]| v)
 }
 
 impl std::str::FromStr for Tactic {
     type Err = BadTactic;
 
     fn from_str(s: &str) -> Result<Tactic, BadTactic> {
-        let bad = || BadTactic(s.to_string());
-        let mut words = s.split(' ');
-        let family = words.next().ok_or_else(bad)?;
-        let (w1, w2, w3) = (words.next(), words.next(), words.next());
-        if words.next().is_some() {
-            return Err(bad());
+        parse(s).ok_or_else(|| BadTactic(s.to_string()))
+    }
+}
+
+fn parse(s: &str) -> Option<Tactic> {
+    let words: Vec<&str> = s.split(' ').collect();
+    let (family, rest) = words.split_first()?;
+    match (*family, rest) {
+        ("gemm_simt", [tile, thread]) => {
+            let ([tile_m, tile_n, tile_k], [thread_m, thread_n]) = (dims(tile, "")?, dims(thread, "")?);
+            Some(Tactic::GemmSimt(GemmTactic { tile_m, tile_n, tile_k, thread_m, thread_n }))
         }
-        let words_used = |n: usize| [w1, w2, w3].iter().filter(|w| w.is_some()).count() == n;
-        let one = |prefix: &str| if words_used(1) { dims::<1>(w1, prefix).map(|[v]| v) } else { None };
-        let conv_variant = match family {
-            "conv_simt" => Some(Variant::Simt),
-            "conv_tf32" => Some(Variant::Tf32),
-            "conv_f16" => Some(Variant::F16),
-            "conv_i8" => Some(Variant::I8),
+        ("gemm_tc_f16" | "gemm_tc_tf32" | "gemm_tc_s8", [tile, warps, stages]) => {
+            let kind = match *family {
+                "gemm_tc_f16" => TcKind::F16,
+                "gemm_tc_tf32" => TcKind::Tf32,
+                _ => TcKind::S8,
+            };
+            let ([bm, bn, bk], [wm, wn], stages) = (dims(tile, "")?, dims(warps, "w")?, one(stages, "s")?);
+            Some(Tactic::GemmTc(TcTactic { kind, bm, bn, bk, wm, wn, stages }))
+        }
+        ("gemm_gemv", [rows]) => Some(Tactic::Gemv(GemvTactic { rows: one(rows, "r")? })),
+        ("conv_simt" | "conv_tf32" | "conv_f16" | "conv_i8", [tile, per]) => {
+            let variant = match *family {
+                "conv_simt" => Variant::Simt,
+                "conv_tf32" => Variant::Tf32,
+                "conv_f16" => Variant::F16,
+                _ => Variant::I8,
+            };
+            let ([tm, tn, tk], [a, b]) = (dims(tile, "")?, dims(per, if variant == Variant::Simt { "t" } else { "w" })?);
+            Some(Tactic::ConvIgemm(ConvTactic { variant, tm, tn, tk, a, b }))
+        }
+        ("conv_dw", [o, b]) => Some(Tactic::ConvDepthwise { outputs_per_thread: one(o, "o")?, block: one(b, "b")? }),
+        ("conv_t", [b]) => Some(Tactic::ConvTranspose { block: one(b, "b")? }),
+        ("conv_empty", []) => Some(Tactic::ConvEmpty),
+        ("attention_fused", [q, w]) => Some(Tactic::Attention { queries: one(q, "q")?, warps: one(w, "w")? }),
+        ("pool_window", [b]) => Some(Tactic::PoolWindow { block: one(b, "b")? }),
+        ("norm_batch", [b]) => Some(Tactic::NormBatch { block: one(b, "b")? }),
+        ("norm_lrn", [b]) => Some(Tactic::NormLrn { block: one(b, "b")? }),
+        // The team count follows from the size; a name with another
+        // count is not one this trtc writes.
+        (f, ["rows", shape]) if !f.is_empty() => {
+            let [size, teams] = dims(shape, "")?;
+            (size > 0 && Team::Rows(size).teams() == teams)
+                .then(|| Tactic::Team { family: f.to_string(), team: Team::Rows(size) })
+        }
+        (f, ["cols", shape]) if !f.is_empty() => match dims(shape, "")? {
+            [32, size] => Some(Tactic::Team { family: f.to_string(), team: Team::Cols(size) }),
             _ => None,
-        };
-        let tc_kind = match family {
-            "gemm_tc_f16" => Some(TcKind::F16),
-            "gemm_tc_tf32" => Some(TcKind::Tf32),
-            "gemm_tc_s8" => Some(TcKind::S8),
-            _ => None,
-        };
-        let tactic = if let Some(kind) = tc_kind {
-            match (dims(w1, ""), dims(w2, "w"), dims(w3, "s")) {
-                (Some([bm, bn, bk]), Some([wm, wn]), Some([stages])) => {
-                    Some(Tactic::GemmTc(TcTactic { kind, bm, bn, bk, wm, wn, stages }))
-                }
-                _ => None,
-            }
-        } else if let Some(variant) = conv_variant {
-            let per = if variant == Variant::Simt { "t" } else { "w" };
-            match (dims(w1, ""), dims(w2, per), words_used(2)) {
-                (Some([tm, tn, tk]), Some([a, b]), true) => Some(Tactic::ConvIgemm(ConvTactic { variant, tm, tn, tk, a, b })),
-                _ => None,
-            }
-        } else {
-            match family {
-                "gemm_simt" => match (dims(w1, ""), dims(w2, ""), words_used(2)) {
-                    (Some([tile_m, tile_n, tile_k]), Some([thread_m, thread_n]), true) => {
-                        Some(Tactic::GemmSimt(GemmTactic { tile_m, tile_n, tile_k, thread_m, thread_n }))
-                    }
-                    _ => None,
-                },
-                "gemm_gemv" => one("r").map(|rows| Tactic::Gemv(GemvTactic { rows })),
-                "conv_dw" => match (dims(w1, "o"), dims(w2, "b"), words_used(2)) {
-                    (Some([o]), Some([b]), true) => Some(Tactic::ConvDepthwise { outputs_per_thread: o, block: b }),
-                    _ => None,
-                },
-                "conv_t" => one("b").map(|block| Tactic::ConvTranspose { block }),
-                "conv_empty" => words_used(0).then_some(Tactic::ConvEmpty),
-                "attention_fused" => match (dims(w1, "q"), dims(w2, "w"), words_used(2)) {
-                    (Some([queries]), Some([warps]), true) => Some(Tactic::Attention { queries, warps }),
-                    _ => None,
-                },
-                "pool_window" => one("b").map(|block| Tactic::PoolWindow { block }),
-                "norm_batch" => one("b").map(|block| Tactic::NormBatch { block }),
-                "norm_lrn" => one("b").map(|block| Tactic::NormLrn { block }),
-                _ => {
-                    let family = family.to_string();
-                    match (w1, dims::<2>(w2, "")) {
-                        // The team count follows from the size; a name with
-                        // another count is not one this trtc writes.
-                        (Some("rows"), Some([s, t])) if words_used(2) && s > 0 && Team::Rows(s).teams() == t => {
-                            Some(Tactic::Team { family, team: Team::Rows(s) })
-                        }
-                        (Some("cols"), Some([32, s])) if words_used(2) => Some(Tactic::Team { family, team: Team::Cols(s) }),
-                        _ => match dims::<2>(w1, "b") {
-                            Some([block, per_thread]) if words_used(1) && !family.is_empty() => {
-                                Some(Tactic::Launch { family, launch: Launch1d { block, per_thread } })
-                            }
-                            _ => None,
-                        },
-                    }
-                }
-            }
-        };
-        tactic.ok_or_else(bad)
+        },
+        (f, [launch]) if !f.is_empty() => {
+            let [block, per_thread] = dims(launch, "b")?;
+            Some(Tactic::Launch { family: f.to_string(), launch: Launch1d { block, per_thread } })
+        }
+        _ => None,
     }
 }
 

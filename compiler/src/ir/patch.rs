@@ -218,7 +218,10 @@ impl Graph {
         let Patch { nodes, steps } = patch;
         let mut nodes: Vec<Option<NewNode>> = nodes.into_iter().map(Some).collect();
         let mut placed: Vec<NodeIndex> = Vec::with_capacity(nodes.len());
-        let mut removed: std::collections::HashSet<NodeIndex> = Default::default();
+        // (removed node, a node that read it): each reader must be removed
+        // later in the same patch, which clears its entries. Tracking the
+        // readers themselves, not their slots, stays right when an added
+        // node reuses a removed node's slot.
         let mut readers: Vec<(String, NodeIndex)> = Vec::new();
         let resolve = |placed: &[NodeIndex], w: Wire| -> Result<Port> {
             match w {
@@ -286,17 +289,15 @@ impl Graph {
                     if self.outputs.iter().any(|o| o.port.node == node) {
                         bail!("patch removes {name}, which a graph output still reads");
                     }
-                    for r in self.g.neighbors_directed(node, Direction::Outgoing) {
-                        readers.push((name.clone(), r));
-                    }
+                    let name = name.clone();
+                    readers.retain(|(_, r)| *r != node);
+                    readers.extend(self.g.neighbors_directed(node, Direction::Outgoing).map(|r| (name.clone(), r)));
                     self.g.remove_node(node);
-                    removed.insert(node);
                 }
             }
         }
-        if let Some((name, r)) = readers.iter().find(|(_, r)| !removed.contains(r)) {
-            let reader = if self.g.contains_node(*r) { self.g[*r].name.as_str() } else { "?" };
-            bail!("patch removes {name}, which {reader} still reads");
+        if let Some((name, r)) = readers.first() {
+            bail!("patch removes {name}, which {} still reads", self.g[*r].name);
         }
         Ok(Applied { nodes: placed })
     }
@@ -417,6 +418,18 @@ mod tests {
         // StableGraph hands out the most recently freed slot first.
         assert_eq!(applied.port(e).node, r.node);
         assert_eq!(g.outputs()[0].port, applied.port(e));
+    }
+
+    #[test]
+    fn a_node_added_into_a_freed_slot_cannot_keep_reading_a_removed_node() {
+        let (mut g, x, r, n) = chain();
+        let mut patch = Patch::new();
+        // neg goes first; exp takes its slot and reads relu, which then goes.
+        patch.set_output(0, x.into());
+        patch.remove(n.node);
+        patch.add_op(&g, "exp", unary(UnaryKind::Exp), &[Some(r.into())]).unwrap();
+        patch.remove(r.node);
+        assert_eq!(g.apply(patch).unwrap_err().to_string(), "patch removes relu, which exp still reads");
     }
 
     #[test]

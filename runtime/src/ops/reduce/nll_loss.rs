@@ -65,38 +65,12 @@ impl OpImpl for NllLoss {
             _ => t.as_slice::<i64>()?.to_vec(),
         };
         let w = inputs.get(2).cloned().flatten();
-        let (n, c) = (x.shape[0], x.shape[1]);
-        let inner: usize = x.shape[2..].iter().product();
         let out = &mut outputs[0];
         match x.dtype {
-            DType::F32 => self.run::<f32>(
-                x.as_slice()?,
-                &targets,
-                w.map(|w| w.as_slice::<f32>()).transpose()?,
-                (n, c, inner),
-                out.as_mut_slice()?,
-            ),
-            DType::F64 => self.run::<f64>(
-                x.as_slice()?,
-                &targets,
-                w.map(|w| w.as_slice::<f64>()).transpose()?,
-                (n, c, inner),
-                out.as_mut_slice()?,
-            ),
-            DType::F16 => self.run::<f16>(
-                x.as_slice()?,
-                &targets,
-                w.map(|w| w.as_slice::<f16>()).transpose()?,
-                (n, c, inner),
-                out.as_mut_slice()?,
-            ),
-            DType::BF16 => self.run::<bf16>(
-                x.as_slice()?,
-                &targets,
-                w.map(|w| w.as_slice::<bf16>()).transpose()?,
-                (n, c, inner),
-                out.as_mut_slice()?,
-            ),
+            DType::F32 => self.run::<f32>(&x, &targets, w.as_ref(), out),
+            DType::F64 => self.run::<f64>(&x, &targets, w.as_ref(), out),
+            DType::F16 => self.run::<f16>(&x, &targets, w.as_ref(), out),
+            DType::BF16 => self.run::<bf16>(&x, &targets, w.as_ref(), out),
             d => bail_op!("NegativeLogLikelihoodLoss: unsupported dtype {d}"),
         }
     }
@@ -105,13 +79,14 @@ impl OpImpl for NllLoss {
 impl NllLoss {
     fn run<T: Element>(
         &self,
-        x: &[T],
+        x: &TensorView<'_>,
         targets: &[i64],
-        weight: Option<&[T]>,
-        dims: (usize, usize, usize),
-        out: &mut [T],
+        weight: Option<&TensorView<'_>>,
+        out: &mut TensorViewMut<'_>,
     ) -> Result<()> {
-        let (n, c, inner) = dims;
+        let (n, c) = (x.shape[0], x.shape[1]);
+        let inner: usize = x.shape[2..].iter().product();
+        let (x, weight, out) = (x.as_slice::<T>()?, weight.map(|w| w.as_slice::<T>()).transpose()?, out.as_mut_slice::<T>()?);
         let mut losses = Vec::with_capacity(n * inner);
         let mut weight_sum = 0f64;
         for b in 0..n {

@@ -29,7 +29,7 @@ const MAX_SIZE: i64 = 1 << 24;
 fn window(ctx: &mut Ctx, w: impl Fn(f64) -> f64) -> Result<Vec<Port>> {
     let size = ctx.require_const(0, "size")?;
     let size = match size.to_i64_vec()?.as_slice() {
-        [s] if size.len() == 1 => *s,
+        [s] => *s,
         _ => bail!("size must be one integer, not {}", size.ty()),
     };
     if !(0..=MAX_SIZE).contains(&size) {
