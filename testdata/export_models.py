@@ -338,6 +338,53 @@ def build_example_cnn():
     return ExampleCNN(), image_input(100, (1, 3, 32, 32)), ["logits"]
 
 
+class KeywordSpotter(nn.Module):
+    """Speech commands: a Conv1d front end over 40 mel bins, a two-layer
+    bidirectional LSTM (batch first), per-frame class log-probabilities."""
+
+    def __init__(self, mels: int = 40, classes: int = 12):
+        super().__init__()
+        self.conv = nn.Conv1d(mels, 32, 3, padding=1)
+        self.lstm = nn.LSTM(32, 24, num_layers=2, batch_first=True, bidirectional=True)
+        self.fc = nn.Linear(48, classes)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x)).transpose(1, 2)
+        y, _ = self.lstm(y)
+        return torch.log_softmax(self.fc(y), -1)
+
+
+def build_speech_lstm():
+    rng = np.random.RandomState(15)
+    return KeywordSpotter(), {"input": rng.standard_normal((2, 40, 50)).astype(np.float32)}, ["logits"]
+
+
+class Forecaster(nn.Module):
+    """Time series: a two-layer GRU (time major) from a given initial state,
+    a ReLU RNN over its outputs, a linear head on the last step; returns
+    the forecast and the GRU's final state."""
+
+    def __init__(self, features: int = 8):
+        super().__init__()
+        self.gru = nn.GRU(features, 32, num_layers=2)
+        self.rnn = nn.RNN(32, 16, nonlinearity="relu")
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x, h0):
+        y, h = self.gru(x, h0)
+        z, _ = self.rnn(y)
+        return self.head(z[-1]), h
+
+
+def build_timeseries_gru():
+    rng = np.random.RandomState(16)
+    inputs = {
+        "input": rng.standard_normal((30, 4, 8)).astype(np.float32),
+        "h0": (0.5 * rng.standard_normal((2, 4, 32))).astype(np.float32),
+    }
+    return Forecaster(), inputs, ["forecast", "state"]
+
+
 # name -> (builder, seed, exporters)
 BOTH = ("dynamo", "legacy")
 MODELS = {
@@ -355,6 +402,8 @@ MODELS = {
     "vit": (build_vit, 12, BOTH),
     "bert": (build_bert, 13, BOTH),
     "gpt2": (build_gpt2, 14, BOTH),
+    "speech_lstm": (build_speech_lstm, 15, BOTH),
+    "timeseries_gru": (build_timeseries_gru, 16, BOTH),
 }
 # The README demo model: legacy exporter only, written without a suffix.
 EXAMPLE = ("example_cnn", build_example_cnn, 100)

@@ -10,18 +10,14 @@ use std::path::{Path, PathBuf};
 use tract_onnx::pb;
 use trtc_runtime::{Engine, Tensor};
 
-/// Op types outside trtc's scope: training, recurrent nets, sequences,
-/// strings, randomness, optional types. Cases using them are skipped.
+/// Op types outside trtc's scope: training, sequences, strings, randomness,
+/// optional types. Cases using them are skipped.
 pub const OUT_OF_SCOPE_OPS: &[&str] = &[
     // Training (the losses are in scope: exported inference graphs have them).
     "Adagrad",
     "Adam",
     "Momentum",
     "Gradient",
-    // Recurrent.
-    "RNN",
-    "LSTM",
-    "GRU",
     // Sequences.
     "SequenceAt",
     "SequenceConstruct",

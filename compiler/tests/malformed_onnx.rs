@@ -17,7 +17,14 @@ fn corrupted_models_fail_cleanly() {
     let mut rng = trtc::random::Rng::new(42);
     let mut panics = Vec::new();
     let mut tried = 0;
-    for name in ["example_cnn.onnx", "resnet18_legacy.onnx", "bert_dynamo.onnx", "gpt2_legacy.onnx"] {
+    for name in [
+        "example_cnn.onnx",
+        "resnet18_legacy.onnx",
+        "bert_dynamo.onnx",
+        "gpt2_legacy.onnx",
+        "speech_lstm_legacy.onnx",
+        "timeseries_gru_dynamo.onnx",
+    ] {
         let original = std::fs::read(dir.join(name)).unwrap();
         for _ in 0..150 {
             let mut b = original.clone();

@@ -1,5 +1,5 @@
 //! Matrix products and convolutions: MatMul, Gemm, Conv, ConvTranspose,
-//! Einsum, pooling, Det. Matrix multiplies go through the `matrixmultiply` crate.
+//! Einsum, pooling, Det, the recurrent layers (LSTM, GRU, RNN). Matrix multiplies go through the `matrixmultiply` crate.
 
 mod gemm_kernel;
 pub(crate) mod num;
@@ -13,6 +13,7 @@ pub(crate) mod integer;
 mod pool;
 mod unpool;
 mod det;
+mod recurrent;
 
 pub use conv::Conv;
 pub use conv_transpose::ConvTranspose;
@@ -23,6 +24,7 @@ pub use gemm_kernel::{gemm_f32, GemmArgs};
 pub use integer::{ConvInteger, MatMulInteger};
 pub use matmul::MatMul;
 pub use pool::{Pool, PoolKind};
+pub use recurrent::{Recurrent, RecurrentActivation, RecurrentCell, RecurrentDirection};
 pub use unpool::MaxUnpool;
 pub use window::Window;
 
@@ -37,4 +39,5 @@ crate::op_family!(LinalgOp => Linalg {
     ConvInteger(ConvInteger),
     MaxUnpool(MaxUnpool),
     Det(Det),
+    Recurrent(Recurrent),
 });

@@ -11,6 +11,7 @@ mod elementwise;
 mod linalg;
 mod movement;
 mod quant;
+mod recurrent;
 mod reduce;
 mod spectral;
 
@@ -47,6 +48,7 @@ impl Registry {
         linalg::register(&mut r);
         movement::register(&mut r);
         quant::register(&mut r);
+        recurrent::register(&mut r);
         reduce::register(&mut r);
         spectral::register(&mut r);
         r

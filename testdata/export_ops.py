@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Generate single-op ONNX test models, with onnxruntime's outputs, for ops
+whose attributes the ONNX conformance suite covers only in part.
+
+The conformance suite has 12 recurrent cases, all forward, without clip,
+custom activations, layout 1 with two directions or linear_before_reset.
+This script writes one small model per attribute combination, random
+weights from a fixed seed, and records what onnxruntime computes on fixed
+inputs, so trtc is checked against an independent implementation on every
+attribute the spec defines.
+
+For every case NAME it writes into ``testdata/ops/``:
+
+  NAME.onnx          one node (opset 22), weights as initializers
+  NAME.inputs.npz    the graph inputs, key = input name
+  NAME.outputs.npz   onnxruntime CPUExecutionProvider outputs,
+                     graph_optimization_level = ORT_DISABLE_ALL, 1 thread
+
+plus ``manifest.json`` (the cases with their attributes and the versions).
+The ``.npz`` files are uncompressed ``np.savez`` archives. Deterministic:
+fixed seeds; two runs write byte-identical files. Rerun with
+
+    python3 -m venv /tmp/ortvenv && /tmp/ortvenv/bin/pip install onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6
+    /tmp/ortvenv/bin/python testdata/export_ops.py
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = pathlib.Path(__file__).resolve().parent / "ops"
+OPSET = 22
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def recurrent_case(
+    name: str,
+    op: str,
+    *,
+    seed: int,
+    steps: int = 5,
+    batch: int = 3,
+    input_size: int = 4,
+    hidden: int = 5,
+    direction: str = "forward",
+    layout: int = 0,
+    bias: bool = True,
+    seq_lens: list[int] | None = None,
+    initial: bool = False,
+    peepholes: bool = False,
+    outputs: tuple[str, ...] = ("Y", "Y_h", "Y_c"),
+    dtype=np.float32,
+    weights_as_inputs: bool = False,
+    **attrs,
+):
+    """One LSTM/GRU/RNN node. Weights are initializers (as exporters write
+    them) unless ``weights_as_inputs``; X, the sequence lengths and the
+    initial states are graph inputs."""
+    rng = np.random.default_rng(seed)
+    dirs = 2 if direction == "bidirectional" else 1
+    g = GATES[op]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+    def rand(*shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype(dtype)
+
+    x_shape = [batch, steps, input_size] if layout else [steps, batch, input_size]
+    state_shape = [batch, dirs, hidden] if layout else [dirs, batch, hidden]
+    feeds = {"X": rand(*x_shape)}
+    inits = {
+        "W": rand(dirs, g * hidden, input_size, scale=0.5),
+        "R": rand(dirs, g * hidden, hidden, scale=0.5),
+    }
+    if bias:
+        inits["B"] = rand(dirs, 2 * g * hidden, scale=0.5)
+    if seq_lens is not None:
+        feeds["sequence_lens"] = np.array(seq_lens, dtype=np.int32)
+    if initial:
+        feeds["initial_h"] = rand(*state_shape)
+        if op == "LSTM":
+            feeds["initial_c"] = rand(*state_shape)
+    if peepholes:
+        inits["P"] = rand(dirs, 3 * hidden, scale=0.5)
+    if weights_as_inputs:
+        feeds.update(inits)
+        inits = {}
+
+    order = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
+    if op != "LSTM":
+        order = order[:6]
+    present = set(feeds) | set(inits)
+    node_inputs = [n if n in present else "" for n in order]
+    while node_inputs and node_inputs[-1] == "":
+        node_inputs.pop()
+
+    out_names = ["Y", "Y_h", "Y_c"] if op == "LSTM" else ["Y", "Y_h"]
+    node_outputs = [n if n in outputs else "" for n in out_names]
+    while node_outputs and node_outputs[-1] == "":
+        node_outputs.pop()
+
+    node = helper.make_node(
+        op, node_inputs, node_outputs, name=f"{name}_node", hidden_size=hidden, direction=direction, layout=layout, **attrs
+    )
+    y_shape = [batch, steps, dirs, hidden] if layout else [steps, dirs, batch, hidden]
+    shapes = {"Y": y_shape, "Y_h": state_shape, "Y_c": state_shape}
+    graph = helper.make_graph(
+        [node],
+        name,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for k, v in feeds.items()],
+        [helper.make_tensor_value_info(n, elem, shapes[n]) for n in node_outputs if n],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    meta = {
+        "op": op,
+        "direction": direction,
+        "layout": layout,
+        "bias": bias,
+        "sequence_lens": seq_lens,
+        "initial_states": initial,
+        "peepholes": peepholes,
+        "outputs": [n for n in node_outputs if n],
+        "dtype": np.dtype(dtype).name,
+        "attributes": {k: v for k, v in attrs.items()},
+    }
+    twin = None
+    if layout:
+        # onnxruntime refuses layout 1; its reference is onnxruntime on the
+        # time-major twin of the model, with inputs and outputs transposed.
+        twin = recurrent_case(
+            name, op, seed=seed, steps=steps, batch=batch, input_size=input_size, hidden=hidden, direction=direction,
+            layout=0, bias=bias, seq_lens=seq_lens, initial=initial, peepholes=peepholes, outputs=outputs, dtype=dtype,
+            weights_as_inputs=weights_as_inputs, **attrs,
+        )[1]
+        meta["reference"] = "onnxruntime on the layout-0 twin, transposed"
+    return name, graph, feeds, meta, twin
+
+
+def to_time_major(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """X [N, T, I] -> [T, N, I] and states [N, D, H] -> [D, N, H]."""
+    return {k: (v.transpose(1, 0, 2) if k in ("X", "initial_h", "initial_c") else v) for k, v in feeds.items()}
+
+
+def to_batch_major(outs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Y [T, D, N, H] -> [N, T, D, H] and states [D, N, H] -> [N, D, H]."""
+    return {k: (v.transpose(2, 0, 1, 3) if k == "Y" else v.transpose(1, 0, 2)) for k, v in outs.items()}
+
+
+def recurrent_cases():
+    c = recurrent_case
+    yield c("rnn_forward", "RNN", seed=1, initial=True)
+    yield c("rnn_reverse_relu_clip", "RNN", seed=2, direction="reverse", activations=["Relu"], clip=0.7)
+    yield c("rnn_bidirectional_seq_lens", "RNN", seed=3, direction="bidirectional", seq_lens=[5, 2, 1], initial=True)
+    yield c(
+        "rnn_bidirectional_activations",
+        "RNN",
+        seed=4,
+        direction="bidirectional",
+        activations=["LeakyRelu", "ScaledTanh"],
+        activation_alpha=[0.2, 0.8],
+        activation_beta=[1.3],
+    )
+    yield c("rnn_layout1_bidirectional", "RNN", seed=5, direction="bidirectional", layout=1, initial=True, seq_lens=[3, 5, 4])
+    yield c("rnn_no_bias_y_h_only", "RNN", seed=6, bias=False, outputs=("Y_h",))
+    yield c("gru_forward", "GRU", seed=11, initial=True)
+    yield c("gru_linear_before_reset", "GRU", seed=12, linear_before_reset=1, initial=True)
+    yield c("gru_reverse_lbr_clip", "GRU", seed=13, direction="reverse", linear_before_reset=1, clip=0.5)
+    yield c("gru_bidirectional_seq_lens", "GRU", seed=14, direction="bidirectional", seq_lens=[1, 5, 3], initial=True)
+    yield c(
+        "gru_activations",
+        "GRU",
+        seed=15,
+        direction="bidirectional",
+        activations=["HardSigmoid", "Elu", "Sigmoid", "Softsign"],
+        activation_alpha=[0.3, 0.9],
+        activation_beta=[0.4],
+    )
+    yield c("gru_layout1_lbr", "GRU", seed=16, layout=1, linear_before_reset=1, direction="bidirectional", seq_lens=[2, 5, 4])
+    yield c("gru_weights_as_inputs", "GRU", seed=17, weights_as_inputs=True, outputs=("Y",))
+    yield c("lstm_forward", "LSTM", seed=21, initial=True)
+    yield c("lstm_reverse_clip", "LSTM", seed=22, direction="reverse", clip=0.6, initial=True)
+    yield c(
+        "lstm_bidirectional_peepholes_seq_lens",
+        "LSTM",
+        seed=23,
+        direction="bidirectional",
+        peepholes=True,
+        seq_lens=[4, 5, 2],
+        initial=True,
+    )
+    yield c("lstm_input_forget", "LSTM", seed=24, input_forget=1, peepholes=True)
+    yield c(
+        "lstm_activations",
+        "LSTM",
+        seed=25,
+        activations=["HardSigmoid", "Softplus", "Affine"],
+        activation_alpha=[0.25, 0.7],
+        activation_beta=[0.45, 0.1],
+    )
+    yield c("lstm_layout1_bidirectional", "LSTM", seed=26, direction="bidirectional", layout=1, initial=True, peepholes=True)
+    yield c("lstm_y_c_only_no_bias", "LSTM", seed=27, bias=False, outputs=("Y_c",), steps=7, hidden=8, input_size=6)
+    yield c("lstm_larger", "LSTM", seed=28, steps=16, batch=4, input_size=24, hidden=32, direction="bidirectional")
+
+
+def run_ort(path: pathlib.Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def save(graph, path: pathlib.Path) -> None:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="trtc export_ops.py")
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    cases = []
+    for name, graph, feeds, meta, twin in recurrent_cases():
+        path = OUT / f"{name}.onnx"
+        save(graph, path)
+        if twin is None:
+            outs = run_ort(path, feeds)
+        else:
+            twin_path = pathlib.Path(tempfile.mkdtemp()) / "twin.onnx"
+            save(twin, twin_path)
+            outs = to_batch_major(run_ort(twin_path, to_time_major(feeds)))
+        np.savez(OUT / f"{name}.inputs.npz", **feeds)
+        np.savez(OUT / f"{name}.outputs.npz", **outs)
+        cases.append({"name": name, **meta})
+        print(f"{name}: {', '.join(f'{k} {list(v.shape)}' for k, v in outs.items())}")
+    manifest = {
+        "generator": "testdata/export_ops.py",
+        "versions": {"onnx": onnx.__version__, "onnxruntime": ort.__version__, "numpy": np.__version__},
+        "reference": "onnxruntime CPUExecutionProvider, graph_optimization_level=ORT_DISABLE_ALL, 1 thread",
+        "opset": OPSET,
+        "cases": cases,
+    }
+    (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
