@@ -3,15 +3,17 @@
 whose attributes the ONNX conformance suite covers only in part.
 
 The conformance suite has 12 recurrent cases, all forward, without clip,
-custom activations, layout 1 with two directions or linear_before_reset.
-This script writes one small model per attribute combination, random
+custom activations, layout 1 with two directions or linear_before_reset,
+GridSample cases on tiny inputs with grids inside [-1, 1], few DFT, STFT
+and Col2Im cases. This script writes one small model per attribute combination, random
 weights from a fixed seed, and records what onnxruntime computes on fixed
 inputs, so trtc is checked against an independent implementation on every
 attribute the spec defines.
 
 For every case NAME it writes into ``testdata/ops/``:
 
-  NAME.onnx          one node (opset 22), weights as initializers
+  NAME.onnx          one node (opset 22), weights and the inputs that
+                     decide shapes as initializers
   NAME.inputs.npz    the graph inputs, key = input name
   NAME.outputs.npz   onnxruntime CPUExecutionProvider outputs,
                      graph_optimization_level = ORT_DISABLE_ALL, 1 thread
@@ -210,6 +212,100 @@ def recurrent_cases():
     yield c("lstm_larger", "LSTM", seed=28, steps=16, batch=4, input_size=24, hidden=32, direction="bidirectional")
 
 
+def grid_sample_case(name: str, *, seed: int, spatial: tuple[int, ...], out: tuple[int, ...], opset_mode: str, **attrs):
+    """One GridSample node over X [2, 3, spatial...] and a grid reaching
+    past [-1, 1] on every side, so every padding mode is exercised."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, *spatial)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, (2, *out, len(spatial))).astype(np.float32)
+    node = helper.make_node("GridSample", ["X", "grid"], ["Y"], name=f"{name}_node", mode=opset_mode, **attrs)
+    graph = helper.make_graph(
+        [node],
+        name,
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape)),
+            helper.make_tensor_value_info("grid", TensorProto.FLOAT, list(grid.shape)),
+        ],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3, *out])],
+    )
+    meta = {"op": "GridSample", "spatial": list(spatial), "out": list(out), "mode": opset_mode, "attributes": attrs}
+    return name, graph, {"X": x, "grid": grid}, meta, None
+
+
+def grid_sample_cases():
+    seed = 40
+    for mode in ("nearest", "linear", "cubic"):
+        for padding in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                seed += 1
+                name = f"gridsample_2d_{mode}_{padding}_align{align}"
+                yield grid_sample_case(
+                    name, seed=seed, spatial=(5, 7), out=(4, 6), opset_mode=mode, padding_mode=padding, align_corners=align
+                )
+    for mode in ("nearest", "linear"):
+        for padding in ("zeros", "border", "reflection"):
+            seed += 1
+            yield grid_sample_case(
+                f"gridsample_3d_{mode}_{padding}",
+                seed=seed,
+                spatial=(3, 4, 5),
+                out=(2, 3, 4),
+                opset_mode=mode,
+                padding_mode=padding,
+                align_corners=seed % 2,
+            )
+
+
+def single_node_case(name: str, op: str, feeds: dict, consts: dict, inputs: list[str], out_shape, **attrs):
+    """One node reading graph inputs (``feeds``) and initializers
+    (``consts``, for the inputs that decide shapes) in the order ``inputs``
+    ("" for an absent optional input)."""
+    node = helper.make_node(op, inputs, ["Y"], name=f"{name}_node", **attrs)
+    graph = helper.make_graph(
+        [node],
+        name,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for k, v in feeds.items()],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape or ["batch", "frames", "bins", "two"])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()],
+    )
+    meta = {"op": op, "attributes": attrs, "constants": {k: v.tolist() for k, v in consts.items()}}
+    return name, graph, feeds, meta, None
+
+
+def spectral_cases():
+    rng = np.random.default_rng(60)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    i64 = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
+    c = single_node_case
+    yield c("dft_real_onesided", "DFT", {"x": f32(2, 12, 1)}, {}, ["x"], [2, 7, 2], onesided=1)
+    yield c("dft_complex_inverse_padded", "DFT", {"x": f32(2, 5, 3, 2)}, {"n": i64(8), "axis": i64(1)}, ["x", "n", "axis"], [2, 8, 3, 2], inverse=1)
+    yield c("dft_inner_axis_cut", "DFT", {"x": f32(3, 4, 9, 1)}, {"n": i64(6), "axis": i64(-2)}, ["x", "n", "axis"], [3, 4, 6, 2])
+    yield c("dft_odd_length", "DFT", {"x": f32(1, 7, 2)}, {}, ["x"], [1, 7, 2])
+    hann = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(16) / 16)).astype(np.float32)
+    yield c("stft_hann_onesided", "STFT", {"x": f32(2, 64, 1)}, {"step": i64(6), "window": hann}, ["x", "step", "window"], None)
+    yield c("stft_complex_frame_length", "STFT", {"x": f32(1, 40, 2)}, {"step": i64(7), "n": i64(10)}, ["x", "step", "", "n"], None, onesided=0)
+    yield c(
+        "col2im_strides_pads_dilations",
+        "Col2Im",
+        {"x": f32(2, 3 * 6, 15)},
+        {"image": i64([6, 9]), "block": i64([2, 3])},
+        ["x", "image", "block"],
+        [2, 3, 6, 9],
+        strides=[2, 2],
+        pads=[1, 0, 1, 2],
+        dilations=[2, 1],
+    )
+    yield c(
+        "col2im_3d",
+        "Col2Im",
+        {"x": f32(1, 2 * 8, 27)},
+        {"image": i64([4, 4, 4]), "block": i64([2, 2, 2])},
+        ["x", "image", "block"],
+        [1, 2, 4, 4, 4],
+        pads=[0, 0, 0, 0, 0, 0],
+    )
+
+
 def run_ort(path: pathlib.Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -229,7 +325,7 @@ def save(graph, path: pathlib.Path) -> None:
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     cases = []
-    for name, graph, feeds, meta, twin in recurrent_cases():
+    for name, graph, feeds, meta, twin in [*recurrent_cases(), *grid_sample_cases(), *spectral_cases()]:
         path = OUT / f"{name}.onnx"
         save(graph, path)
         if twin is None:

@@ -31,9 +31,17 @@ fn tract_outputs(model: &Path, inputs: &[(String, Tensor)]) -> anyhow::Result<Ve
         .collect()
 }
 
+/// Models tract 0.23.9 computes wrongly, each checked to still be wrong (so
+/// the list cannot outlive the bug) and counted as skipped. trtc matches
+/// onnxruntime on them in `models.rs`.
+const TRACT_KNOWN_WRONG: &[(&str, &str)] = &[(
+    "timeseries_gru_legacy",
+    "its ReLU RNN node: the dynamo export of the same network, which unrolls the RNN into MatMul/Add/Relu, agrees",
+)];
+
 #[test]
 fn trtc_agrees_with_tract_on_testdata_models() {
-    let (mut agreed, mut tract_failed, mut disagreed) = (0, Vec::new(), Vec::new());
+    let (mut agreed, mut tract_failed, mut disagreed, mut known_wrong) = (0, Vec::new(), Vec::new(), Vec::new());
     for model in testdata_models() {
         let stem = stem(&model);
         let built = build_file(&model, &BuildOptions::default()).unwrap_or_else(|e| panic!("{stem}: {e:#}"));
@@ -65,6 +73,11 @@ fn trtc_agrees_with_tract_on_testdata_models() {
             let scale = e.iter().fold(0f64, |a, v| a.max(v.abs())).max(1e-30);
             m.max(e.iter().zip(t).fold(0f64, |a, (x, y)| a.max((x - y).abs())) / scale)
         });
+        if let Some((_, why)) = TRACT_KNOWN_WRONG.iter().find(|(m, _)| *m == stem) {
+            assert!(tract_vs_ort > 1e-4, "{stem} is listed as computed wrongly by tract, but tract now agrees with onnxruntime");
+            known_wrong.push(format!("{stem}: tract differs from onnxruntime by {tract_vs_ort:.2e} ({why})"));
+            continue;
+        }
         if tract_vs_ort > 1e-4 {
             tract_failed.push(format!("{stem}: tract differs from onnxruntime by {tract_vs_ort:.2e}"));
             continue;
@@ -95,9 +108,13 @@ fn trtc_agrees_with_tract_on_testdata_models() {
     for f in &tract_failed {
         println!("skipped (tract failed or disagrees with onnxruntime): {f}");
     }
-    println!("tract differential: {agreed} passed, {} failed, {} skipped", disagreed.len(), tract_failed.len());
+    for f in &known_wrong {
+        println!("skipped (a known tract bug): {f}");
+    }
+    let skipped = tract_failed.len() + known_wrong.len();
+    println!("tract differential: {agreed} passed, {} failed, {skipped} skipped", disagreed.len());
     assert!(disagreed.is_empty(), "{}", disagreed.join("\n"));
-    // Every committed model runs on tract 0.23.9 and matches onnxruntime
-    // there; a skip here is a regression to look at, not noise.
+    // Every other committed model runs on tract 0.23.9 and matches
+    // onnxruntime there; a skip here is a regression to look at, not noise.
     assert!(tract_failed.is_empty(), "tract could not be compared on: {tract_failed:?}");
 }

@@ -73,6 +73,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         MovementOp::ScatterElements(_) | MovementOp::ScatterND(_) => {
             unsupported(format!("{}: duplicate indices apply in order on the CPU", op.as_impl().name()))
         }
+        MovementOp::GridSample(_) => unsupported("GridSample: no CUDA kernel yet"),
     }
 }
 

@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// The newest format this runtime reads and the one it writes.
 /// Version 3 appended ops (Det, NegativeLogLikelihoodLoss, the recurrent
-/// layers LSTM/GRU/RNN) to their families; nothing else changed.
+/// layers LSTM/GRU/RNN, GridSample, Col2Im, DFT, STFT) to their families;
+/// nothing else changed.
 pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old

@@ -47,6 +47,8 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::ops::movement::NearestMode,
         trtc_runtime::ops::movement::ResizeMode,
         trtc_runtime::ops::movement::PadMode,
+        trtc_runtime::ops::movement::GridSampleMode,
+        trtc_runtime::ops::movement::GridPadding,
         trtc_runtime::ops::movement::ScatterReduction,
         trtc_runtime::ops::linalg::PoolKind,
         trtc_runtime::ops::linalg::RecurrentCell,

@@ -1,5 +1,6 @@
 //! Matrix products and convolutions: MatMul, Gemm, Conv, ConvTranspose,
-//! Einsum, pooling, Det, the recurrent layers (LSTM, GRU, RNN). Matrix multiplies go through the `matrixmultiply` crate.
+//! Einsum, pooling, Det, the recurrent layers (LSTM, GRU, RNN), Col2Im,
+//! DFT and STFT. Matrix multiplies go through the `matrixmultiply` crate.
 
 mod gemm_kernel;
 pub(crate) mod num;
@@ -12,9 +13,12 @@ mod conv_transpose;
 pub(crate) mod integer;
 mod pool;
 mod unpool;
+mod col2im;
 mod det;
 mod recurrent;
+mod spectral;
 
+pub use col2im::Col2Im;
 pub use conv::Conv;
 pub use conv_transpose::ConvTranspose;
 pub use det::Det;
@@ -25,6 +29,7 @@ pub use integer::{ConvInteger, MatMulInteger};
 pub use matmul::MatMul;
 pub use pool::{Pool, PoolKind};
 pub use recurrent::{Recurrent, RecurrentActivation, RecurrentCell, RecurrentDirection};
+pub use spectral::{Dft, Stft};
 pub use unpool::MaxUnpool;
 pub use window::Window;
 
@@ -40,4 +45,7 @@ crate::op_family!(LinalgOp => Linalg {
     MaxUnpool(MaxUnpool),
     Det(Det),
     Recurrent(Recurrent),
+    Col2Im(Col2Im),
+    Dft(Dft),
+    Stft(Stft),
 });

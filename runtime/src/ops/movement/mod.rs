@@ -1,9 +1,11 @@
-//! Data movement: reshape, transpose, slice, concat, gather, pad, resize...
+//! Data movement: reshape, transpose, slice, concat, gather, pad, resize,
+//! grid sampling...
 
 mod concat;
 pub(crate) mod copy;
 mod expand;
 mod gather;
+mod grid_sample;
 mod onehot;
 mod pad;
 mod reshape;
@@ -17,6 +19,7 @@ mod trilu;
 pub use concat::{Concat, Split};
 pub use expand::{Expand, Tile};
 pub use gather::{Gather, GatherElements, GatherND};
+pub use grid_sample::{GridPadding, GridSample, GridSampleMode};
 pub use onehot::OneHot;
 pub use pad::{Pad, PadMode};
 pub use reshape::Reshape;
@@ -45,4 +48,5 @@ crate::op_family!(MovementOp => Movement {
     Trilu(Trilu),
     OneHot(OneHot),
     ReverseSequence(ReverseSequence),
+    GridSample(GridSample),
 });

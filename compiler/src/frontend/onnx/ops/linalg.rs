@@ -1,5 +1,6 @@
 //! Converters for the runtime's `linalg` op family: MatMul, Gemm, Conv,
-//! ConvTranspose, Einsum, the integer matrix products, pooling and Det.
+//! ConvTranspose, Einsum, the integer matrix products, pooling, Det and
+//! Col2Im.
 //!
 //! Every ONNX padding convention (`auto_pad`, `output_shape`, default
 //! strides and dilations, kernel shapes taken from the weight) is resolved
@@ -10,7 +11,7 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, ensure, Result};
 use trtc_runtime::ops::linalg::{
-    Conv, ConvInteger, ConvTranspose, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind, Window,
+    Col2Im, Conv, ConvInteger, ConvTranspose, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind, Window,
 };
 
 pub fn register(r: &mut Registry) {
@@ -29,6 +30,7 @@ pub fn register(r: &mut Registry) {
     r.add("GlobalLpPool", global_lp_pool);
     r.add("MaxUnpool", max_unpool);
     r.add("Det", det);
+    r.add("Col2Im", col2im);
 }
 
 fn matmul(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -320,4 +322,28 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn det(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     Ok(vec![ctx.op1(trtc_runtime::ops::linalg::Det {}, &[Some(x)])?])
+}
+
+/// Col2Im: `image_shape` and `block_shape` decide the output's shape, so
+/// they must be known when the engine is built.
+fn col2im(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let dims = |ctx: &Ctx, i: usize, what: &str| -> Result<Vec<usize>> {
+        let v = ctx.require_const(i, what)?.to_i64_vec()?;
+        v.iter().map(|&d| usize::try_from(d).map_err(|_| anyhow!("{what} {v:?} has a negative value"))).collect()
+    };
+    let image = dims(ctx, 1, "image_shape")?;
+    let block = dims(ctx, 2, "block_shape")?;
+    let n = image.len();
+    ensure!(n >= 1 && block.len() == n, "image_shape {image:?} and block_shape {block:?} must have as many axes");
+    let strides = per_axis(ctx, "strides", n)?;
+    let dilations = per_axis(ctx, "dilations", n)?;
+    let pads = match ctx.attrs.ints("pads")? {
+        None => vec![0; 2 * n],
+        Some(v) => {
+            ensure!(v.len() == 2 * n && v.iter().all(|&x| x >= 0), "pads {v:?} must be {} non-negative values", 2 * n);
+            v.into_iter().map(|x| x as usize).collect()
+        }
+    };
+    let x = ctx.input(0)?;
+    Ok(vec![ctx.op1(Col2Im { image, block, strides, dilations, pads }, &[Some(x)])?])
 }

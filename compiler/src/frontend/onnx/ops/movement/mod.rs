@@ -13,12 +13,14 @@ use trtc_runtime::{DType, Tensor};
 mod constants;
 mod index;
 mod pad_resize;
+mod sampling;
 mod shape;
 
 pub fn register(r: &mut Registry) {
     shape::register(r);
     index::register(r);
     pad_resize::register(r);
+    sampling::register(r);
     constants::register(r);
 }
 
