@@ -56,23 +56,64 @@ pub fn import_bytes(bytes: &[u8], root: ExternalDataRoot, opts: &ImportOptions) 
     import_model(&model, root, opts)
 }
 
+/// Ops whose bodies are graphs, which the importer handles itself instead
+/// of a converter: an `If` whose condition is known when the engine is
+/// built is replaced by the branch it takes.
+const CONTROL_FLOW: &[&str] = &["If"];
+
+/// How deep subgraphs may nest (a hostile model could nest them deeper
+/// than the stack allows).
+const MAX_NESTING: usize = 32;
+
 /// Lists every op type the model uses that trtc cannot convert, with one
-/// node name each.
+/// node name each, subgraphs (If branches) included.
 pub fn unsupported_ops(model: &pb::ModelProto, registry: &Registry) -> Vec<(String, String)> {
-    let mut missing: BTreeMap<String, String> = BTreeMap::new();
-    let graph = model.graph.as_ref().expect("checked by decode");
-    for (i, node) in graph.node.iter().enumerate() {
-        let key = if node.domain.is_empty() || node.domain == "ai.onnx" {
-            node.op_type.clone()
-        } else {
-            format!("{}:{}", node.domain, node.op_type)
-        };
-        let supported = (node.domain.is_empty() || node.domain == "ai.onnx") && registry.get(&node.op_type).is_some();
-        if !supported {
-            missing.entry(key).or_insert_with(|| node_name(node, i));
+    fn walk(graph: &pb::GraphProto, registry: &Registry, depth: usize, missing: &mut BTreeMap<String, String>) {
+        for (i, node) in graph.node.iter().enumerate() {
+            let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+            let key = if default_domain { node.op_type.clone() } else { format!("{}:{}", node.domain, node.op_type) };
+            let supported =
+                default_domain && (registry.get(&node.op_type).is_some() || CONTROL_FLOW.contains(&node.op_type.as_str()));
+            if !supported {
+                missing.entry(key).or_insert_with(|| node_name(node, i));
+            }
+            if depth < MAX_NESTING {
+                for g in subgraphs(node) {
+                    walk(g, registry, depth + 1, missing);
+                }
+            }
         }
     }
+    let mut missing: BTreeMap<String, String> = BTreeMap::new();
+    walk(model.graph.as_ref().expect("checked by decode"), registry, 0, &mut missing);
     missing.into_iter().collect()
+}
+
+/// The graphs a node's attributes hold (If's branches, Loop's body...).
+fn subgraphs(node: &pb::NodeProto) -> impl Iterator<Item = &pb::GraphProto> {
+    node.attribute.iter().flat_map(|a| a.g.iter().chain(&a.graphs))
+}
+
+/// The outer-scope names a node's subgraphs read: what their nodes (and
+/// theirs, recursively) read that the subgraph itself does not define.
+fn implicit_inputs(node: &pb::NodeProto, depth: usize) -> Vec<&str> {
+    let mut free = Vec::new();
+    if depth >= MAX_NESTING {
+        return free;
+    }
+    for g in subgraphs(node) {
+        let mut defined: std::collections::HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+        defined.extend(g.input.iter().map(|v| v.name.as_str()));
+        defined.extend(g.node.iter().flat_map(|n| n.output.iter().map(String::as_str)));
+        for n in &g.node {
+            for x in n.input.iter().map(String::as_str).chain(implicit_inputs(n, depth + 1)) {
+                if !x.is_empty() && !defined.contains(x) && !free.contains(&x) {
+                    free.push(x);
+                }
+            }
+        }
+    }
+    free
 }
 
 fn node_name(node: &pb::NodeProto, i: usize) -> String {
@@ -162,8 +203,9 @@ fn sorted_nodes<'a>(
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); graph.node.len()];
     for (i, n) in graph.node.iter().enumerate() {
         let mut producers: Vec<usize> = Vec::new();
-        for x in n.input.iter().filter(|x| !x.is_empty() && !known.contains(x.as_str())) {
-            match producer.get(x.as_str()) {
+        let reads = n.input.iter().map(String::as_str).chain(implicit_inputs(n, 0));
+        for x in reads.filter(|x| !x.is_empty() && !known.contains(x)) {
+            match producer.get(x) {
                 Some(&j) => producers.push(j),
                 None => {
                     bail!("node '{}' ({}) reads '{x}', which no node, input or initializer produces", node_name(n, i), n.op_type)
@@ -255,57 +297,9 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         }
     }
 
-    let known_names: Vec<String> = values.keys().cloned().collect();
-    let known: std::collections::HashSet<&str> = known_names.iter().map(String::as_str).collect();
-    let order = sorted_nodes(gp, &known)?;
-    for (i, node) in order {
-        let name = node_name(node, i);
-        let convert = registry.get(&node.op_type).expect("checked above");
-        let attrs_node = node;
-        let mut named = node.clone();
-        named.name = name.clone();
-        if (Attributes { node: attrs_node }).has_graph() {
-            bail!("node '{name}' ({}): ops with subgraphs are not supported", node.op_type);
-        }
-        let mut inputs = Vec::with_capacity(node.input.len());
-        for x in &node.input {
-            if x.is_empty() {
-                inputs.push(None);
-            } else {
-                let p = values.get(x).copied().ok_or_else(|| anyhow!("node '{name}' reads unknown tensor '{x}'"))?;
-                inputs.push(Some(p));
-            }
-        }
-        let outs = {
-            let mut ctx = ctx::Ctx {
-                node: &named,
-                attrs: Attributes { node: &named },
-                opset,
-                graph: &mut graph,
-                inputs,
-                root: &root,
-                added: 0,
-            };
-            convert(&mut ctx).with_context(|| format!("node '{name}' ({})", node.op_type))?
-        };
-        for (k, out_name) in node.output.iter().enumerate() {
-            if out_name.is_empty() {
-                continue;
-            }
-            match outs.get(k) {
-                Some(&p) => {
-                    // Name the tensor after the ONNX output when it is fresh.
-                    if graph.node(p.node).outputs[p.port].name.starts_with(&name) {
-                        graph.set_tensor_name(p, out_name);
-                    }
-                    values.insert(out_name.clone(), p);
-                }
-                None => {
-                    // Unsupported optional output: only an error if used.
-                }
-            }
-        }
-    }
+    let mut importer = Importer { registry: &registry, opset, root: &root, graph };
+    importer.nodes(gp, &mut values, "", 0)?;
+    let mut graph = importer.graph;
     let mut output_names = std::collections::HashSet::new();
     for vi in &gp.output {
         if !output_names.insert(vi.name.as_str()) {
@@ -320,4 +314,128 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
     graph.remove_dead_nodes();
     crate::ir::verify(&graph)?;
     Ok(graph)
+}
+
+/// Converts a graph's nodes into the IR, recursing into the branches of
+/// the control-flow ops it folds.
+struct Importer<'a> {
+    registry: &'a Registry,
+    opset: i64,
+    root: &'a ExternalDataRoot,
+    graph: Graph,
+}
+
+impl Importer<'_> {
+    /// Converts `gp`'s nodes in dependency order; `values` maps every name
+    /// in scope (inputs, initializers, outer scopes) to its tensor and
+    /// receives the nodes' outputs. Node names get `prefix`.
+    fn nodes(&mut self, gp: &pb::GraphProto, values: &mut HashMap<String, Port>, prefix: &str, depth: usize) -> Result<()> {
+        let known_names: Vec<String> = values.keys().cloned().collect();
+        let known: std::collections::HashSet<&str> = known_names.iter().map(String::as_str).collect();
+        let order = sorted_nodes(gp, &known)?;
+        for (i, node) in order {
+            let name = format!("{prefix}{}", node_name(node, i));
+            let mut inputs = Vec::with_capacity(node.input.len());
+            for x in &node.input {
+                if x.is_empty() {
+                    inputs.push(None);
+                } else {
+                    let p = values.get(x).copied().ok_or_else(|| anyhow!("node '{name}' reads unknown tensor '{x}'"))?;
+                    inputs.push(Some(p));
+                }
+            }
+            let outs = if node.op_type == "If" {
+                self.fold_if(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (If)"))?
+            } else {
+                if (Attributes { node }).has_graph() {
+                    bail!("node '{name}' ({}): ops with subgraphs are not supported", node.op_type);
+                }
+                let convert = self.registry.get(&node.op_type).expect("checked by unsupported_ops");
+                let mut named = node.clone();
+                named.name = name.clone();
+                let mut ctx = ctx::Ctx {
+                    node: &named,
+                    attrs: Attributes { node: &named },
+                    opset: self.opset,
+                    graph: &mut self.graph,
+                    inputs,
+                    root: self.root,
+                    added: 0,
+                };
+                convert(&mut ctx).with_context(|| format!("node '{name}' ({})", node.op_type))?
+            };
+            for (k, out_name) in node.output.iter().enumerate() {
+                if out_name.is_empty() {
+                    continue;
+                }
+                match outs.get(k) {
+                    Some(&p) => {
+                        // Name the tensor after the ONNX output when it is fresh.
+                        if self.graph.node(p.node).outputs[p.port].name.starts_with(&name) {
+                            self.graph.set_tensor_name(p, out_name);
+                        }
+                        values.insert(out_name.clone(), p);
+                    }
+                    None => {
+                        // Unsupported optional output: only an error if used.
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An If whose condition is a constant (an initializer, a value fixed
+    /// with `--input-value`, or anything folded from those and static
+    /// shapes) becomes the branch it takes: the branch's nodes join the
+    /// graph, reading the outer scope directly, and its outputs are the
+    /// If's. A condition computed at run time is an error.
+    fn fold_if(
+        &mut self,
+        node: &pb::NodeProto,
+        name: &str,
+        inputs: &[Option<Port>],
+        values: &HashMap<String, Port>,
+        depth: usize,
+    ) -> Result<Vec<Port>> {
+        if depth >= MAX_NESTING {
+            bail!("subgraphs nest more than {MAX_NESTING} deep");
+        }
+        let cond = inputs.first().copied().flatten().ok_or_else(|| anyhow!("no condition input"))?;
+        let Some(c) = self.graph.node(cond.node).constant() else {
+            bail!(
+                "its condition is computed at run time; trtc folds an If whose condition is known when the engine is built \
+                 (fix the graph inputs it depends on with --input-value NAME:FILE.npy)"
+            );
+        };
+        let taken = match c.to_f64_vec().as_slice() {
+            [v] => *v != 0.0,
+            _ => bail!("the condition is {}, not one value", c.ty()),
+        };
+        let which = if taken { "then_branch" } else { "else_branch" };
+        let branch = node
+            .attribute
+            .iter()
+            .find(|a| a.name == which)
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| anyhow!("it has no {which} graph"))?;
+        if !branch.input.is_empty() {
+            bail!("its {which} declares {} inputs; If branches take none", branch.input.len());
+        }
+        let mut scope = values.clone();
+        for init in &branch.initializer {
+            let t = proto::tensor(init, self.root)?;
+            let p = self.graph.add_constant(&format!("{name}/{}", init.name), t);
+            scope.insert(init.name.clone(), p);
+        }
+        self.nodes(branch, &mut scope, &format!("{name}/"), depth + 1).with_context(|| format!("in its {which}"))?;
+        if branch.output.len() < node.output.len() {
+            bail!("its {which} has {} outputs, the If {}", branch.output.len(), node.output.len());
+        }
+        branch
+            .output
+            .iter()
+            .map(|o| scope.get(&o.name).copied().ok_or_else(|| anyhow!("{which} output '{}' is not produced", o.name)))
+            .collect()
+    }
 }

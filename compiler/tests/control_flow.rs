@@ -1,0 +1,105 @@
+//! If nodes whose condition is known when the engine is built are replaced
+//! by the branch they take: the branch reads the outer scope (even a tensor
+//! whose producer comes later in the file), nests, and its outputs become
+//! the If's. A condition computed at run time is a clear error, which
+//! `--input-value` fixes.
+
+mod common;
+
+use common::{encode, f32_tensor, model, node, value_info, F32};
+use std::collections::HashMap;
+use tract_onnx::pb;
+use trtc::build::{build_graph, BuildOptions};
+use trtc::frontend::onnx::{import_bytes, proto::ExternalDataRoot, ImportOptions};
+use trtc_runtime::{Engine, Tensor};
+
+const BOOL: i32 = 9;
+const GRAPH: i32 = 5;
+
+fn bool_tensor(name: &str, v: bool) -> pb::TensorProto {
+    pb::TensorProto { name: name.into(), data_type: BOOL, int32_data: vec![v as i32], ..Default::default() }
+}
+
+fn graph_attr(name: &str, g: pb::GraphProto) -> pb::AttributeProto {
+    pb::AttributeProto { name: name.into(), r#type: GRAPH, g: Some(g), ..Default::default() }
+}
+
+/// A branch: no inputs, `nodes`, one output `out`.
+fn branch(name: &str, nodes: Vec<pb::NodeProto>, out: &str, initializer: Vec<pb::TensorProto>) -> pb::GraphProto {
+    pb::GraphProto { name: name.into(), node: nodes, initializer, output: vec![value_info(out, F32, &[2])], ..Default::default() }
+}
+
+/// `if cond then (x + 1) * 2 else (x + 1) - k`, where `x + 1` is computed
+/// outside the If by a node that comes after it in the file, and `k` is the
+/// else branch's own initializer.
+fn if_model(cond: Option<bool>) -> pb::ModelProto {
+    let mut if_node = node("If", "choose", &["cond"], &["y"]);
+    if_node
+        .attribute
+        .push(graph_attr("then_branch", branch("then", vec![node("Mul", "double", &["x1", "two"], &["t"])], "t", vec![])));
+    if_node.attribute.push(graph_attr(
+        "else_branch",
+        branch("else", vec![node("Sub", "minus_k", &["x1", "k"], &["e"])], "e", vec![f32_tensor("k", &[2], &[10.0, 20.0])]),
+    ));
+    let mut inputs = vec![value_info("x", F32, &[2])];
+    let mut inits = vec![f32_tensor("one", &[2], &[1.0, 1.0]), f32_tensor("two", &[2], &[2.0, 2.0])];
+    match cond {
+        Some(c) => inits.push(bool_tensor("cond", c)),
+        None => inputs.push(value_info("cond", BOOL, &[])),
+    }
+    model(vec![if_node, node("Add", "plus_one", &["x", "one"], &["x1"])], inputs, vec![value_info("y", F32, &[2])], inits)
+}
+
+fn run(m: &pb::ModelProto, opts: &ImportOptions) -> anyhow::Result<Vec<f32>> {
+    let g = import_bytes(&encode(m), ExternalDataRoot::default(), opts)?;
+    let built = build_graph(g, &BuildOptions::default())?;
+    let engine = Engine::from_bytes(&built.engine)?;
+    let x = Tensor::from_vec(vec![2], vec![3f32, 4.0])?;
+    let mut inputs = vec![("x", &x)];
+    let cond = opts.input_values.get("cond").cloned();
+    if let Some(c) = &cond {
+        inputs.push(("cond", c));
+    }
+    let out = engine.create_context()?.run(&inputs)?;
+    Ok(out[0].1.as_slice::<f32>()?.to_vec())
+}
+
+#[test]
+fn a_constant_condition_takes_its_branch() {
+    let opts = ImportOptions::default();
+    assert_eq!(run(&if_model(Some(true)), &opts).unwrap(), [8.0, 10.0]);
+    assert_eq!(run(&if_model(Some(false)), &opts).unwrap(), [-6.0, -15.0]);
+}
+
+#[test]
+fn a_run_time_condition_is_an_error_that_input_value_fixes() {
+    let err = run(&if_model(None), &ImportOptions::default()).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("node 'choose' (If)") && msg.contains("--input-value"), "{msg}");
+    let mut input_values = HashMap::new();
+    input_values.insert("cond".to_string(), Tensor::from_bools(Vec::<usize>::new(), &[false]).unwrap());
+    let opts = ImportOptions { input_values, ..Default::default() };
+    assert_eq!(run(&if_model(None), &opts).unwrap(), [-6.0, -15.0]);
+}
+
+#[test]
+fn branches_nest_and_report_unsupported_ops_inside() {
+    // The then branch is itself an If on a constant.
+    let mut m = if_model(Some(true));
+    let graph = m.graph.as_mut().unwrap();
+    let inner = graph.node[0].clone();
+    let mut outer = node("If", "outer", &["cond"], &["y"]);
+    outer.attribute.push(graph_attr("then_branch", branch("then", vec![inner], "y", vec![])));
+    outer.attribute.push(graph_attr("else_branch", branch("else", vec![node("Neg", "neg", &["x1"], &["n"])], "n", vec![])));
+    // The inner If's output is `y` inside the branch; the outer If's too.
+    graph.node[0] = outer;
+    assert_eq!(run(&m, &ImportOptions::default()).unwrap(), [8.0, 10.0]);
+
+    // An op trtc lacks, inside a branch that is not even taken, is reported
+    // with its node before anything is built.
+    let graph = m.graph.as_mut().unwrap();
+    graph.node[0].attribute[1] =
+        graph_attr("else_branch", branch("else", vec![node("NoSuchOp", "odd", &["x1"], &["n"])], "n", vec![]));
+    let err = format!("{:#}", run(&m, &ImportOptions::default()).unwrap_err());
+    assert!(err.contains("unsupported ONNX ops: NoSuchOp (node 'odd')"), "{err}");
+}
