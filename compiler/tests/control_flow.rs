@@ -103,3 +103,59 @@ fn branches_nest_and_report_unsupported_ops_inside() {
     let err = format!("{:#}", run(&m, &ImportOptions::default()).unwrap_err());
     assert!(err.contains("unsupported ONNX ops: NoSuchOp (node 'odd')"), "{err}");
 }
+
+fn i64_scalar(name: &str, v: i64) -> pb::TensorProto {
+    pb::TensorProto { name: name.into(), data_type: common::I64, int64_data: vec![v], ..Default::default() }
+}
+
+/// `for i in 0..trips while cond: y = y + x * i; scan i-th y`, with the
+/// body's condition `i < stop_after` (so the loop may end early).
+fn loop_model(trips: i64, stop_after: i64) -> pb::ModelProto {
+    let mut cast = node("Cast", "i_float", &["i"], &["fi"]);
+    cast.attribute.push(common::int_attr("to", 1));
+    let body = pb::GraphProto {
+        name: "body".into(),
+        node: vec![
+            cast,
+            node("Mul", "xi", &["x", "fi"], &["xi"]),
+            node("Add", "acc", &["y_in", "xi"], &["y_out"]),
+            node("Less", "go_on", &["i", "stop"], &["cond_out"]),
+            node("Identity", "row", &["y_out"], &["scan"]),
+        ],
+        initializer: vec![i64_scalar("stop", stop_after)],
+        input: vec![value_info("i", common::I64, &[]), value_info("cond_in", BOOL, &[]), value_info("y_in", F32, &[2])],
+        output: vec![value_info("cond_out", BOOL, &[]), value_info("y_out", F32, &[2]), value_info("scan", F32, &[2])],
+        ..Default::default()
+    };
+    let mut lp = node("Loop", "accumulate", &["trips", "", "y0"], &["y", "rows"]);
+    lp.attribute.push(graph_attr("body", body));
+    model(
+        vec![lp],
+        vec![value_info("x", F32, &[2])],
+        vec![value_info("y", F32, &[2]), value_info("rows", F32, &[3, 2])],
+        vec![i64_scalar("trips", trips), f32_tensor("y0", &[2], &[0.5, 0.5])],
+    )
+}
+
+fn run_all(m: &pb::ModelProto) -> anyhow::Result<Vec<(Vec<usize>, Vec<f32>)>> {
+    let g = import_bytes(&encode(m), ExternalDataRoot::default(), &ImportOptions::default())?;
+    let engine = Engine::from_bytes(&build_graph(g, &BuildOptions::default())?.engine)?;
+    let x = Tensor::from_vec(vec![2], vec![3f32, 4.0])?;
+    let out = engine.create_context()?.run(&[("x", &x)])?;
+    out.iter().map(|(_, t)| Ok((t.shape().to_vec(), t.as_slice::<f32>()?.to_vec()))).collect()
+}
+
+#[test]
+fn a_loop_with_known_trips_is_unrolled_with_its_scan_outputs() {
+    // Three iterations (i = 0, 1, 2): y = 0.5 + x * (0 + 1 + 2).
+    let out = run_all(&loop_model(3, 100)).unwrap();
+    assert_eq!(out[0], (vec![2], vec![9.5, 12.5]));
+    assert_eq!(out[1], (vec![3, 2], vec![0.5, 0.5, 3.5, 4.5, 9.5, 12.5]));
+    // The body's condition stops it after i = 1: two iterations.
+    let out = run_all(&loop_model(3, 1)).unwrap();
+    assert_eq!(out[0], (vec![2], vec![3.5, 4.5]));
+    assert_eq!(out[1], (vec![2, 2], vec![0.5, 0.5, 3.5, 4.5]));
+    // Too many iterations to unroll is an error, not a hang.
+    let err = format!("{:#}", run_all(&loop_model(1 << 40, 1 << 41)).unwrap_err());
+    assert!(err.contains("node 'accumulate' (Loop)") && err.contains("at most 4096 iterations"), "{err}");
+}

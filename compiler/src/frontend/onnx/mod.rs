@@ -58,8 +58,12 @@ pub fn import_bytes(bytes: &[u8], root: ExternalDataRoot, opts: &ImportOptions) 
 
 /// Ops whose bodies are graphs, which the importer handles itself instead
 /// of a converter: an `If` whose condition is known when the engine is
-/// built is replaced by the branch it takes.
-const CONTROL_FLOW: &[&str] = &["If"];
+/// built is replaced by the branch it takes, a `Loop` whose trip count and
+/// conditions are known is unrolled.
+const CONTROL_FLOW: &[&str] = &["If", "Loop"];
+
+/// The most iterations a Loop is unrolled to.
+const MAX_UNROLL: i64 = 4096;
 
 /// How deep subgraphs may nest (a hostile model could nest them deeper
 /// than the stack allows).
@@ -346,6 +350,8 @@ impl Importer<'_> {
             }
             let outs = if node.op_type == "If" {
                 self.fold_if(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (If)"))?
+            } else if node.op_type == "Loop" {
+                self.unroll_loop(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (Loop)"))?
             } else {
                 if (Attributes { node }).has_graph() {
                     bail!("node '{name}' ({}): ops with subgraphs are not supported", node.op_type);
@@ -404,8 +410,8 @@ impl Importer<'_> {
         let cond = inputs.first().copied().flatten().ok_or_else(|| anyhow!("no condition input"))?;
         let Some(c) = self.graph.node(cond.node).constant() else {
             bail!(
-                "its condition is computed at run time; trtc folds an If whose condition is known when the engine is built \
-                 (fix the graph inputs it depends on with --input-value NAME:FILE.npy)"
+                "its condition must be known when the engine is built, for trtc replaces the If by the branch it takes, \
+                 but it is computed at run time: fix the graph inputs it depends on with --input-value NAME:FILE.npy"
             );
         };
         let taken = match c.to_f64_vec().as_slice() {
@@ -437,5 +443,125 @@ impl Importer<'_> {
             .iter()
             .map(|o| scope.get(&o.name).copied().ok_or_else(|| anyhow!("{which} output '{}' is not produced", o.name)))
             .collect()
+    }
+
+    /// The value of a constant scalar condition or count, or why not.
+    fn constant_scalar(&self, p: Port, what: &str) -> Result<f64> {
+        let Some(t) = self.graph.node(p.node).constant() else {
+            bail!(
+                "its {what} must be known when the engine is built, for trtc unrolls the Loop, but it is computed at run \
+                 time: fix the graph inputs it depends on with --input-value NAME:FILE.npy"
+            );
+        };
+        match t.to_f64_vec().as_slice() {
+            [v] => Ok(*v),
+            _ => bail!("its {what} is {}, not one value", t.ty()),
+        }
+    }
+
+    /// A Loop whose trip count and every iteration's condition are
+    /// constants is unrolled: the body's nodes join the graph once per
+    /// iteration (at most 4096), the iteration number a constant, the
+    /// loop-carried values passed along; scan outputs are stacked along a
+    /// new first axis.
+    fn unroll_loop(
+        &mut self,
+        node: &pb::NodeProto,
+        name: &str,
+        inputs: &[Option<Port>],
+        values: &HashMap<String, Port>,
+        depth: usize,
+    ) -> Result<Vec<Port>> {
+        if depth >= MAX_NESTING {
+            bail!("subgraphs nest more than {MAX_NESTING} deep");
+        }
+        let body = node
+            .attribute
+            .iter()
+            .find(|a| a.name == "body")
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| anyhow!("it has no body graph"))?;
+        let n_carried = inputs.len().saturating_sub(2);
+        if body.input.len() != n_carried + 2 || body.output.len() < n_carried + 1 {
+            bail!(
+                "its body has {} inputs and {} outputs; with {n_carried} loop-carried values it needs {} inputs and at least {} outputs",
+                body.input.len(),
+                body.output.len(),
+                n_carried + 2,
+                n_carried + 1
+            );
+        }
+        let n_scan = body.output.len() - 1 - n_carried;
+        let trips = match inputs.first().copied().flatten() {
+            Some(p) => Some(self.constant_scalar(p, "trip count")? as i64),
+            None => None,
+        };
+        if let Some(m) = trips.filter(|&m| m > MAX_UNROLL) {
+            bail!("its trip count is {m}; trtc unrolls loops of at most {MAX_UNROLL} iterations");
+        }
+        let mut cond = match inputs.get(1).copied().flatten() {
+            Some(p) => self.constant_scalar(p, "condition")? != 0.0,
+            None => true,
+        };
+        let mut carried: Vec<Port> = inputs[2..]
+            .iter()
+            .enumerate()
+            .map(|(k, p)| p.ok_or_else(|| anyhow!("loop-carried input {k} is missing")))
+            .collect::<Result<_>>()?;
+        let mut scans: Vec<Vec<Port>> = vec![Vec::new(); n_scan];
+        let mut i = 0i64;
+        while cond && trips.is_none_or(|m| i < m) {
+            if i >= MAX_UNROLL {
+                bail!("it runs more than {MAX_UNROLL} iterations; trtc unrolls loops up to that many");
+            }
+            let prefix = format!("{name}/{i}/");
+            let mut scope = values.clone();
+            let iteration = self.graph.add_constant(&format!("{prefix}iteration"), Tensor::scalar(i));
+            let cond_in = self.graph.add_constant(&format!("{prefix}cond"), Tensor::from_bools(Vec::<usize>::new(), &[cond])?);
+            scope.insert(body.input[0].name.clone(), iteration);
+            scope.insert(body.input[1].name.clone(), cond_in);
+            for (vi, &p) in body.input[2..].iter().zip(&carried) {
+                scope.insert(vi.name.clone(), p);
+            }
+            for init in &body.initializer {
+                let t = proto::tensor(init, self.root)?;
+                let p = self.graph.add_constant(&format!("{prefix}{}", init.name), t);
+                scope.insert(init.name.clone(), p);
+            }
+            self.nodes(body, &mut scope, &prefix, depth + 1).with_context(|| format!("in iteration {i}"))?;
+            let out = |j: usize| -> Result<Port> {
+                scope
+                    .get(&body.output[j].name)
+                    .copied()
+                    .ok_or_else(|| anyhow!("body output '{}' is not produced", body.output[j].name))
+            };
+            cond = self.constant_scalar(out(0)?, "condition")? != 0.0;
+            carried = (1..=n_carried).map(out).collect::<Result<_>>()?;
+            for (s, scan) in scans.iter_mut().enumerate() {
+                scan.push(out(1 + n_carried + s)?);
+            }
+            i += 1;
+        }
+        let mut outs = carried;
+        for (s, scan) in scans.into_iter().enumerate() {
+            if scan.is_empty() {
+                bail!("it runs no iteration, so its scan output {s} has no known element type or shape");
+            }
+            let mut rows = Vec::with_capacity(scan.len());
+            for (k, p) in scan.into_iter().enumerate() {
+                let mut shape = vec![1];
+                shape.extend(&self.graph.ty(p).shape);
+                let op = trtc_runtime::ops::movement::Reshape { shape };
+                let r = self.graph.add_op(&format!("{name}/scan{s}/{k}"), op.into(), &[Some(p)]).map_err(|e| anyhow!("{e}"))?;
+                rows.push(Some(r[0]));
+            }
+            let concat = trtc_runtime::ops::movement::Concat { axis: 0 };
+            let stacked = self
+                .graph
+                .add_op(&format!("{name}/scan{s}"), concat.into(), &rows)
+                .map_err(|e| anyhow!("scan output {s}: {e}"))?;
+            outs.push(stacked[0]);
+        }
+        Ok(outs)
     }
 }
