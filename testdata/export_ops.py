@@ -4,15 +4,15 @@ whose attributes the ONNX conformance suite covers only in part.
 
 The conformance suite has 12 recurrent cases, all forward, without clip,
 custom activations, layout 1 with two directions or linear_before_reset,
-GridSample cases on tiny inputs with grids inside [-1, 1], few DFT, STFT
-and Col2Im cases. This script writes one small model per attribute combination, random
+GridSample cases on tiny inputs with grids inside [-1, 1], few DFT, STFT,
+Col2Im and RoiAlign cases. This script writes one small model per attribute combination, random
 weights from a fixed seed, and records what onnxruntime computes on fixed
 inputs, so trtc is checked against an independent implementation on every
 attribute the spec defines.
 
 For every case NAME it writes into ``testdata/ops/``:
 
-  NAME.onnx          one node (opset 22), weights and the inputs that
+  NAME.onnx          one node (opset 22; RoiAlign 16), weights and the inputs that
                      decide shapes as initializers
   NAME.inputs.npz    the graph inputs, key = input name
   NAME.outputs.npz   onnxruntime CPUExecutionProvider outputs,
@@ -305,6 +305,34 @@ def spectral_cases():
         pads=[0, 0, 0, 0, 0, 0],
     )
 
+    x = f32(2, 3, 10, 12)
+    rois = np.array(
+        [[0.5, 1.0, 7.5, 6.0], [2.0, 2.0, 3.0, 3.5], [-3.0, -1.0, 4.0, 20.0], [8.0, 0.0, 11.9, 9.9], [5.0, 5.0, 5.0, 5.0]],
+        dtype=np.float32,
+    )
+    idx = np.array([0, 1, 1, 0, 1], dtype=np.int64)
+    cases = []
+    for mode in ("avg", "max"):
+        for ctm in ("half_pixel", "output_half_pixel"):
+            for ratio in (0, 2):
+                cases.append(c(
+                    f"roialign_{mode}_{ctm}_ratio{ratio}",
+                    "RoiAlign",
+                    {"x": x, "rois": rois, "idx": idx},
+                    {},
+                    ["x", "rois", "idx"],
+                    [5, 3, 3, 4],
+                    mode=mode,
+                    coordinate_transformation_mode=ctm,
+                    output_height=3,
+                    output_width=4,
+                    sampling_ratio=ratio,
+                    spatial_scale=0.75,
+                ))
+                # onnxruntime implements RoiAlign up to opset 16.
+                cases[-1][3]["opset"] = 16
+    yield from cases
+
 
 def run_ort(path: pathlib.Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     so = ort.SessionOptions()
@@ -315,8 +343,8 @@ def run_ort(path: pathlib.Path, feeds: dict[str, np.ndarray]) -> dict[str, np.nd
     return dict(zip(names, sess.run(names, feeds)))
 
 
-def save(graph, path: pathlib.Path) -> None:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="trtc export_ops.py")
+def save(graph, path: pathlib.Path, opset: int = OPSET) -> None:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtc export_ops.py")
     model.ir_version = 10
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, path)
@@ -327,7 +355,7 @@ def main() -> int:
     cases = []
     for name, graph, feeds, meta, twin in [*recurrent_cases(), *grid_sample_cases(), *spectral_cases()]:
         path = OUT / f"{name}.onnx"
-        save(graph, path)
+        save(graph, path, meta.get("opset", OPSET))
         if twin is None:
             outs = run_ort(path, feeds)
         else:

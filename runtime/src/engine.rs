@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// The newest format this runtime reads and the one it writes.
 /// Version 3 appended ops (Det, NegativeLogLikelihoodLoss, the recurrent
-/// layers LSTM/GRU/RNN, GridSample, Col2Im, DFT, STFT) to their families;
+/// layers LSTM/GRU/RNN, GridSample, Col2Im, DFT, STFT, RoiAlign) to their families;
 /// nothing else changed.
 pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this runtime reads. A version-2 engine decodes as it

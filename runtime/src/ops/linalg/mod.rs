@@ -1,6 +1,6 @@
 //! Matrix products and convolutions: MatMul, Gemm, Conv, ConvTranspose,
-//! Einsum, pooling, Det, the recurrent layers (LSTM, GRU, RNN), Col2Im,
-//! DFT and STFT. Matrix multiplies go through the `matrixmultiply` crate.
+//! Einsum, pooling, RoiAlign, Det, the recurrent layers (LSTM, GRU, RNN),
+//! Col2Im, DFT and STFT. Matrix multiplies go through the `matrixmultiply` crate.
 
 mod gemm_kernel;
 pub(crate) mod num;
@@ -16,6 +16,7 @@ mod unpool;
 mod col2im;
 mod det;
 mod recurrent;
+mod roi_align;
 mod spectral;
 
 pub use col2im::Col2Im;
@@ -29,6 +30,7 @@ pub use integer::{ConvInteger, MatMulInteger};
 pub use matmul::MatMul;
 pub use pool::{Pool, PoolKind};
 pub use recurrent::{Recurrent, RecurrentActivation, RecurrentCell, RecurrentDirection};
+pub use roi_align::RoiAlign;
 pub use spectral::{Dft, Stft};
 pub use unpool::MaxUnpool;
 pub use window::Window;
@@ -48,4 +50,5 @@ crate::op_family!(LinalgOp => Linalg {
     Col2Im(Col2Im),
     Dft(Dft),
     Stft(Stft),
+    RoiAlign(RoiAlign),
 });

@@ -1,6 +1,6 @@
 //! Converters for the runtime's `linalg` op family: MatMul, Gemm, Conv,
-//! ConvTranspose, Einsum, the integer matrix products, pooling, Det and
-//! Col2Im.
+//! ConvTranspose, Einsum, the integer matrix products, pooling, RoiAlign,
+//! Det and Col2Im.
 //!
 //! Every ONNX padding convention (`auto_pad`, `output_shape`, default
 //! strides and dilations, kernel shapes taken from the weight) is resolved
@@ -11,7 +11,7 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, ensure, Result};
 use trtc_runtime::ops::linalg::{
-    Col2Im, Conv, ConvInteger, ConvTranspose, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind, Window,
+    Col2Im, Conv, ConvInteger, ConvTranspose, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind, RoiAlign, Window,
 };
 
 pub fn register(r: &mut Registry) {
@@ -31,6 +31,7 @@ pub fn register(r: &mut Registry) {
     r.add("MaxUnpool", max_unpool);
     r.add("Det", det);
     r.add("Col2Im", col2im);
+    r.add("RoiAlign", roi_align);
 }
 
 fn matmul(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -322,6 +323,38 @@ fn max_unpool(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn det(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     Ok(vec![ctx.op1(trtc_runtime::ops::linalg::Det {}, &[Some(x)])?])
+}
+
+/// RoiAlign: opset 10 knows only `output_half_pixel` coordinates, opset 16
+/// defaults to `half_pixel`.
+fn roi_align(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let size = |ctx: &Ctx, name: &str| -> Result<usize> {
+        match ctx.attrs.int_or(name, 1)? {
+            v if (1..=1 << 16).contains(&v) => Ok(v as usize),
+            v => bail!("{name} {v} is not in 1..=65536"),
+        }
+    };
+    let (output_height, output_width) = (size(ctx, "output_height")?, size(ctx, "output_width")?);
+    let sampling_ratio = match ctx.attrs.int_or("sampling_ratio", 0)? {
+        v if (0..=1 << 12).contains(&v) => v as usize,
+        v => bail!("sampling_ratio {v} is not in 0..=4096"),
+    };
+    let spatial_scale = ctx.attrs.float("spatial_scale")?.unwrap_or(1.0);
+    ensure!(spatial_scale.is_finite(), "spatial_scale {spatial_scale} is not finite");
+    let default_mode = if ctx.opset >= 16 { "half_pixel" } else { "output_half_pixel" };
+    let half_pixel = match ctx.attrs.string("coordinate_transformation_mode")?.as_deref().unwrap_or(default_mode) {
+        "half_pixel" => true,
+        "output_half_pixel" => false,
+        m => bail!("coordinate_transformation_mode '{m}' is not half_pixel or output_half_pixel"),
+    };
+    let max = match ctx.attrs.string("mode")?.as_deref().unwrap_or("avg") {
+        "avg" => false,
+        "max" => true,
+        m => bail!("mode '{m}' is not avg or max"),
+    };
+    let op = RoiAlign { output_height, output_width, sampling_ratio, spatial_scale, half_pixel, max };
+    let ins = [Some(ctx.input(0)?), Some(ctx.input(1)?), Some(ctx.input(2)?)];
+    Ok(vec![ctx.op1(op, &ins)?])
 }
 
 /// Col2Im: `image_shape` and `block_shape` decide the output's shape, so
