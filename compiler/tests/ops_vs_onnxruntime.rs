@@ -1,16 +1,15 @@
 //! Every single-op model `testdata/export_ops.py` wrote into `testdata/ops`
-//! (the recurrent layers over every attribute the spec defines) builds,
+//! (the recurrent layers over every attribute the spec defines, GridSample,
+//! DFT, STFT, Col2Im, RoiAlign) builds,
 //! runs on the CPU executor and matches onnxruntime's recorded outputs:
 //! max |ours - ort| / max |ort| <= 1e-5 on every output, same shapes, no
 //! output missing and none extra.
 
 mod common;
 
-use common::testdata_npz;
 use std::path::{Path, PathBuf};
-use trtc::build::{build_file, build_graph, BuildOptions};
+use trtc::build::{build_graph, BuildOptions};
 use trtc::frontend::onnx::{import_bytes, proto::ExternalDataRoot, ImportOptions};
-use trtc_runtime::{Engine, Tensor};
 
 const TOLERANCE: f64 = 1e-5;
 
@@ -25,32 +24,14 @@ fn op_models() -> Vec<PathBuf> {
     v
 }
 
-/// Builds and runs one model; returns the worst output error relative to scale.
-fn check(model: &Path) -> anyhow::Result<f64> {
-    let inputs = testdata_npz(model, "inputs");
-    let expected = testdata_npz(model, "outputs");
-    let built = build_file(model, &BuildOptions::default())?;
-    let engine = Engine::from_bytes(&built.engine)?;
-    let mut ctx = engine.create_context()?;
-    let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let outputs = ctx.run(&refs)?;
-    anyhow::ensure!(outputs.len() == expected.len(), "{} outputs, onnxruntime has {}", outputs.len(), expected.len());
-    let mut worst = 0f64;
-    for d in trtc::compare::diff_all(&outputs, &expected)? {
-        anyhow::ensure!(d.shape_ok, "output {} has the wrong shape", d.name);
-        worst = worst.max(d.max_rel_to_scale);
-    }
-    Ok(worst)
-}
-
 #[test]
 fn every_op_model_matches_onnxruntime() {
     let models = op_models();
-    assert!(models.len() >= 21, "expected the models of testdata/export_ops.py in testdata/ops, found {}", models.len());
+    assert!(models.len() >= 61, "expected the models of testdata/export_ops.py in testdata/ops, found {}", models.len());
     let mut failures = Vec::new();
     for m in &models {
         let name = common::stem(m);
-        match check(m) {
+        match common::worst_error_against_recorded(m) {
             Ok(err) if err <= TOLERANCE => println!("ok   {name}: max err / max |ref| = {err:.2e}"),
             Ok(err) => failures.push(format!("{name}: max err / max |ref| = {err:.2e} > {TOLERANCE:e}")),
             Err(e) => failures.push(format!("{name}: {e:#}")),

@@ -146,3 +146,23 @@ pub fn testdata_npz(model: &std::path::Path, which: &str) -> Vec<(String, trtc_r
     let path = model.with_file_name(format!("{}.{which}.npz", stem(model)));
     trtc::npz::read_npz(&path).unwrap_or_else(|e| panic!("{e:#}"))
 }
+
+/// Builds a model with the default options, runs it on the CPU executor
+/// with its recorded `inputs` and returns the worst output error relative
+/// to scale against its recorded `outputs` (onnxruntime's); an output
+/// missing, extra or of the wrong shape is an error.
+pub fn worst_error_against_recorded(model: &std::path::Path) -> anyhow::Result<f64> {
+    let inputs = testdata_npz(model, "inputs");
+    let expected = testdata_npz(model, "outputs");
+    let built = trtc::build::build_file(model, &trtc::build::BuildOptions::default())?;
+    let engine = trtc_runtime::Engine::from_bytes(&built.engine)?;
+    let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let outputs = engine.create_context()?.run(&refs)?;
+    anyhow::ensure!(outputs.len() == expected.len(), "{} outputs, onnxruntime has {}", outputs.len(), expected.len());
+    let mut worst = 0f64;
+    for d in trtc::compare::diff_all(&outputs, &expected)? {
+        anyhow::ensure!(d.shape_ok, "output {} has the wrong shape", d.name);
+        worst = worst.max(d.max_rel_to_scale);
+    }
+    Ok(worst)
+}

@@ -1,4 +1,5 @@
-//! Shape helpers shared by ops: broadcasting, strides, axis normalization.
+//! Helpers shared by ops: broadcasting, strides, axis normalization, and
+//! storing f64 results into float outputs.
 
 use crate::error::{Error, Result};
 
@@ -84,4 +85,25 @@ pub fn normalize_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
         out.push(n);
     }
     Ok(out)
+}
+
+/// Writes f64 results into a float output, each rounded once to its type
+/// (the ops that compute in f64 and store f32, f64, f16 or bf16).
+pub fn store_f64(out: &mut crate::tensor::TensorViewMut<'_>, values: &[f64], op: &str) -> Result<()> {
+    use crate::dtype::DType;
+    use crate::tensor::Element;
+    use half::{bf16, f16};
+    fn each<T: Element>(out: &mut [T], values: &[f64]) {
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = T::from_f64(v);
+        }
+    }
+    match out.dtype {
+        DType::F32 => each(out.as_mut_slice::<f32>()?, values),
+        DType::F64 => each(out.as_mut_slice::<f64>()?, values),
+        DType::F16 => each(out.as_mut_slice::<f16>()?, values),
+        DType::BF16 => each(out.as_mut_slice::<bf16>()?, values),
+        d => crate::bail_op!("{op}: unsupported output dtype {d}"),
+    }
+    Ok(())
 }

@@ -348,6 +348,9 @@ impl Importer<'_> {
                     inputs.push(Some(p));
                 }
             }
+            if CONTROL_FLOW.contains(&node.op_type.as_str()) && depth >= MAX_NESTING {
+                bail!("node '{name}' ({}): subgraphs nest more than {MAX_NESTING} deep", node.op_type);
+            }
             let outs = if node.op_type == "If" {
                 self.fold_if(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (If)"))?
             } else if node.op_type == "Loop" {
@@ -404,9 +407,6 @@ impl Importer<'_> {
         values: &HashMap<String, Port>,
         depth: usize,
     ) -> Result<Vec<Port>> {
-        if depth >= MAX_NESTING {
-            bail!("subgraphs nest more than {MAX_NESTING} deep");
-        }
         let cond = inputs.first().copied().flatten().ok_or_else(|| anyhow!("no condition input"))?;
         let Some(c) = self.graph.node(cond.node).constant() else {
             bail!(
@@ -429,11 +429,7 @@ impl Importer<'_> {
             bail!("its {which} declares {} inputs; If branches take none", branch.input.len());
         }
         let mut scope = values.clone();
-        for init in &branch.initializer {
-            let t = proto::tensor(init, self.root)?;
-            let p = self.graph.add_constant(&format!("{name}/{}", init.name), t);
-            scope.insert(init.name.clone(), p);
-        }
+        self.add_initializers(branch, &format!("{name}/"), &mut scope)?;
         self.nodes(branch, &mut scope, &format!("{name}/"), depth + 1).with_context(|| format!("in its {which}"))?;
         if branch.output.len() < node.output.len() {
             bail!("its {which} has {} outputs, the If {}", branch.output.len(), node.output.len());
@@ -443,6 +439,17 @@ impl Importer<'_> {
             .iter()
             .map(|o| scope.get(&o.name).copied().ok_or_else(|| anyhow!("{which} output '{}' is not produced", o.name)))
             .collect()
+    }
+
+    /// Adds a subgraph's initializers as constants named with `prefix`,
+    /// in scope under their own names.
+    fn add_initializers(&mut self, g: &pb::GraphProto, prefix: &str, scope: &mut HashMap<String, Port>) -> Result<()> {
+        for init in &g.initializer {
+            let t = proto::tensor(init, self.root)?;
+            let p = self.graph.add_constant(&format!("{prefix}{}", init.name), t);
+            scope.insert(init.name.clone(), p);
+        }
+        Ok(())
     }
 
     /// The value of a constant scalar condition or count, or why not.
@@ -472,9 +479,6 @@ impl Importer<'_> {
         values: &HashMap<String, Port>,
         depth: usize,
     ) -> Result<Vec<Port>> {
-        if depth >= MAX_NESTING {
-            bail!("subgraphs nest more than {MAX_NESTING} deep");
-        }
         let body = node
             .attribute
             .iter()
@@ -523,11 +527,7 @@ impl Importer<'_> {
             for (vi, &p) in body.input[2..].iter().zip(&carried) {
                 scope.insert(vi.name.clone(), p);
             }
-            for init in &body.initializer {
-                let t = proto::tensor(init, self.root)?;
-                let p = self.graph.add_constant(&format!("{prefix}{}", init.name), t);
-                scope.insert(init.name.clone(), p);
-            }
+            self.add_initializers(body, &prefix, &mut scope)?;
             self.nodes(body, &mut scope, &prefix, depth + 1).with_context(|| format!("in iteration {i}"))?;
             let out = |j: usize| -> Result<Port> {
                 scope

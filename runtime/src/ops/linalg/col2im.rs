@@ -4,12 +4,10 @@
 //! image pixel it covers: `Y [N, C, image...]`. Pixels in the padding are
 //! dropped; overlapping blocks sum (in f64, rounded once).
 
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
-use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
+use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
-use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -109,20 +107,7 @@ impl OpImpl for Col2Im {
                 }
             }
         }
-        let out = &mut outputs[0];
-        fn each<T: Element>(out: &mut [T], values: &[f64]) {
-            for (o, &v) in out.iter_mut().zip(values) {
-                *o = T::from_f64(v);
-            }
-        }
-        match out.dtype {
-            DType::F32 => each(out.as_mut_slice::<f32>()?, &y),
-            DType::F64 => each(out.as_mut_slice::<f64>()?, &y),
-            DType::F16 => each(out.as_mut_slice::<f16>()?, &y),
-            DType::BF16 => each(out.as_mut_slice::<bf16>()?, &y),
-            d => bail_op!("Col2Im: unsupported dtype {d}"),
-        }
-        Ok(())
+        crate::ops::util::store_f64(&mut outputs[0], &y, "Col2Im")
     }
 }
 
@@ -140,6 +125,7 @@ fn step(idx: &mut [usize], dims: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
     use crate::ops::Op;
     use crate::tensor::Tensor;
 

@@ -14,9 +14,8 @@
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
-use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
+use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
-use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -156,20 +155,7 @@ impl OpImpl for RoiAlign {
                 }
             }
         }
-        let out = &mut outputs[0];
-        fn each<T: Element>(out: &mut [T], values: &[f64]) {
-            for (o, &v) in out.iter_mut().zip(values) {
-                *o = T::from_f64(v);
-            }
-        }
-        match out.dtype {
-            DType::F32 => each(out.as_mut_slice::<f32>()?, &y),
-            DType::F64 => each(out.as_mut_slice::<f64>()?, &y),
-            DType::F16 => each(out.as_mut_slice::<f16>()?, &y),
-            DType::BF16 => each(out.as_mut_slice::<bf16>()?, &y),
-            d => bail_op!("RoiAlign: unsupported dtype {d}"),
-        }
-        Ok(())
+        crate::ops::util::store_f64(&mut outputs[0], &y, "RoiAlign")
     }
 }
 

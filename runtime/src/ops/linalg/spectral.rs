@@ -13,12 +13,10 @@
 //! other lengths: O(n log n) whatever the length); the output is rounded
 //! once.
 
-use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, opt_input, OpImpl};
-use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::{bail_op, ensure_op};
-use half::{bf16, f16};
+use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::PI;
 
@@ -163,21 +161,10 @@ fn check_complex(x: &TensorType, what: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn store(out: &mut TensorViewMut<'_>, values: &[(f64, f64)], name: &str) -> Result<()> {
-    fn each<T: Element>(out: &mut [T], values: &[(f64, f64)]) {
-        for (o, &(re, im)) in out.chunks_exact_mut(2).zip(values) {
-            o[0] = T::from_f64(re);
-            o[1] = T::from_f64(im);
-        }
-    }
-    match out.dtype {
-        DType::F32 => each(out.as_mut_slice::<f32>()?, values),
-        DType::F64 => each(out.as_mut_slice::<f64>()?, values),
-        DType::F16 => each(out.as_mut_slice::<f16>()?, values),
-        DType::BF16 => each(out.as_mut_slice::<bf16>()?, values),
-        d => bail_op!("{name}: unsupported dtype {d}"),
-    }
-    Ok(())
+/// Writes complex results as ONNX's (real, imaginary) pairs.
+fn store(out: &mut TensorViewMut<'_>, values: &[Complex], name: &str) -> Result<()> {
+    let flat: Vec<f64> = values.iter().flat_map(|&(re, im)| [re, im]).collect();
+    crate::ops::util::store_f64(out, &flat, name)
 }
 
 /// The values of a real or complex tensor as complex pairs.
@@ -297,6 +284,7 @@ impl OpImpl for Stft {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
     use crate::ops::Op;
     use crate::tensor::Tensor;
 

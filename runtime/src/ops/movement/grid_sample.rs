@@ -19,12 +19,10 @@
 //! The taps of an output position are worked out once and applied to every
 //! channel, in f64; the output is rounded once to X's type.
 
-use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
-use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
-use crate::{bail_op, ensure_op};
-use half::{bf16, f16};
+use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -230,29 +228,14 @@ impl OpImpl for GridSample {
                 }
             }
         }
-        store(&mut outputs[0], &y)
+        crate::ops::util::store_f64(&mut outputs[0], &y, "GridSample")
     }
-}
-
-fn store(out: &mut TensorViewMut<'_>, values: &[f64]) -> Result<()> {
-    fn each<T: Element>(out: &mut [T], values: &[f64]) {
-        for (o, &v) in out.iter_mut().zip(values) {
-            *o = T::from_f64(v);
-        }
-    }
-    match out.dtype {
-        DType::F32 => each(out.as_mut_slice::<f32>()?, values),
-        DType::F64 => each(out.as_mut_slice::<f64>()?, values),
-        DType::F16 => each(out.as_mut_slice::<f16>()?, values),
-        DType::BF16 => each(out.as_mut_slice::<bf16>()?, values),
-        d => bail_op!("GridSample: unsupported dtype {d}"),
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
     use crate::ops::Op;
     use crate::tensor::Tensor;
 
