@@ -159,3 +159,26 @@ fn a_loop_with_known_trips_is_unrolled_with_its_scan_outputs() {
     let err = format!("{:#}", run_all(&loop_model(1 << 40, 1 << 41)).unwrap_err());
     assert!(err.contains("node 'accumulate' (Loop)") && err.contains("at most 4096 iterations"), "{err}");
 }
+
+#[test]
+fn unrolling_is_bounded_by_the_nodes_it_adds() {
+    // 4000 iterations of a 301-node body would add 1.2 million nodes.
+    let mut nodes = vec![node("Identity", "keep", &["cond_in"], &["cond_out"])];
+    nodes.extend((0..300).map(|k| {
+        let from = if k == 0 { "y_in".to_string() } else { format!("y{k}") };
+        let to = if k == 299 { "y_out".to_string() } else { format!("y{}", k + 1) };
+        node("Identity", &format!("pass{k}"), &[&from], &[&to])
+    }));
+    let body = pb::GraphProto {
+        name: "body".into(),
+        node: nodes,
+        input: vec![value_info("i", common::I64, &[]), value_info("cond_in", BOOL, &[]), value_info("y_in", F32, &[2])],
+        output: vec![value_info("cond_out", BOOL, &[]), value_info("y_out", F32, &[2])],
+        ..Default::default()
+    };
+    let mut lp = node("Loop", "long", &["trips", "", "x"], &["y"]);
+    lp.attribute.push(graph_attr("body", body));
+    let m = model(vec![lp], vec![value_info("x", F32, &[2])], vec![value_info("y", F32, &[2])], vec![i64_scalar("trips", 4000)]);
+    let err = format!("{:#}", run_all(&m).unwrap_err());
+    assert!(err.contains("node 'long' (Loop)") && err.contains("would add more than 1048576 nodes"), "{err}");
+}

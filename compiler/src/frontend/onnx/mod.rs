@@ -62,8 +62,10 @@ pub fn import_bytes(bytes: &[u8], root: ExternalDataRoot, opts: &ImportOptions) 
 /// conditions are known is unrolled.
 const CONTROL_FLOW: &[&str] = &["If", "Loop"];
 
-/// The most iterations a Loop is unrolled to.
+/// The most iterations a Loop is unrolled to, and the most body nodes all
+/// its iterations may add together.
 const MAX_UNROLL: i64 = 4096;
+const MAX_UNROLLED_NODES: i64 = 1 << 20;
 
 /// How deep subgraphs may nest (a hostile model could nest them deeper
 /// than the stack allows).
@@ -503,6 +505,11 @@ impl Importer<'_> {
         if let Some(m) = trips.filter(|&m| m > MAX_UNROLL) {
             bail!("its trip count is {m}; trtc unrolls loops of at most {MAX_UNROLL} iterations");
         }
+        // A known trip count is checked at once; otherwise each iteration is.
+        let budget_exceeded = |iterations: i64| iterations.saturating_mul(body.node.len() as i64) > MAX_UNROLLED_NODES;
+        if let Some(m) = trips.filter(|&m| budget_exceeded(m)) {
+            bail!("unrolling {m} iterations of its {}-node body would add more than {MAX_UNROLLED_NODES} nodes", body.node.len());
+        }
         let mut cond = match inputs.get(1).copied().flatten() {
             Some(p) => self.constant_scalar(p, "condition")? != 0.0,
             None => true,
@@ -517,6 +524,13 @@ impl Importer<'_> {
         while cond && trips.is_none_or(|m| i < m) {
             if i >= MAX_UNROLL {
                 bail!("it runs more than {MAX_UNROLL} iterations; trtc unrolls loops up to that many");
+            }
+            if budget_exceeded(i + 1) {
+                bail!(
+                    "unrolling {} iterations of its {}-node body would add more than {MAX_UNROLLED_NODES} nodes",
+                    i + 1,
+                    body.node.len()
+                );
             }
             let prefix = format!("{name}/{i}/");
             let mut scope = values.clone();

@@ -24,15 +24,21 @@ pub struct Col2Im {
 
 impl Col2Im {
     /// Block positions along each axis, or None when the window does not fit.
-    fn positions(&self) -> Option<Vec<usize>> {
+    /// Block positions along each axis, with their product, the block's
+    /// size and the image's; None when the window does not fit or a size
+    /// overflows (attributes come from untrusted models).
+    fn sizes(&self) -> Option<(Vec<usize>, usize, usize, usize)> {
         let r = self.image.len();
-        (0..r)
+        let positions: Vec<usize> = (0..r)
             .map(|a| {
-                let padded = self.image[a] + self.pads[a] + self.pads[r + a];
-                let span = self.dilations[a] * (self.block[a].checked_sub(1)?) + 1;
+                let padded = self.image[a].checked_add(self.pads[a])?.checked_add(self.pads[r + a])?;
+                let span = self.dilations[a].checked_mul(self.block[a].checked_sub(1)?)?.checked_add(1)?;
                 (padded >= span && self.strides[a] > 0).then(|| (padded - span) / self.strides[a] + 1)
             })
-            .collect()
+            .collect::<Option<_>>()?;
+        let product = |v: &[usize]| v.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let (blocks, kernel, plane) = (product(&positions)?, product(&self.block)?, product(&self.image)?);
+        Some((positions, blocks, kernel, plane))
     }
 }
 
@@ -51,11 +57,9 @@ impl OpImpl for Col2Im {
             self.block
         );
         ensure_op!(x.dtype.is_float(), "Col2Im: input is {x}; only float inputs are supported");
-        let Some(positions) = self.positions() else {
+        let Some((_, blocks, kernel, _)) = self.sizes() else {
             bail_op!("Col2Im: block {:?} does not fit image {:?} with these pads and dilations", self.block, self.image)
         };
-        let kernel: usize = self.block.iter().product();
-        let blocks: usize = positions.iter().product();
         ensure_op!(
             x.shape.len() == 3 && kernel > 0 && x.shape[1] % kernel == 0 && x.shape[2] == blocks,
             "Col2Im: input is {x}, expected [N, C * {kernel}, {blocks}] for image {:?} and block {:?}",
@@ -71,10 +75,7 @@ impl OpImpl for Col2Im {
         let xv = input(inputs, 0, "Col2Im")?;
         let x = xv.to_f64_vec();
         let r = self.image.len();
-        let Some(positions) = self.positions() else { bail_op!("Col2Im: the block does not fit the image") };
-        let kernel: usize = self.block.iter().product();
-        let blocks: usize = positions.iter().product();
-        let plane: usize = self.image.iter().product();
+        let Some((positions, blocks, kernel, plane)) = self.sizes() else { bail_op!("Col2Im: the block does not fit the image") };
         let (n, c) = (xv.shape[0], xv.shape[1] / kernel);
         let mut y = vec![0f64; n * c * plane];
         // For each (kernel offset, block position): the pixel it lands on.
@@ -161,5 +162,14 @@ mod tests {
         assert_eq!(op.infer(&[Some(&t(&[1, 12, 16]))]).unwrap(), [t(&[1, 3, 5, 5])]);
         assert!(op.infer(&[Some(&t(&[1, 12, 15]))]).is_err());
         assert!(op.infer(&[Some(&t(&[1, 10, 16]))]).is_err());
+        // Sizes that overflow are errors, not panics.
+        let huge = Op::from(Col2Im {
+            image: vec![usize::MAX, 2],
+            block: vec![2, usize::MAX],
+            strides: vec![1, 1],
+            dilations: vec![usize::MAX, 1],
+            pads: vec![1, 0, 1, 0],
+        });
+        assert!(huge.infer(&[Some(&t(&[1, 12, 16]))]).is_err());
     }
 }
