@@ -58,6 +58,16 @@ impl<'a> Ctx<'a> {
         self.opt_input(i).and_then(|p| self.konst(p))
     }
 
+    /// [`Ctx::require_const`] for an input holding exactly one integer
+    /// (a scalar or a one-element tensor).
+    pub fn require_const_int(&self, i: usize, what: &str) -> Result<i64> {
+        let t = self.require_const(i, what)?;
+        match t.to_i64_vec()?.as_slice() {
+            [v] => Ok(*v),
+            _ => anyhow::bail!("{what} must be one integer, not {}", t.ty()),
+        }
+    }
+
     /// The value of input `i`, which must be known at build time (it decides
     /// shapes). `what` names it in the error.
     pub fn require_const(&self, i: usize, what: &str) -> Result<&Tensor> {

@@ -216,6 +216,10 @@ impl OpImpl for Recurrent {
         let name = self.name();
         let x = input(inputs, X, name)?;
         let d = self.dims(x)?;
+        if let Some(c) = self.clip {
+            // Clamping with a NaN or negative bound would panic.
+            ensure_op!(!c.is_nan() && c >= 0.0, "{name}: clip {c} must be a non-negative number");
+        }
         let gh = d.gates * d.hidden;
         let expect = |i: usize, what: &str, shape: Vec<usize>, required: bool| -> Result<()> {
             match opt_input(inputs, i) {
@@ -690,5 +694,11 @@ mod tests {
         assert!(op.infer(&[Some(&xi), Some(&w), Some(&r)]).is_err());
         // An RNN has no initial_c.
         assert!(op.infer(&[Some(&x), Some(&w), Some(&r), None, None, None, Some(&h0)]).is_err());
+        // A clip a hostile engine could carry, which clamping would panic on.
+        for clip in [f32::NAN, -1.0] {
+            let mut bad = linear_rnn(RecurrentDirection::Bidirectional);
+            bad.clip = Some(clip);
+            assert!(Op::from(bad).infer(&[Some(&x), Some(&w), Some(&r)]).is_err(), "clip {clip}");
+        }
     }
 }

@@ -31,6 +31,11 @@ pub struct RoiAlign {
     pub max: bool,
 }
 
+/// The most samples per bin and axis (a fixed `sampling_ratio` or the
+/// adaptive one), and per region over all its bins.
+const MAX_GRID: usize = 1 << 12;
+const MAX_SAMPLES: usize = 1 << 24;
+
 /// One bilinear sample: four pixel offsets inside a channel and their
 /// weights (all zero for a sample outside the image).
 #[derive(Clone, Copy)]
@@ -81,6 +86,7 @@ impl OpImpl for RoiAlign {
             rois.shape[0]
         );
         ensure_op!(self.output_height > 0 && self.output_width > 0, "RoiAlign: the output size must be positive");
+        ensure_op!(self.sampling_ratio <= MAX_GRID, "RoiAlign: sampling_ratio {} is above {MAX_GRID}", self.sampling_ratio);
         Ok(vec![TensorType::new(x.dtype, vec![rois.shape[0], x.shape[1], self.output_height, self.output_width])])
     }
 
@@ -114,15 +120,20 @@ impl OpImpl for RoiAlign {
                 if self.sampling_ratio > 0 {
                     self.sampling_ratio
                 } else if ratio.is_finite() && ratio > 0.0 {
-                    (ratio.ceil() as usize).min(1 << 12)
+                    (ratio.ceil() as usize).min(MAX_GRID)
                 } else {
                     0
                 }
             };
             let (gh, gw) = (grid(rh / oh as f64), grid(rw / ow as f64));
             let count = (gh * gw).max(1) as f64;
-            // The samples of every bin, shared by the channels.
-            let mut samples: Vec<Sample> = Vec::with_capacity(oh * ow * gh * gw);
+            // The samples of every bin, shared by the channels; regions come
+            // from run-time data, so their number is bounded.
+            let total = [ow, gh, gw].iter().try_fold(oh, |a, &b| a.checked_mul(b)).filter(|&t| t <= MAX_SAMPLES);
+            let Some(total) = total else {
+                bail_op!("RoiAlign: region {r} needs more than {MAX_SAMPLES} bilinear samples ({gh}x{gw} per bin)")
+            };
+            let mut samples: Vec<Sample> = Vec::with_capacity(total);
             for ph in 0..oh {
                 for pw in 0..ow {
                     for iy in 0..gh {
@@ -188,6 +199,10 @@ mod tests {
         assert_eq!(roi_align(op(true, false), x.clone(), (2, 2), vec![0.0, 0.0, 1.0, 1.0], vec![0]).unwrap(), [0.75]);
         // Far outside the image: zero.
         assert_eq!(roi_align(op(false, false), x.clone(), (2, 2), vec![9.0, 9.0, 10.0, 10.0], vec![0]).unwrap(), [0.0]);
+        // A sampling ratio past the bound (from a hostile engine) is refused.
+        let mut big = op(false, false);
+        big.sampling_ratio = usize::MAX;
+        assert!(roi_align(big, x.clone(), (2, 2), vec![0.0, 0.0, 1.0, 1.0], vec![0]).is_err());
         // A batch index past the batch is an error.
         assert!(roi_align(op(false, false), x, (2, 2), vec![0.0, 0.0, 1.0, 1.0], vec![1]).is_err());
     }

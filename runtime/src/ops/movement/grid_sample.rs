@@ -89,6 +89,10 @@ impl GridSample {
 
     /// The taps along one axis of `len` for pixel-space coordinate `x`.
     fn axis_taps(&self, x: f64, len: usize) -> Vec<(Option<usize>, f64)> {
+        if len == 0 {
+            // An empty axis has no pixel to read.
+            return vec![(None, 0.0)];
+        }
         let x = if self.mode == GridSampleMode::Nearest { round_nearest(x) } else { x };
         let (lo, hi) = self.bounds(len);
         let x = if x < lo || x > hi {
@@ -199,10 +203,7 @@ impl OpImpl for GridSample {
         let gs = grid.to_f64_vec();
         let mut y = vec![0f64; n * c * positions];
         // Row-major strides of a channel's pixels.
-        let mut strides = vec![1usize; r];
-        for a in (0..r.saturating_sub(1)).rev() {
-            strides[a] = strides[a + 1] * dims[a + 1];
-        }
+        let strides = crate::ops::util::strides(dims);
         let mut taps: Vec<Tap> = Vec::new();
         for b in 0..n {
             for p in 0..positions {
@@ -332,6 +333,11 @@ mod tests {
         assert!(g.infer(&[Some(&t(&[2, 3, 8, 8])), Some(&t(&[1, 5, 6, 2]))]).is_err());
         assert!(g.infer(&[Some(&t(&[2, 3, 8, 8])), Some(&t(&[2, 5, 6, 3]))]).is_err());
         assert!(g.infer(&[Some(&t(&[2, 3])), Some(&t(&[2, 2]))]).is_err());
+        // An empty spatial axis reads zeros in every padding mode.
+        for padding in [GridPadding::Zeros, GridPadding::Border, GridPadding::Reflection] {
+            let y = sample(op(GridSampleMode::Linear, padding, false), (&[1, 1, 0, 2], vec![]), (&[1, 1, 1, 2], vec![0.0, 0.0]));
+            assert_eq!(y, [0.0]);
+        }
         let xi = TensorType::new(DType::I64, vec![2, 3, 8, 8]);
         assert!(g.infer(&[Some(&xi), Some(&t(&[2, 5, 6, 2]))]).is_err());
     }

@@ -102,18 +102,10 @@ fn softmax(ctx: &mut Ctx, kind: SoftmaxKind) -> Result<Vec<Port>> {
 }
 
 fn cumsum(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let axis = scalar_int(ctx, 1, "axis")?;
+    let axis = ctx.require_const_int(1, "axis")?;
     let axis = normalize_axis(axis, rank(ctx, 0)?)?;
     let op = CumSum::new(axis, flag(ctx, "exclusive", false)?, flag(ctx, "reverse", false)?);
     Ok(vec![ctx.op1(op, &[Some(ctx.input(0)?)])?])
-}
-
-/// A constant input holding exactly one integer.
-fn scalar_int(ctx: &Ctx, i: usize, what: &str) -> Result<i64> {
-    match ctx.require_const(i, what)?.to_i64_vec()?.as_slice() {
-        [v] => Ok(*v),
-        v => bail!("{what} must hold one integer, got {} values", v.len()),
-    }
 }
 
 /// `k` is an attribute before opset 10 and a constant input after.
@@ -121,7 +113,7 @@ fn topk(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let k = if ctx.opset < 10 {
         ctx.attrs.int("k")?.ok_or_else(|| anyhow!("TopK without a k attribute"))?
     } else {
-        scalar_int(ctx, 1, "k")?
+        ctx.require_const_int(1, "k")?
     };
     let k = usize::try_from(k).map_err(|_| anyhow!("TopK: k must be non-negative, got {k}"))?;
     let axis = axis_attr(ctx, -1)?;

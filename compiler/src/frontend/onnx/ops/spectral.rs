@@ -25,15 +25,6 @@ pub fn register(r: &mut Registry) {
     r.add("STFT", stft);
 }
 
-/// A scalar (or one-element) integer input that must be constant.
-fn const_scalar(ctx: &Ctx, i: usize, what: &str) -> Result<i64> {
-    let t = ctx.require_const(i, what)?;
-    match t.to_i64_vec()?.as_slice() {
-        [v] => Ok(*v),
-        _ => bail!("{what} must be one integer, not {}", t.ty()),
-    }
-}
-
 /// A positive length that fits in memory's terms.
 fn length(v: i64, what: &str) -> Result<usize> {
     match usize::try_from(v) {
@@ -58,9 +49,9 @@ fn const_float(ctx: &Ctx, i: usize, what: &str) -> Result<f64> {
 /// (`num_mel_bins + 2` points, each rounded down to a spectrogram bin).
 /// Built as a constant.
 fn mel_weight_matrix(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let mels = const_scalar(ctx, 0, "num_mel_bins")?;
-    let dft_length = const_scalar(ctx, 1, "dft_length")?;
-    let sample_rate = const_scalar(ctx, 2, "sample_rate")?;
+    let mels = ctx.require_const_int(0, "num_mel_bins")?;
+    let dft_length = ctx.require_const_int(1, "dft_length")?;
+    let sample_rate = ctx.require_const_int(2, "sample_rate")?;
     let (lower, upper) = (const_float(ctx, 3, "lower_edge_hertz")?, const_float(ctx, 4, "upper_edge_hertz")?);
     let mels = length(mels, "num_mel_bins")?;
     let dft_length = length(dft_length, "dft_length")?;
@@ -113,7 +104,7 @@ fn dft(ctx: &mut Ctx) -> Result<Vec<Port>> {
     ensure!(rank >= 2, "input is {ty}; expected [batch, signal..., 1 or 2]");
     let axis = if ctx.opset >= 20 {
         if ctx.opt_input(2).is_some() {
-            const_scalar(ctx, 2, "axis")?
+            ctx.require_const_int(2, "axis")?
         } else {
             -2
         }
@@ -124,7 +115,7 @@ fn dft(ctx: &mut Ctx) -> Result<Vec<Port>> {
     ensure!((0..rank - 1).contains(&a), "axis {axis} is not a signal axis of {ty}");
     let a = a as usize;
     let len = match ctx.opt_input(1) {
-        Some(_) => length(const_scalar(ctx, 1, "dft_length")?, "dft_length")?,
+        Some(_) => length(ctx.require_const_int(1, "dft_length")?, "dft_length")?,
         None => ty.shape[a],
     };
     let inverse = ctx.attrs.int_or("inverse", 0)? != 0;
@@ -136,12 +127,12 @@ fn dft(ctx: &mut Ctx) -> Result<Vec<Port>> {
 /// comes from input 3 or else from the window's length.
 fn stft(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
-    let frame_step = length(const_scalar(ctx, 1, "frame_step")?, "frame_step")?;
+    let frame_step = length(ctx.require_const_int(1, "frame_step")?, "frame_step")?;
     let window = ctx.opt_input(2);
     let window_len = window.map(|w| ctx.ty(w).shape.clone());
     let frame_length = match (ctx.opt_input(3), &window_len) {
         (Some(_), w) => {
-            let n = length(const_scalar(ctx, 3, "frame_length")?, "frame_length")?;
+            let n = length(ctx.require_const_int(3, "frame_length")?, "frame_length")?;
             if let Some(w) = w {
                 ensure!(w.as_slice() == [n], "the window has shape {w:?}, frame_length is {n}");
             }
@@ -162,11 +153,7 @@ const MAX_SIZE: i64 = 1 << 24;
 /// (the default), `size - 1` when symmetric, as ONNX defines them (a
 /// symmetric window of size 1 divides by zero, as the reference does).
 fn window(ctx: &mut Ctx, w: impl Fn(f64) -> f64) -> Result<Vec<Port>> {
-    let size = ctx.require_const(0, "size")?;
-    let size = match size.to_i64_vec()?.as_slice() {
-        [s] => *s,
-        _ => bail!("size must be one integer, not {}", size.ty()),
-    };
+    let size = ctx.require_const_int(0, "size")?;
     if !(0..=MAX_SIZE).contains(&size) {
         bail!("size {size} is not in 0..={MAX_SIZE}");
     }
