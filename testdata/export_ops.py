@@ -5,7 +5,8 @@ whose attributes the ONNX conformance suite covers only in part.
 The conformance suite has 12 recurrent cases, all forward, without clip,
 custom activations, layout 1 with two directions or linear_before_reset,
 GridSample cases on tiny inputs with grids inside [-1, 1], few DFT, STFT,
-Col2Im and RoiAlign cases. This script writes one small model per attribute combination, random
+Col2Im and RoiAlign cases, and few on the 8-bit floats and 4-bit
+integers (round trips through them here, numpy holding neither). This script writes one small model per attribute combination, random
 weights from a fixed seed, and records what onnxruntime computes on fixed
 inputs, so trtc is checked against an independent implementation on every
 attribute the spec defines.
@@ -17,6 +18,9 @@ For every case NAME it writes into ``testdata/ops/``:
   NAME.inputs.npz    the graph inputs, key = input name
   NAME.outputs.npz   onnxruntime CPUExecutionProvider outputs,
                      graph_optimization_level = ORT_DISABLE_ALL, 1 thread
+                     (for the 8-bit float and 4-bit integer cases, onnx's
+                     reference evaluator's, with onnxruntime's disagreements
+                     listed in the manifest)
 
 plus ``manifest.json`` (the cases with their attributes and the versions).
 The ``.npz`` files are uncompressed ``np.savez`` archives. Deterministic:
@@ -37,6 +41,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 OUT = pathlib.Path(__file__).resolve().parent / "ops"
 OPSET = 22
@@ -334,6 +339,81 @@ def spectral_cases():
     yield from cases
 
 
+def chain_case(name: str, nodes: list, feeds: dict, consts: dict, out_shape, reference: str = "onnxruntime"):
+    """Nodes from the graph inputs ``feeds`` and initializers ``consts`` to
+    a float output ``Y``, for the storage-only types (8-bit floats, 4-bit
+    integers) that numpy cannot hold: they live between the nodes."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for k, v in feeds.items()],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
+        [numpy_helper.from_array(v, k) if isinstance(v, np.ndarray) else v for k, v in consts.items()],
+    )
+    desc = [{"op": n.op_type, "attributes": {a.name: helper.get_attribute_value(a) for a in n.attribute}} for n in nodes]
+    meta = {"op": "+".join(n.op_type for n in nodes), "nodes": desc, "storage_reference": reference}
+    return name, graph, feeds, meta, None
+
+
+def storage_type_cases():
+    """Round trips through the 8-bit floats and the 4-bit integers: Cast
+    with and without saturation, and QuantizeLinear/DequantizeLinear per
+    tensor and per axis, on values that cover rounding ties, subnormals,
+    overflow, infinities and NaN."""
+    rng = np.random.default_rng(70)
+    special = np.array([0.0, -0.0, 1.0625, 1.0626, 464.0, 465.0, 1e6, -1e6, np.inf, -np.inf, np.nan, 2.0**-10, 2.0**-17, 57344.0, 61440.0, -3.3], dtype=np.float32)
+    x = np.concatenate([special, (rng.standard_normal(48) * 300).astype(np.float32)]).reshape(4, 16)
+    f8 = {
+        "e4m3fn": TensorProto.FLOAT8E4M3FN,
+        "e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
+        "e5m2": TensorProto.FLOAT8E5M2,
+        "e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ,
+    }
+    for tname, t in f8.items():
+        for sat in (1, 0):
+            nodes = [
+                helper.make_node("Cast", ["x"], ["c"], to=t, saturate=sat),
+                helper.make_node("Cast", ["c"], ["Y"], to=TensorProto.FLOAT),
+            ]
+            yield chain_case(f"cast_{tname}_saturate{sat}", nodes, {"x": x}, {}, [4, 16], "onnx.reference")
+    scale = np.array([0.5, 2.0, 0.03125, 7.0], dtype=np.float32)
+    finite = np.where(np.isfinite(x), x, 1.0).astype(np.float32)
+    for tname, t in f8.items():
+        for sat in (1, 0):
+            zero = helper.make_tensor("zp", t, [4], [0, 0, 0, 0])
+            nodes = [
+                helper.make_node("QuantizeLinear", ["x", "scale", "zp"], ["q"], axis=0, saturate=sat),
+                helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["Y"], axis=0),
+            ]
+            yield chain_case(f"qdq_{tname}_per_axis_saturate{sat}", nodes, {"x": finite}, {"scale": scale, "zp": zero}, [4, 16], "onnx.reference")
+    for tname, t, zps in (("int4", TensorProto.INT4, [-3, 0, 2, 7]), ("uint4", TensorProto.UINT4, [8, 0, 15, 3])):
+        zero = helper.make_tensor("zp", t, [4], zps)
+        nodes = [
+            helper.make_node("QuantizeLinear", ["x", "scale", "zp"], ["q"], axis=0),
+            helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["Y"], axis=0),
+        ]
+        yield chain_case(f"qdq_{tname}_per_axis", nodes, {"x": finite}, {"scale": scale, "zp": zero}, [4, 16])
+        nodes = [
+            helper.make_node("Cast", ["x"], ["c"], to=t),
+            helper.make_node("Cast", ["c"], ["Y"], to=TensorProto.FLOAT),
+        ]
+        # In range and off the ties: onnxruntime wraps out-of-range values
+        # and ml_dtypes (onnx's evaluator) truncates, where onnx's own test
+        # data (the conformance suite checks it) round to nearest even and
+        # clamp; onnxruntime rounds in range.
+        lo, hi = (-8, 7) if t == TensorProto.INT4 else (0, 15)
+        in_range = (rng.uniform(lo - 0.45, hi + 0.45, (4, 16)).round(1) + 0.05).astype(np.float32)
+        yield chain_case(f"cast_{tname}", nodes, {"x": in_range}, {}, [4, 16])
+        # A 4-bit initializer with an odd element count (packed, the last
+        # byte half used), dequantized.
+        w = helper.make_tensor("w", t, [3, 5], list(rng.integers(-8 if t == TensorProto.INT4 else 0, 8 if t == TensorProto.INT4 else 16, 15)))
+        nodes = [
+            helper.make_node("DequantizeLinear", ["w", "s"], ["d"]),
+            helper.make_node("Add", ["d", "x"], ["Y"]),
+        ]
+        yield chain_case(f"dq_{tname}_odd_initializer", nodes, {"x": rng.standard_normal((3, 5)).astype(np.float32)}, {"w": w, "s": np.array(0.25, dtype=np.float32)}, [3, 5])
+
+
 def run_ort(path: pathlib.Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -353,10 +433,23 @@ def save(graph, path: pathlib.Path, opset: int = OPSET) -> None:
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     cases = []
-    for name, graph, feeds, meta, twin in [*recurrent_cases(), *grid_sample_cases(), *spectral_cases()]:
+    for name, graph, feeds, meta, twin in [*recurrent_cases(), *grid_sample_cases(), *spectral_cases(), *storage_type_cases()]:
         path = OUT / f"{name}.onnx"
         save(graph, path, meta.get("opset", OPSET))
-        if twin is None:
+        if "storage_reference" in meta:
+            # The storage-type cases run on both onnxruntime and onnx's
+            # evaluator (ml_dtypes), which disagree at a few edges:
+            # onnxruntime saturates -484.9 to -448 in E4M3FN without
+            # saturation and makes 61440 NaN in E5M2, not infinity;
+            # ml_dtypes truncates to the 4-bit integers. The reference named
+            # is recorded, and the manifest lists the inputs where the other
+            # one disagrees.
+            ort_outs = run_ort(path, feeds)
+            ev_outs = dict(zip(["Y"], ReferenceEvaluator(str(path)).run(None, feeds)))
+            outs, other = (ev_outs, ort_outs) if meta["storage_reference"] == "onnx.reference" else (ort_outs, ev_outs)
+            differ = ~((outs["Y"] == other["Y"]) | (np.isnan(outs["Y"]) & np.isnan(other["Y"])))
+            meta["other_disagrees_at"] = [float(v) for v in feeds["x"].ravel()[differ.ravel()]]
+        elif twin is None:
             outs = run_ort(path, feeds)
         else:
             twin_path = pathlib.Path(tempfile.mkdtemp()) / "twin.onnx"

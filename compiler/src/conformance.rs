@@ -104,7 +104,8 @@ fn compare(name: &str, ours: &Tensor, want: &Tensor, tol: Tolerance) -> Result<(
     let exact = !ours.dtype().is_float();
     for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
         let ok = if exact {
-            x == y
+            // The 8-bit floats compare exactly too, NaN matching NaN.
+            x == y || (x.is_nan() && y.is_nan())
         } else if y.is_nan() {
             x.is_nan()
         } else if y.is_infinite() {
@@ -130,10 +131,8 @@ fn declared_dtype(vi: &pb::ValueInfoProto) -> Option<trtc_runtime::DType> {
 /// the bfloat16 the graph declares.
 fn as_declared(t: Tensor, declared: Option<trtc_runtime::DType>) -> Result<Tensor> {
     match declared {
-        Some(trtc_runtime::DType::BF16) if t.dtype() == trtc_runtime::DType::U16 => {
-            Ok(Tensor::from_bytes(trtc_runtime::TensorType::new(trtc_runtime::DType::BF16, t.shape().to_vec()), t.bytes())?)
-        }
-        _ => Ok(t),
+        Some(d) => crate::npz::as_binding_type(t, d),
+        None => Ok(t),
     }
 }
 
@@ -193,8 +192,10 @@ fn run_case_inner(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Result<Out
         let mut inputs = Vec::new();
         for (i, p) in numbered(&set, "input").iter().enumerate() {
             let tp = read_pb(p)?;
-            let name =
-                if tp.name.is_empty() { graph_inputs.get(i).map(|s| s.to_string()).unwrap_or_default() } else { tp.name.clone() };
+            // Like onnx's backend runner: `input_i.pb` feeds the i-th graph
+            // input, whatever name the file carries (some cases' files name
+            // the tensor of the function they were made from).
+            let name = graph_inputs.get(i).map_or_else(|| tp.name.clone(), |s| s.to_string());
             let t = onnx::proto::tensor(&tp, &root)?;
             let declared = g.input.iter().find(|vi| vi.name == name).and_then(declared_dtype);
             inputs.push((name, as_declared(t, declared)?));

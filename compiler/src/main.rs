@@ -542,17 +542,30 @@ fn cmd_run(a: RunArgs) -> Result<()> {
 
 /// Reads `--inputs`, refusing an array that is not one of the engine's
 /// inputs, or not of its binding's type, before inflating its data.
+/// numpy has no bf16, 8-bit floats or 4-bit integers: inputs of those types
+/// are given as the words that carry their bits (`npz::as_binding_type`).
 fn read_inputs(path: &std::path::Path, bindings: &[trtc_runtime::BindingInfo]) -> Result<Vec<(String, trtc_runtime::Tensor)>> {
-    trtc::npz::read_npz_with(path, &mut |name: &str, ty: &trtc_runtime::TensorType| -> Result<()> {
+    let arrays = trtc::npz::read_npz_with(path, &mut |name: &str, ty: &trtc_runtime::TensorType| -> Result<()> {
         let Some(b) = bindings.iter().find(|b| b.name == name) else {
             let names: Vec<&str> = bindings.iter().map(|b| b.name.as_str()).collect();
             bail!("unknown input '{name}'; the engine's inputs are {names:?}");
         };
-        if b.ty != *ty {
-            bail!("input '{name}' must be {}, got {ty}", b.ty);
+        let as_words = b.ty.shape == ty.shape && b.ty.dtype.numpy_storage() == ty.dtype;
+        if b.ty != *ty && !as_words {
+            let words = b.ty.dtype.numpy_storage();
+            let hint = if words != b.ty.dtype { format!(" (numpy carries {} as {words})", b.ty.dtype) } else { String::new() };
+            bail!("input '{name}' must be {}{hint}, got {ty}", b.ty);
         }
         Ok(())
-    })
+    })?;
+    arrays
+        .into_iter()
+        .map(|(name, t)| {
+            let want = bindings.iter().find(|b| b.name == name).map_or(t.dtype(), |b| b.ty.dtype);
+            let t = trtc::npz::as_binding_type(t, want).with_context(|| format!("input '{name}'"))?;
+            Ok((name, t))
+        })
+        .collect()
 }
 
 /// Random inputs for every binding, refused up front when they would not

@@ -112,6 +112,11 @@ fn descr_of(d: DType) -> &'static str {
         DType::U32 => "<u4",
         DType::U64 => "<u8",
         DType::Bool => "|b1",
+        // numpy has no 8-bit floats or 4-bit integers: their bytes travel
+        // as uint8, the 4-bit ones unpacked (one per byte) as ml_dtypes
+        // stores them.
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::U4 => "|u1",
+        DType::I4 => "|i1",
     }
 }
 
@@ -370,6 +375,28 @@ impl<R: Read + Seek> Npz<R> {
 /// inflating each.
 pub fn read_npz_with(path: &Path, accept: &mut dyn Accept) -> Result<Vec<(String, Tensor)>> {
     Npz::open(path)?.read_all(accept)
+}
+
+/// Takes an array read from numpy as `want`, the type of the binding it
+/// feeds: numpy has no bf16, 8-bit floats or 4-bit integers, so arrays of
+/// those arrive as the words that carry their bits ([`DType::numpy_storage`];
+/// 4-bit values unpacked, which must then lie in their type's range).
+/// Anything else is returned as it is, for the caller's type check.
+pub fn as_binding_type(t: Tensor, want: DType) -> Result<Tensor> {
+    if want == t.dtype() || want.numpy_storage() != t.dtype() {
+        return Ok(t);
+    }
+    let (lo, hi) = match want {
+        DType::I4 => (-8, 7),
+        DType::U4 => (0, 15),
+        _ => (i64::MIN, i64::MAX),
+    };
+    if want.is_int4() {
+        if let Some(v) = t.to_i64_vec()?.into_iter().find(|v| !(lo..=hi).contains(v)) {
+            bail!("holds {v}, out of {want}'s range [{lo}, {hi}]");
+        }
+    }
+    Ok(Tensor::from_bytes(TensorType::new(want, t.shape().to_vec()), t.bytes())?)
 }
 
 /// Reads every array of an npz file within the memory available.

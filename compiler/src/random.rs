@@ -63,6 +63,13 @@ fn fill(ty: &TensorType, mut next: impl FnMut() -> f64) -> trtc_runtime::Result<
                 *o = (next() as u64 % 2) as u8;
             }
         }
+        // The storage-only types: the values converted as Cast converts.
+        d => {
+            let values: Vec<f64> = (0..ty.len()).map(|_| next()).collect();
+            let op: trtc_runtime::ops::Op = trtc_runtime::ops::elementwise::Cast::new(d).into();
+            let wide = Tensor::from_vec(ty.shape.clone(), values)?;
+            t = op.eval_owned(&[Some(&wide)])?.remove(0);
+        }
     }
     Ok(t)
 }

@@ -162,8 +162,8 @@ fn future_format_version_is_refused() {
 
 #[test]
 fn the_previous_format_version_still_loads() {
-    // Version 3 only appended op variants, so an engine without them is
-    // also a version-2 engine.
+    // Versions 3 and 4 only appended enum variants, so an engine without
+    // them is also a version-2 engine.
     let dir = TempDir::new("previous");
     let engine = build_mlp(&dir);
     let mut bytes = std::fs::read(&engine).unwrap();
@@ -294,5 +294,56 @@ fn a_shape_deciding_graph_input_names_the_flag_that_fixes_it() {
         &["build", path.to_str().unwrap(), "-o", out.to_str().unwrap()],
         "node 'reshape' (Reshape): input 1 (shape, tensor 'shape') must be known when the engine is built; \
          it is a graph input: give its value with --input-value shape:FILE.npy",
+    );
+}
+
+/// numpy has no 8-bit floats or 4-bit integers: `trtc run --inputs` takes
+/// such bindings as the uint8 / int8 words that carry them, checks 4-bit
+/// values against their range, and names the word type when given another.
+#[test]
+fn storage_type_inputs_arrive_as_numpy_words() {
+    const FLOAT8E4M3FN: i32 = 17;
+    const INT4: i32 = 22;
+    let dir = TempDir::new("storage-types");
+    let mut to_f32 = node("Cast", "f8_to_f32", &["x"], &["y"]);
+    to_f32.attribute.push(int_attr("to", F32 as i64));
+    let mut to_f32_4 = node("Cast", "i4_to_f32", &["n"], &["m"]);
+    to_f32_4.attribute.push(int_attr("to", F32 as i64));
+    let m = model(
+        vec![to_f32, to_f32_4],
+        vec![value_info("x", FLOAT8E4M3FN, &[4]), value_info("n", INT4, &[3])],
+        vec![value_info("y", F32, &[4]), value_info("m", F32, &[3])],
+        vec![],
+    );
+    let (onnx, engine) = (dir.path("s.onnx"), dir.path("s.engine"));
+    std::fs::write(&onnx, encode(&m)).unwrap();
+    let (code, _, err) = trtc(&["build", onnx.to_str().unwrap(), "-o", engine.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let write = |name: &str, n: trtc_runtime::Tensor| {
+        let x = trtc_runtime::Tensor::from_vec(vec![4], vec![0x38u8, 0xc0, 0x7e, 0x7f]).unwrap();
+        let p = dir.path(name);
+        trtc::npz::write_npz(&p, &[("x".into(), x), ("n".into(), n)]).unwrap();
+        p
+    };
+    let good = write("good.npz", trtc_runtime::Tensor::from_vec(vec![3], vec![-8i8, 0, 7]).unwrap());
+    let out = dir.path("out.npz");
+    let (code, _, err) =
+        trtc(&["run", engine.to_str().unwrap(), "--inputs", good.to_str().unwrap(), "--save-outputs", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let outputs = trtc::npz::read_npz(&out).unwrap();
+    let y = outputs.iter().find(|(n, _)| n == "y").unwrap().1.to_f64_vec();
+    assert_eq!(&y[..3], &[1.0, -2.0, 448.0]);
+    assert!(y[3].is_nan());
+    assert_eq!(outputs.iter().find(|(n, _)| n == "m").unwrap().1.to_f64_vec(), vec![-8.0, 0.0, 7.0]);
+
+    let out_of_range = write("range.npz", trtc_runtime::Tensor::from_vec(vec![3], vec![-9i8, 0, 7]).unwrap());
+    expect_error(
+        &["run", engine.to_str().unwrap(), "--inputs", out_of_range.to_str().unwrap()],
+        "input 'n': holds -9, out of i4's range [-8, 7]",
+    );
+    let wrong = write("wrong.npz", trtc_runtime::Tensor::from_vec(vec![3], vec![0f32; 3]).unwrap());
+    expect_error(
+        &["run", engine.to_str().unwrap(), "--inputs", wrong.to_str().unwrap()],
+        "must be i4[3] (numpy carries i4 as i8), got f32[3]",
     );
 }

@@ -139,7 +139,8 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
 }
 
 /// The CUDA C type that stores `dtype` (f16 is the `f16` struct of
-/// `common.cuh`); `None` for types no kernel handles (bf16, f64).
+/// `common.cuh`); `None` for types no kernel handles (bf16, f64, and the
+/// storage-only 8-bit floats and 4-bit integers, which run on the host).
 pub fn c_type(dtype: DType) -> Option<&'static str> {
     Some(match dtype {
         DType::F32 => "float",
@@ -153,6 +154,7 @@ pub fn c_type(dtype: DType) -> Option<&'static str> {
         DType::I64 => "long long",
         DType::U64 => "unsigned long long",
         DType::BF16 | DType::F64 => return None,
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::I4 | DType::U4 => return None,
     })
 }
 

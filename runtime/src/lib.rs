@@ -19,6 +19,7 @@
 // Modules are declared lowest layer first, and each uses only modules
 // declared above it (checked by `cargo xtask layers`).
 pub mod dtype;
+pub mod float8;
 pub mod file;
 pub mod error;
 pub mod tensor;

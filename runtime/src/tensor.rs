@@ -59,7 +59,7 @@ impl std::fmt::Display for TensorType {
 pub trait Element: bytemuck::Pod + PartialOrd + std::fmt::Debug + Send + Sync + 'static {
     const DTYPE: DType;
     /// Whether a tensor of `dtype` may be viewed as a slice of `Self`.
-    /// Booleans are viewed as `u8`.
+    /// Booleans and 4-bit integers are viewed as the 8-bit integers.
     fn accepts(dtype: DType) -> bool {
         dtype == Self::DTYPE
     }
@@ -83,7 +83,6 @@ macro_rules! element {
 }
 element!(f32, DType::F32);
 element!(f64, DType::F64);
-element!(i8, DType::I8);
 element!(i16, DType::I16);
 element!(i32, DType::I32);
 element!(i64, DType::I64);
@@ -91,10 +90,27 @@ element!(u16, DType::U16);
 element!(u32, DType::U32);
 element!(u64, DType::U64);
 
+/// Signed 4-bit integers are stored one per byte, sign-extended, so they
+/// are viewed as `i8` too.
+impl Element for i8 {
+    const DTYPE: DType = DType::I8;
+    fn accepts(dtype: DType) -> bool {
+        dtype == DType::I8 || dtype == DType::I4
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as i8
+    }
+}
+
+/// Booleans and unsigned 4-bit integers are stored one per byte and viewed
+/// as `u8` too.
 impl Element for u8 {
     const DTYPE: DType = DType::U8;
     fn accepts(dtype: DType) -> bool {
-        dtype == DType::U8 || dtype == DType::Bool
+        matches!(dtype, DType::U8 | DType::Bool | DType::U4)
     }
     fn to_f64(self) -> f64 {
         self as f64
@@ -385,6 +401,12 @@ impl<'a> TensorView<'a> {
             DType::U16 => elements_f64::<u16>(self.bytes),
             DType::U32 => elements_f64::<u32>(self.bytes),
             DType::U64 => elements_f64::<u64>(self.bytes),
+            DType::I4 => elements_f64::<i8>(self.bytes),
+            DType::U4 => elements_f64::<u8>(self.bytes),
+            d => {
+                let f = crate::float8::Float8::of(d).expect("the remaining dtypes are 8-bit floats");
+                self.bytes.iter().map(|&b| f64::from(f.decode(b))).collect()
+            }
         }
     }
 
@@ -393,8 +415,8 @@ impl<'a> TensorView<'a> {
             DType::I64 => self.as_slice::<i64>()?.to_vec(),
             DType::I32 => self.as_slice::<i32>()?.iter().map(|&v| v as i64).collect(),
             DType::I16 => self.as_slice::<i16>()?.iter().map(|&v| v as i64).collect(),
-            DType::I8 => self.as_slice::<i8>()?.iter().map(|&v| v as i64).collect(),
-            DType::U8 | DType::Bool => self.as_slice::<u8>()?.iter().map(|&v| v as i64).collect(),
+            DType::I8 | DType::I4 => self.as_slice::<i8>()?.iter().map(|&v| v as i64).collect(),
+            DType::U8 | DType::Bool | DType::U4 => self.as_slice::<u8>()?.iter().map(|&v| v as i64).collect(),
             DType::U16 => self.as_slice::<u16>()?.iter().map(|&v| v as i64).collect(),
             DType::U32 => self.as_slice::<u32>()?.iter().map(|&v| v as i64).collect(),
             DType::U64 => self.as_slice::<u64>()?.iter().map(|&v| v as i64).collect(),

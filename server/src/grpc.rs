@@ -230,7 +230,7 @@ fn typed_contents(name: &str, ty: &TensorType, c: &proto::InferTensorContents) -
         DType::U64 => c.uint64_contents.len(),
         DType::F32 => c.fp32_contents.len(),
         DType::F64 => c.fp64_contents.len(),
-        DType::F16 | DType::BF16 => {
+        _ => {
             return Err(ServeError::invalid(format!(
                 "input '{name}': {} has no typed contents; send it in raw_input_contents",
                 Datatype::of(ty.dtype).name()
@@ -267,7 +267,7 @@ fn typed_contents(name: &str, ty: &TensorType, c: &proto::InferTensorContents) -
         DType::U64 => narrow!(&c.uint64_contents, u64),
         DType::F32 => c.fp32_contents.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes())),
         DType::F64 => c.fp64_contents.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes())),
-        DType::F16 | DType::BF16 => unreachable!("refused above"),
+        _ => unreachable!("refused above"),
     }
     decode_tensor(name, ty, TensorData::Raw(&bytes))
 }
@@ -288,6 +288,8 @@ fn data_type(d: DType) -> i32 {
         DType::F32 => P::TypeFp32,
         DType::F64 => P::TypeFp64,
         DType::BF16 => P::TypeBf16,
+        // Models binding types the protocol lacks are not loaded.
+        _ => P::TypeInvalid,
     }) as i32
 }
 

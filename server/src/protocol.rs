@@ -61,6 +61,9 @@ impl Datatype {
         ALL.iter().find(|(d, _, _)| *d == self).and_then(|(_, _, t)| *t)
     }
 
+    /// The protocol's datatype for `dtype`; `Bytes` for the 8-bit floats and
+    /// 4-bit integers, which it has none for (models binding them are not
+    /// loaded).
     pub fn of(dtype: DType) -> Datatype {
         ALL.iter().find(|(_, _, t)| *t == Some(dtype)).map_or(Datatype::Bytes, |(d, _, _)| *d)
     }
@@ -236,6 +239,7 @@ fn encode_json_value(dtype: DType, v: &Json, out: &mut Vec<u8>) -> Result<(), St
         DType::BF16 => out.extend_from_slice(&bf16::from_f64(float()?).to_le_bytes()),
         DType::F32 => out.extend_from_slice(&(float()? as f32).to_le_bytes()),
         DType::F64 => out.extend_from_slice(&float()?.to_le_bytes()),
+        d => return Err(format!("the protocol has no datatype for {d}")),
     }
     Ok(())
 }
@@ -264,6 +268,8 @@ pub fn tensor_to_json(t: &Tensor) -> Json {
         DType::BF16 => each!(bf16, 2, |x: bf16| num(x.to_f64())),
         DType::F32 => each!(f32, 4, |x: f32| num(x as f64)),
         DType::F64 => each!(f64, 8, num),
+        // No protocol datatype: models with such bindings are not loaded.
+        _ => Vec::new(),
     })
 }
 
@@ -278,7 +284,7 @@ mod tests {
 
     #[test]
     fn datatype_names_round_trip() {
-        for d in DType::ALL {
+        for d in DType::ALL.into_iter().filter(|d| !d.is_float8() && !d.is_int4()) {
             let dt = Datatype::of(d);
             assert_eq!(Datatype::parse(dt.name()), Some(dt));
             assert_eq!(dt.dtype(), Some(d));

@@ -17,7 +17,7 @@ use trtc_runtime::{BindingInfo, Engine, Tensor};
 
 use crate::metrics::{Metrics, ModelMetrics};
 use crate::model_config::{InstanceGroup, InstanceKind, ModelConfig, VersionPolicy};
-use crate::protocol::{ServeError, ServeResult};
+use crate::protocol::{Datatype, ServeError, ServeResult};
 use crate::scheduler::{Job, Outputs, Placement, Scheduler};
 
 /// A model version ready to serve.
@@ -287,6 +287,16 @@ fn load_version(path: &Path, name: &str, version: u64, mut config: ModelConfig, 
                 format!("{p}: {e}")
             }
         })?);
+        for b in engine.inputs().iter().chain(engine.outputs()) {
+            if Datatype::of(b.ty.dtype) == Datatype::Bytes {
+                return Err(format!(
+                    "{}: binding '{}' is {}, which the inference protocol has no datatype for (export the model with it cast to a wider type at the boundary)",
+                    path.display(),
+                    b.name,
+                    b.ty.dtype
+                ));
+            }
+        }
         config.complete(engine.inputs(), engine.outputs())?;
         let groups = resolve_instance_groups(&config.instance_groups, &engine)?;
         let placements: Vec<Placement> = groups.iter().flat_map(placements).collect();

@@ -25,6 +25,7 @@ pub(super) fn candidates(op: &ElementwiseOp, io: &LayerIo<'_>, limits: &SmLimits
         ElementwiseOp::Where(_) => where_kernel(io, out)?,
         ElementwiseOp::Clip(c) => clip_kernel(c.min, c.max, io, out)?,
         ElementwiseOp::Cast(c) => cast_kernel(c, io, out)?,
+        ElementwiseOp::CastNoSaturate(_) => return unsupported("CastNoSaturate (8-bit float targets) runs on the host"),
         ElementwiseOp::Not(_) => {
             let x = input(io, 0)?;
             if x.dtype != DType::Bool || out.dtype != DType::Bool {

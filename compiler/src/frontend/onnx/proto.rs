@@ -24,6 +24,12 @@ pub fn dtype(elem_type: i32) -> Result<DType> {
         DataType::Uint32 => DType::U32,
         DataType::Uint64 => DType::U64,
         DataType::Bool => DType::Bool,
+        DataType::Float8e4m3fn => DType::F8E4M3FN,
+        DataType::Float8e4m3fnuz => DType::F8E4M3FNUZ,
+        DataType::Float8e5m2 => DType::F8E5M2,
+        DataType::Float8e5m2fnuz => DType::F8E5M2FNUZ,
+        DataType::Int4 => DType::I4,
+        DataType::Uint4 => DType::U4,
         other => bail!("ONNX data type {} is not supported", other.as_str_name()),
     })
 }
@@ -55,6 +61,9 @@ fn tensor_inner(t: &pb::TensorProto, root: &ExternalDataRoot) -> Result<Tensor> 
     }
     let n = checked_len(&dims)?;
     let ty = TensorType::new(dt, dims.clone());
+    if dt.is_int4() {
+        return int4_tensor(t, root, ty, n);
+    }
     let nbytes = n.checked_mul(dt.size()).ok_or_else(|| anyhow!("tensor size overflows"))?;
     if t.data_location == Some(pb::tensor_proto::DataLocation::External as i32) {
         let bytes = read_external(t, root, nbytes)?;
@@ -99,7 +108,18 @@ fn tensor_inner(t: &pb::TensorProto, root: &ExternalDataRoot) -> Result<Tensor> 
             count_ok(t.int32_data.len(), "int32_data")?;
             Tensor::from_slice(dims, &t.int32_data)?
         }
-        DType::I16 | DType::I8 | DType::U16 | DType::U8 | DType::Bool | DType::F16 | DType::BF16 => {
+        DType::I4 | DType::U4 => bail!("4-bit tensors are decoded by int4_tensor"),
+        DType::I16
+        | DType::I8
+        | DType::U16
+        | DType::U8
+        | DType::Bool
+        | DType::F16
+        | DType::BF16
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ => {
             count_ok(t.int32_data.len(), "int32_data")?;
             let mut out = Tensor::zeros(ty)?;
             let bytes = out.bytes_mut();
@@ -113,6 +133,31 @@ fn tensor_inner(t: &pb::TensorProto, root: &ExternalDataRoot) -> Result<Tensor> 
         }
     };
     Ok(out)
+}
+
+/// Decodes a 4-bit tensor. ONNX packs two elements a byte, the first in
+/// the low nibble, in raw or external data, and one packed byte per value
+/// of `int32_data`; trtc holds them unpacked, one per byte, sign-extended
+/// for INT4.
+fn int4_tensor(t: &pb::TensorProto, root: &ExternalDataRoot, ty: TensorType, n: usize) -> Result<Tensor> {
+    let nbytes = n.div_ceil(2);
+    let packed: Vec<u8> = if t.data_location == Some(pb::tensor_proto::DataLocation::External as i32) {
+        read_external(t, root, nbytes)?
+    } else if !t.raw_data.is_empty() || n == 0 {
+        if t.raw_data.len() != nbytes {
+            bail!("raw_data holds {} bytes, {} packs into {}", t.raw_data.len(), ty, nbytes);
+        }
+        t.raw_data.clone()
+    } else {
+        if t.int32_data.len() != nbytes {
+            bail!("int32_data holds {} values, {} packs into {}", t.int32_data.len(), ty, nbytes);
+        }
+        t.int32_data.iter().map(|&v| v as u8).collect()
+    };
+    let signed = ty.dtype == DType::I4;
+    let nibble = |b: u8| if signed && b & 0x8 != 0 { b | 0xf0 } else { b };
+    let unpacked: Vec<u8> = (0..n).map(|i| nibble((packed[i / 2] >> (4 * (i % 2))) & 0xf)).collect();
+    Ok(Tensor::from_bytes(ty, &unpacked)?)
 }
 
 /// Reads a tensor's external data, following onnx's security rules: the

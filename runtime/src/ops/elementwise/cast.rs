@@ -3,11 +3,18 @@
 //! target's range (NaN becomes 0); integers to narrower integers wrap;
 //! anything to bool is `x != 0` (NaN is true); bool is 0 or 1. Conversions
 //! to `f16`/`bf16` round to nearest even.
+//!
+//! The storage-only types follow ONNX: conversions to the 8-bit floats
+//! round to nearest even and saturate ([`crate::float8`];
+//! [`CastNoSaturate`] is ONNX's `saturate=0`); conversions to the 4-bit
+//! integers round to nearest even and clamp to [-8, 7] or [0, 15], from
+//! integers too (NaN becomes 0).
 
 use super::broadcast::map1;
 use crate::dtype::DType;
 use crate::ensure_op;
 use crate::error::{Error, Result};
+use crate::float8::Float8;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
 use half::{bf16, f16};
@@ -22,6 +29,16 @@ impl Cast {
     pub fn new(to: DType) -> Cast {
         Cast { to }
     }
+}
+
+/// `Cast` with ONNX's `saturate=0`: a value out of an 8-bit float's range
+/// becomes infinity (E5M2) or NaN (the others) instead of the largest finite
+/// value. Every other conversion is `Cast`'s. It is an op of its own rather
+/// than a field of `Cast` so that engines written before it keep their
+/// encoding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CastNoSaturate {
+    pub to: DType,
 }
 
 /// One element conversion.
@@ -148,6 +165,64 @@ fn cast_from<S: CastAll>(x: TensorView, out: &mut TensorViewMut) -> Result<()> {
         DType::U32 => convert::<S, u32>(xs, out),
         DType::U64 => convert::<S, u64>(xs, out),
         DType::Bool => map1(xs, out.as_mut_slice::<u8>()?, |v| u8::from(v.truthy())),
+        d => crate::bail_op!("Cast: {d} is converted elsewhere"),
+    }
+}
+
+/// Conversions to the storage-only types, through f64 (which holds every
+/// value of every source exactly, but for i64/u64 beyond 2^53, far out of
+/// these types' ranges anyway).
+fn cast_to_storage_type(x: TensorView, out: &mut TensorViewMut, saturate: bool) -> Option<Result<()>> {
+    let encode: Box<dyn Fn(f64) -> u8> = match out.dtype {
+        DType::I4 => Box::new(|v: f64| if v.is_nan() { 0 } else { v.round_ties_even().clamp(-8.0, 7.0) as i8 as u8 }),
+        DType::U4 => Box::new(|v: f64| if v.is_nan() { 0 } else { v.round_ties_even().clamp(0.0, 15.0) as u8 }),
+        d => {
+            let f = Float8::of(d)?;
+            Box::new(move |v| f.encode(v, saturate))
+        }
+    };
+    Some(map1(&x.to_f64_vec(), out.bytes, encode))
+}
+
+/// Conversions from the 8-bit floats: decoded to f32 (exact), then cast.
+fn cast_from_float8(x: TensorView, out: &mut TensorViewMut) -> Option<Result<()>> {
+    let f = Float8::of(x.dtype)?;
+    let values: Vec<f32> = x.bytes.iter().map(|&b| f.decode(b)).collect();
+    let decoded = TensorView { dtype: DType::F32, shape: x.shape, bytes: bytemuck::cast_slice(&values) };
+    Some(cast_from::<f32>(decoded, out))
+}
+
+fn cast(x: TensorView, out: &mut TensorViewMut, to: DType, saturate: bool) -> Result<()> {
+    ensure_op!(out.dtype == to, "Cast: output dtype {} is not {to}", out.dtype);
+    let same_bytes = matches!((x.dtype, to), (DType::Bool, DType::U8) | (DType::I4, DType::I8) | (DType::U4, DType::U8));
+    if x.dtype == to || same_bytes {
+        ensure_op!(x.bytes.len() == out.bytes.len(), "Cast: input and output sizes differ");
+        out.bytes.copy_from_slice(x.bytes);
+        return Ok(());
+    }
+    if let Some(done) = convert_halves(x, out) {
+        return done;
+    }
+    if let Some(done) = cast_to_storage_type(x, out, saturate) {
+        return done;
+    }
+    if let Some(done) = cast_from_float8(x, out) {
+        return done;
+    }
+    match x.dtype {
+        DType::F32 => cast_from::<f32>(x, out),
+        DType::F64 => cast_from::<f64>(x, out),
+        DType::F16 => cast_from::<f16>(x, out),
+        DType::BF16 => cast_from::<bf16>(x, out),
+        DType::I8 | DType::I4 => cast_from::<i8>(x, out),
+        DType::I16 => cast_from::<i16>(x, out),
+        DType::I32 => cast_from::<i32>(x, out),
+        DType::I64 => cast_from::<i64>(x, out),
+        DType::U8 | DType::Bool | DType::U4 => cast_from::<u8>(x, out),
+        DType::U16 => cast_from::<u16>(x, out),
+        DType::U32 => cast_from::<u32>(x, out),
+        DType::U64 => cast_from::<u64>(x, out),
+        d => crate::bail_op!("Cast: {d} is converted elsewhere"),
     }
 }
 
@@ -183,29 +258,24 @@ impl OpImpl for Cast {
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let x = input(inputs, 0, self.name())?;
         let out = outputs.first_mut().ok_or_else(|| Error::op("Cast: missing output"))?;
-        ensure_op!(out.dtype == self.to, "Cast: output dtype {} is not {}", out.dtype, self.to);
-        if x.dtype == self.to || (x.dtype == DType::Bool && self.to == DType::U8) {
-            ensure_op!(x.bytes.len() == out.bytes.len(), "Cast: input and output sizes differ");
-            out.bytes.copy_from_slice(x.bytes);
-            return Ok(());
-        }
-        if let Some(done) = convert_halves(x, out) {
-            return done;
-        }
-        match x.dtype {
-            DType::F32 => cast_from::<f32>(x, out),
-            DType::F64 => cast_from::<f64>(x, out),
-            DType::F16 => cast_from::<f16>(x, out),
-            DType::BF16 => cast_from::<bf16>(x, out),
-            DType::I8 => cast_from::<i8>(x, out),
-            DType::I16 => cast_from::<i16>(x, out),
-            DType::I32 => cast_from::<i32>(x, out),
-            DType::I64 => cast_from::<i64>(x, out),
-            DType::U8 | DType::Bool => cast_from::<u8>(x, out),
-            DType::U16 => cast_from::<u16>(x, out),
-            DType::U32 => cast_from::<u32>(x, out),
-            DType::U64 => cast_from::<u64>(x, out),
-        }
+        cast(x, out, self.to, true)
+    }
+}
+
+impl OpImpl for CastNoSaturate {
+    fn name(&self) -> &'static str {
+        "CastNoSaturate"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let x = input(inputs, 0, self.name())?;
+        Ok(vec![TensorType::new(self.to, x.shape.clone())])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let x = input(inputs, 0, self.name())?;
+        let out = outputs.first_mut().ok_or_else(|| Error::op("CastNoSaturate: missing output"))?;
+        cast(x, out, self.to, false)
     }
 }
 
@@ -234,6 +304,33 @@ mod tests {
         assert_eq!(b.dtype(), DType::Bool);
         assert_eq!(b.as_slice::<u8>().unwrap(), &[0, 1, 1]);
         assert_eq!(cast(&b, DType::F32).as_slice::<f32>().unwrap(), &[0., 1., 1.]);
+    }
+
+    #[test]
+    fn four_bit_targets_round_half_even_and_clamp() {
+        let x = Tensor::from_vec(vec![7], vec![2.5f32, 3.5, -2.5, 9.0, -9.0, f32::NAN, 15.4]).unwrap();
+        let i4 = cast(&x, DType::I4);
+        assert_eq!(i4.dtype(), DType::I4);
+        assert_eq!(i4.as_slice::<i8>().unwrap(), &[2, 4, -2, 7, -8, 0, 7]);
+        assert_eq!(cast(&x, DType::U4).as_slice::<u8>().unwrap(), &[2, 4, 0, 9, 0, 0, 15]);
+        // From integers: clamped, not wrapped.
+        let wide = Tensor::from_vec(vec![3], vec![300i32, -300, 5]).unwrap();
+        assert_eq!(cast(&wide, DType::I4).as_slice::<i8>().unwrap(), &[7, -8, 5]);
+        assert_eq!(cast(&i4, DType::F32).as_slice::<f32>().unwrap(), &[2., 4., -2., 7., -8., 0., 7.]);
+    }
+
+    #[test]
+    fn float8_targets_saturate_unless_told_not_to() {
+        let x = Tensor::from_vec(vec![3], vec![1000f32, -0.3, f32::INFINITY]).unwrap();
+        let f8 = cast(&x, DType::F8E4M3FN);
+        assert_eq!(f8.bytes(), &[0x7e, 0xaa, 0x7e]);
+        assert_eq!(cast(&f8, DType::F16).to_f64_vec(), vec![448.0, -0.3125, 448.0]);
+        let op: Op = CastNoSaturate { to: DType::F8E5M2 }.into();
+        let e5 = op.eval_owned(&[Some(&x)]).unwrap().remove(0);
+        assert_eq!(e5.to_f64_vec()[0], 1024.0);
+        assert_eq!(e5.to_f64_vec()[2], f64::INFINITY);
+        // Between two 8-bit floats: decoded, then encoded again.
+        assert_eq!(cast(&f8, DType::F8E5M2).to_f64_vec(), vec![448.0, -0.3125, 448.0]);
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl OpImpl for Clip {
             DType::U16 => run::<u16>(lo, hi, x, out),
             DType::U32 => run::<u32>(lo, hi, x, out),
             DType::U64 => run::<u64>(lo, hi, x, out),
-            DType::Bool => bail_op!("Clip: bool inputs are not supported"),
+            d => bail_op!("Clip: {d} inputs are not supported"),
         }
     }
 }

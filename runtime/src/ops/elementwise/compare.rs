@@ -84,6 +84,7 @@ impl OpImpl for Compare {
             DType::U16 => run::<u16>(k, a, b, out),
             DType::U32 => run::<u32>(k, a, b, out),
             DType::U64 => run::<u64>(k, a, b, out),
+            d => crate::bail_op!("{}: {d} inputs are not supported", self.name()),
         }
     }
 }

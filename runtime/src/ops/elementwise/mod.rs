@@ -16,7 +16,7 @@ mod select;
 mod unary;
 
 pub use binary::{Binary, BinaryKind};
-pub use cast::Cast;
+pub use cast::{Cast, CastNoSaturate};
 pub use classify::{IsInf, IsNaN};
 pub use clip::Clip;
 pub use compare::{Compare, CompareKind};
@@ -37,4 +37,5 @@ crate::op_family!(ElementwiseOp => Elementwise {
     BitwiseNot(BitwiseNot),
     IsNaN(IsNaN),
     IsInf(IsInf),
+    CastNoSaturate(CastNoSaturate),
 });

@@ -109,7 +109,7 @@ macro_rules! with_exponent {
                 type $e = u64;
                 $body
             }
-            DType::Bool => bail_op!("Pow: bool exponents are not supported"),
+            d => bail_op!("Pow: {d} exponents are not supported"),
         }
     };
 }
@@ -180,7 +180,7 @@ impl OpImpl for Pow {
             DType::U16 => run_int::<u16, E>(a, b, out),
             DType::U32 => run_int::<u32, E>(a, b, out),
             DType::U64 => run_int::<u64, E>(a, b, out),
-            DType::Bool => bail_op!("Pow: bool bases are not supported"),
+            d => bail_op!("Pow: {d} bases are not supported"),
         })
     }
 }

@@ -324,6 +324,9 @@ fn scalar_bytes(dtype: DType, v: f64) -> Vec<u8> {
         DType::U16 => (v as u16).to_le_bytes().to_vec(),
         DType::U32 => (v as u32).to_le_bytes().to_vec(),
         DType::U64 => (v as u64).to_le_bytes().to_vec(),
+        DType::I4 => vec![(v as i8).clamp(-8, 7) as u8],
+        DType::U4 => vec![(v as u8).min(15)],
+        d => vec![crate::float8::Float8::of(d).map_or(0, |f| f.encode(v, true))],
     }
 }
 
@@ -368,7 +371,7 @@ impl OpImpl for Resize {
             DType::U16 => run_filtered::<u16>(self, &x, out, true),
             DType::U32 => run_filtered::<u32>(self, &x, out, true),
             DType::U64 => run_filtered::<u64>(self, &x, out, true),
-            DType::Bool => bail_op!("Resize: {:?} mode does not support bool", self.mode),
+            d => bail_op!("Resize: {:?} mode does not support {d}", self.mode),
         }
     }
 }

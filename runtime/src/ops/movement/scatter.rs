@@ -119,7 +119,7 @@ fn scatter(
         DType::U16 => apply::<u16>(out, upd, pairs, run, r),
         DType::U32 => apply::<u32>(out, upd, pairs, run, r),
         DType::U64 => apply::<u64>(out, upd, pairs, run, r),
-        DType::Bool => crate::bail_op!("Scatter: reductions are not supported on bool tensors"),
+        d => crate::bail_op!("Scatter: reductions are not supported on {d} tensors"),
     }
 }
 

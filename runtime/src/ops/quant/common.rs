@@ -98,6 +98,8 @@ pub fn int_range(d: DType) -> Result<(f32, f32)> {
         DType::I8 => (-128.0, 127.0),
         DType::U16 => (0.0, 65535.0),
         DType::I16 => (-32768.0, 32767.0),
+        DType::U4 => (0.0, 15.0),
+        DType::I4 => (-8.0, 7.0),
         d => bail_op!("unsupported quantized type {d}"),
     })
 }
@@ -117,6 +119,15 @@ pub fn int_values(v: &TensorView<'_>) -> Result<Vec<i64>> {
     v.to_i64_vec()
 }
 
+/// The zero point of an 8-bit float quantization, which ONNX requires to be
+/// zero (its type only names the format): refuses any other value.
+pub fn check_float8_zero_point(zp: Option<TensorView<'_>>, op: &str) -> Result<()> {
+    if let Some(z) = zp {
+        ensure_op!(z.to_f64_vec().iter().all(|&v| v == 0.0), "{op}: an 8-bit float zero point must be 0");
+    }
+    Ok(())
+}
+
 /// Writes already rounded and saturated values into an integer output.
 pub fn write_ints(out: &mut TensorViewMut<'_>, values: impl Iterator<Item = f32>) -> Result<()> {
     macro_rules! write {
@@ -127,8 +138,8 @@ pub fn write_ints(out: &mut TensorViewMut<'_>, values: impl Iterator<Item = f32>
         };
     }
     match out.dtype {
-        DType::U8 => write!(u8),
-        DType::I8 => write!(i8),
+        DType::U8 | DType::U4 => write!(u8),
+        DType::I8 | DType::I4 => write!(i8),
         DType::U16 => write!(u16),
         DType::I16 => write!(i16),
         d => bail_op!("unsupported quantized output type {d}"),

@@ -15,6 +15,13 @@ mod recurrent;
 mod reduce;
 mod spectral;
 
+/// `t` converted to `to` as the Cast op converts (constants built at
+/// import time, in any dtype, the storage-only ones included).
+pub fn cast(to: trtc_runtime::DType, t: trtc_runtime::Tensor) -> Result<trtc_runtime::Tensor> {
+    let op: trtc_runtime::ops::Op = trtc_runtime::ops::elementwise::Cast::new(to).into();
+    Ok(op.eval_owned(&[Some(&t)]).map_err(|e| anyhow::anyhow!("{e}"))?.remove(0))
+}
+
 /// Converts one ONNX node; returns the IR ports of its outputs in order (it
 /// may return fewer than the node declares when trailing optional outputs,
 /// like Dropout's mask, are not supported).

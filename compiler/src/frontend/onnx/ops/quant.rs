@@ -7,6 +7,8 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::frontend::onnx::proto;
 use crate::ir::Port;
 use anyhow::{ensure, Result};
+use trtc_runtime::ops::elementwise::{Binary, BinaryKind, CastNoSaturate};
+use trtc_runtime::ops::movement::Reshape;
 use trtc_runtime::ops::quant::{DequantizeLinear, DynamicQuantizeLinear, QLinearConv, QLinearMatMul, QuantizeLinear};
 use trtc_runtime::ops::util::normalize_axis;
 use trtc_runtime::DType;
@@ -49,9 +51,34 @@ fn quantize_linear(ctx: &mut Ctx) -> Result<Vec<Port>> {
             t => proto::dtype(t as i32)?,
         },
     };
+    if output_dtype.is_float8() && ctx.attrs.int_or("saturate", 1)? == 0 {
+        return quantize_float8_unsaturated(ctx, axis, block_size, output_dtype);
+    }
     let op = QuantizeLinear { axis, block_size, output_dtype };
     let ins = inputs3(ctx)?;
     Ok(vec![ctx.op1(op, &ins)?])
+}
+
+/// QuantizeLinear to an 8-bit float with `saturate=0` is `x / scale` cast
+/// without saturation (the zero point only names the type, and must be 0):
+/// a Div by the scale, reshaped to broadcast along `axis`, then
+/// CastNoSaturate.
+fn quantize_float8_unsaturated(ctx: &mut Ctx, axis: usize, block_size: usize, to: DType) -> Result<Vec<Port>> {
+    let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+    if let Some(z) = ctx.const_input(2) {
+        ensure!(z.to_f64_vec().iter().all(|&v| v == 0.0), "an 8-bit float zero point must be 0");
+    }
+    let (rank, n) = (ctx.ty(x).shape.len(), ctx.ty(scale).len());
+    ensure!(block_size == 0 || n == 1, "blocked scales with saturate=0 are not supported");
+    let scale = if n == 1 {
+        scale
+    } else {
+        let mut shape = vec![1; rank - axis];
+        shape[0] = n;
+        ctx.op1(Reshape { shape }, &[Some(scale)])?
+    };
+    let ratio = ctx.op1(Binary::new(BinaryKind::Div), &[Some(x), Some(scale)])?;
+    Ok(vec![ctx.op1(CastNoSaturate { to }, &[Some(ratio)])?])
 }
 
 fn dequantize_linear(ctx: &mut Ctx) -> Result<Vec<Port>> {

@@ -9,9 +9,8 @@ use crate::frontend::onnx::proto;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, ensure, Result};
 use std::f64::consts::PI;
-use trtc_runtime::ops::elementwise::Cast;
 use trtc_runtime::ops::linalg::{Dft, Stft};
-use trtc_runtime::{DType, Op, Tensor};
+use trtc_runtime::{DType, Tensor};
 
 pub fn register(r: &mut Registry) {
     r.add("HannWindow", |ctx| window(ctx, |x| 0.5 - 0.5 * (2.0 * x).cos()));
@@ -90,7 +89,7 @@ fn mel_weight_matrix(ctx: &mut Ctx) -> Result<Vec<Port>> {
         }
     }
     let t = Tensor::from_vec(vec![bins, mels], w)?;
-    let t = Op::from(Cast::new(dtype)).eval_owned(&[Some(&t)]).map_err(|e| anyhow!("{e}"))?.remove(0);
+    let t = super::cast(dtype, t)?;
     Ok(vec![ctx.constant(t)])
 }
 
@@ -165,6 +164,6 @@ fn window(ctx: &mut Ctx, w: impl Fn(f64) -> f64) -> Result<Vec<Port>> {
     let n = if periodic { size } else { size - 1 } as f64;
     let values: Vec<f64> = (0..size).map(|i| w(PI * i as f64 / n)).collect();
     let t = Tensor::from_vec(vec![size as usize], values)?;
-    let t = Op::from(Cast::new(dtype)).eval_owned(&[Some(&t)]).map_err(|e| anyhow!("{e}"))?.remove(0);
+    let t = super::cast(dtype, t)?;
     Ok(vec![ctx.constant(t)])
 }

@@ -5,7 +5,7 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::frontend::onnx::proto;
 use crate::ir::Port;
 use anyhow::{bail, Result};
-use trtc_runtime::ops::elementwise::Cast;
+use trtc_runtime::ops::elementwise::{Cast, CastNoSaturate};
 use trtc_runtime::DType;
 
 pub fn register(r: &mut Registry) {
@@ -33,10 +33,16 @@ fn dtype_by_name(name: &str) -> Result<DType> {
     })
 }
 
+/// `saturate` (opset 19, default 1) decides what an 8-bit float target does
+/// with values out of its range; other targets ignore it.
 fn cast_to(ctx: &mut Ctx, to: DType) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     if ctx.ty(x).dtype == to {
         return Ok(vec![x]);
+    }
+    let saturate = ctx.attrs.int_or("saturate", 1)? != 0;
+    if to.is_float8() && !saturate {
+        return Ok(vec![ctx.op1(CastNoSaturate { to }, &[Some(x)])?]);
     }
     Ok(vec![ctx.op1(Cast { to }, &[Some(x)])?])
 }

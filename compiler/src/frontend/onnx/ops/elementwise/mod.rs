@@ -36,6 +36,8 @@ fn scalar(dtype: DType, v: f64) -> Result<Tensor> {
         DType::U32 => Tensor::scalar(v as u32),
         DType::U64 => Tensor::scalar(v as u64),
         DType::Bool => bail!("no {dtype} scalar for {v}"),
+        // The storage-only types: converted as Cast converts.
+        d => crate::frontend::onnx::ops::cast(d, Tensor::scalar(v))?,
     })
 }
 

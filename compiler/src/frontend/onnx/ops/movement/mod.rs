@@ -89,6 +89,8 @@ fn tensor_from_f64(dtype: DType, shape: Vec<usize>, values: &[f64]) -> Result<Te
             let b: Vec<bool> = values.iter().map(|&v| v != 0.0).collect();
             Tensor::from_bools(shape, &b)
         }
+        // The storage-only types: converted as Cast converts.
+        d => return crate::frontend::onnx::ops::cast(d, Tensor::from_vec(shape, values.to_vec())?),
     };
     t.map_err(|e| anyhow!("{e}"))
 }
