@@ -5,8 +5,8 @@ whose attributes the ONNX conformance suite covers only in part.
 The conformance suite has 12 recurrent cases, all forward, without clip,
 custom activations, layout 1 with two directions or linear_before_reset,
 GridSample cases on tiny inputs with grids inside [-1, 1], few DFT, STFT,
-Col2Im and RoiAlign cases, and few on the 8-bit floats and 4-bit
-integers (round trips through them here, numpy holding neither). This script writes one small model per attribute combination, random
+Col2Im and RoiAlign cases, one Scan and one DeformConv case, and few on the 8-bit floats and
+4-bit integers (round trips through them here, numpy holding neither). This script writes one small model per attribute combination, random
 weights from a fixed seed, and records what onnxruntime computes on fixed
 inputs, so trtc is checked against an independent implementation on every
 attribute the spec defines.
@@ -414,6 +414,67 @@ def storage_type_cases():
         yield chain_case(f"dq_{tname}_odd_initializer", nodes, {"x": rng.standard_normal((3, 5)).astype(np.float32)}, {"w": w, "s": np.array(0.25, dtype=np.float32)}, [3, 5])
 
 
+def scan_cases():
+    """Scan (opset 16) over every attribute: two states, scan inputs along
+    axis 1 and (reversed) axis 0, scan outputs stacked along axis 0 and
+    (reversed) axis -1, a body initializer and an outer-scope read."""
+    rng = np.random.default_rng(80)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    vi = lambda n, shape: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)  # noqa: E731
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["a", "x1"], ["ax"]),
+            helper.make_node("Mul", ["b", "decay"], ["bd"]),
+            helper.make_node("Add", ["ax", "x2"], ["a_next"]),
+            helper.make_node("Add", ["bd", "outer"], ["b_next"]),
+            helper.make_node("Tanh", ["a_next"], ["y1"]),
+            helper.make_node("Sub", ["a_next", "x2"], ["y2"]),
+        ],
+        "body",
+        [vi("a", [4]), vi("b", [3]), vi("x1", [4]), vi("x2", [4])],
+        [vi("a_next", [4]), vi("b_next", [3]), vi("y1", [4]), vi("y2", [4])],
+        [numpy_helper.from_array(np.array(0.9, dtype=np.float32), "decay")],
+    )
+    steps = 5
+    feeds = {"a0": f32(4), "b0": f32(3), "x1": f32(4, steps), "x2": f32(steps, 4)}
+    attrs = dict(
+        num_scan_inputs=2,
+        scan_input_axes=[1, 0],
+        scan_input_directions=[0, 1],
+        scan_output_axes=[0, -1],
+        scan_output_directions=[0, 1],
+    )
+    node = helper.make_node("Scan", ["a0", "b0", "x1", "x2"], ["a", "b", "ys1", "ys2"], name="scan_node", body=body, **attrs)
+    graph = helper.make_graph(
+        [node],
+        "scan_all_attributes",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()],
+        [vi("a", [4]), vi("b", [3]), vi("ys1", [steps, 4]), vi("ys2", [4, steps])],
+        [numpy_helper.from_array(np.array([0.5, -1.0, 2.0], dtype=np.float32), "outer")],
+    )
+    yield "scan_all_attributes", graph, feeds, {"op": "Scan", "attributes": attrs, "opset": 16}, None
+
+
+def deform_conv_cases():
+    """DeformConv (opset 19) with groups, two offset groups, a mask, a
+    bias, strides, pads and dilations, offsets reaching outside the image."""
+    rng = np.random.default_rng(90)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    n, c, h, w, m, k = 2, 4, 7, 6, 6, 3
+    attrs = dict(group=2, offset_group=2, strides=[2, 1], pads=[1, 2, 1, 0], dilations=[1, 2], kernel_shape=[k, k])
+    oh = (h + 2 - k) // 2 + 1
+    ow = (w + 2 - (2 * (k - 1) + 1)) // 1 + 1
+    feeds = {
+        "x": f32(n, c, h, w),
+        "offset": (f32(n, 2 * 2 * k * k, oh, ow) * 2.5).astype(np.float32),
+        "mask": rng.uniform(0, 1, (n, 2 * k * k, oh, ow)).astype(np.float32),
+    }
+    consts = {"w": f32(m, c // 2, k, k), "b": f32(m)}
+    case = single_node_case("deform_conv_groups_mask", "DeformConv", feeds, consts, ["x", "w", "offset", "b", "mask"], [n, m, oh, ow], **attrs)
+    case[3]["opset"] = 19
+    yield case
+
+
 def run_ort(path: pathlib.Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -433,7 +494,7 @@ def save(graph, path: pathlib.Path, opset: int = OPSET) -> None:
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     cases = []
-    for name, graph, feeds, meta, twin in [*recurrent_cases(), *grid_sample_cases(), *spectral_cases(), *storage_type_cases()]:
+    for name, graph, feeds, meta, twin in [*recurrent_cases(), *grid_sample_cases(), *spectral_cases(), *storage_type_cases(), *scan_cases(), *deform_conv_cases()]:
         path = OUT / f"{name}.onnx"
         save(graph, path, meta.get("opset", OPSET))
         if "storage_reference" in meta:

@@ -1,8 +1,10 @@
-//! If nodes whose condition is known when the engine is built are replaced
-//! by the branch they take: the branch reads the outer scope (even a tensor
-//! whose producer comes later in the file), nests, and its outputs become
-//! the If's. A condition computed at run time is a clear error, which
-//! `--input-value` fixes.
+//! Control flow is resolved when the engine is built. An If whose
+//! condition is known then is replaced by the branch it takes: the branch
+//! reads the outer scope (even a tensor whose producer comes later in the
+//! file), nests, and its outputs become the If's; a condition computed at
+//! run time is a clear error, which `--input-value` fixes. Loops with known
+//! trip counts and Scans (static sequence lengths) are unrolled, within
+//! bounds on iterations and added nodes.
 
 mod common;
 
@@ -181,4 +183,70 @@ fn unrolling_is_bounded_by_the_nodes_it_adds() {
     let m = model(vec![lp], vec![value_info("x", F32, &[2])], vec![value_info("y", F32, &[2])], vec![i64_scalar("trips", 4000)]);
     let err = format!("{:#}", run_all(&m).unwrap_err());
     assert!(err.contains("node 'long' (Loop)") && err.contains("would add more than 1048576 nodes"), "{err}");
+}
+
+/// A Scan summing the rows of `x[steps, 2]` into a state, its body `y = s + row`.
+fn scan_model(steps: i64, num_scan_inputs: i64, directions: Option<Vec<i64>>) -> pb::ModelProto {
+    let body = pb::GraphProto {
+        name: "body".into(),
+        node: vec![node("Add", "acc", &["s_in", "row"], &["s_out"]), node("Identity", "copy", &["s_out"], &["y"])],
+        input: vec![value_info("s_in", F32, &[2]), value_info("row", F32, &[2])],
+        output: vec![value_info("s_out", F32, &[2]), value_info("y", F32, &[2])],
+        ..Default::default()
+    };
+    let mut scan = node("Scan", "running_sum", &["s0", "x"], &["s", "ys"]);
+    scan.attribute.push(graph_attr("body", body));
+    scan.attribute.push(common::int_attr("num_scan_inputs", num_scan_inputs));
+    if let Some(d) = directions {
+        scan.attribute.push(pb::AttributeProto {
+            name: "scan_input_directions".into(),
+            r#type: 7,
+            ints: d,
+            ..Default::default()
+        });
+    }
+    let mut m = model(
+        vec![scan],
+        vec![value_info("x", F32, &[steps, 2])],
+        vec![value_info("s", F32, &[2]), value_info("ys", F32, &[steps, 2])],
+        vec![f32_tensor("s0", &[2], &[0.5, 0.5])],
+    );
+    m.opset_import[0].version = 16;
+    m
+}
+
+fn run_scan(m: &pb::ModelProto, x: Vec<f32>) -> anyhow::Result<Vec<(Vec<usize>, Vec<f32>)>> {
+    let g = import_bytes(&encode(m), ExternalDataRoot::default(), &ImportOptions::default())?;
+    let engine = Engine::from_bytes(&build_graph(g, &BuildOptions::default())?.engine)?;
+    let n = x.len() / 2;
+    let x = Tensor::from_vec(vec![n, 2], x)?;
+    let out = engine.create_context()?.run(&[("x", &x)])?;
+    out.iter().map(|(_, t)| Ok((t.shape().to_vec(), t.as_slice::<f32>()?.to_vec()))).collect()
+}
+
+#[test]
+fn a_scan_is_unrolled_in_either_direction() {
+    let x = vec![1f32, 2., 3., 4., 5., 6.];
+    let out = run_scan(&scan_model(3, 1, None), x.clone()).unwrap();
+    assert_eq!(out[0], (vec![2], vec![9.5, 12.5]));
+    assert_eq!(out[1], (vec![3, 2], vec![1.5, 2.5, 4.5, 6.5, 9.5, 12.5]));
+    // Reversed: the last row first.
+    let out = run_scan(&scan_model(3, 1, Some(vec![1])), x).unwrap();
+    assert_eq!(out[1], (vec![3, 2], vec![5.5, 6.5, 8.5, 10.5, 9.5, 12.5]));
+}
+
+#[test]
+fn bad_scans_are_errors_naming_the_node() {
+    let x = vec![0f32; 6];
+    for (m, needle) in [
+        (scan_model(3, 0, None), "num_scan_inputs 0 must be between 1 and"),
+        (scan_model(3, 3, None), "num_scan_inputs 3 must be between 1 and"),
+        (scan_model(3, 1, Some(vec![2])), "scan_input_directions [2] must hold 1 values, each 0 or 1"),
+        (scan_model(3, 1, Some(vec![0, 1])), "scan_input_directions [0, 1] must hold 1 values"),
+        (scan_model(5000, 1, None), "trtc unrolls at most 4096 steps"),
+    ] {
+        let xs = if needle.contains("4096") { vec![0f32; 10000] } else { x.clone() };
+        let err = format!("{:#}", run_scan(&m, xs).unwrap_err());
+        assert!(err.contains("node 'running_sum' (Scan)") && err.contains(needle), "{err}");
+    }
 }

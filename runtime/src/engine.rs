@@ -29,7 +29,7 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// Version 3 appended ops (Det, NegativeLogLikelihoodLoss, the recurrent
 /// layers LSTM/GRU/RNN, GridSample, Col2Im, DFT, STFT, RoiAlign) to their families;
 /// nothing else changed. Version 4 appended the 8-bit float and 4-bit
-/// integer dtypes and the CastNoSaturate op. An older runtime refuses a
+/// integer dtypes and the CastNoSaturate and DeformConv ops. An older runtime refuses a
 /// newer engine by its version instead of failing to decode it.
 pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this runtime reads. A version-2 engine decodes as it

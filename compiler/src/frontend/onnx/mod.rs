@@ -60,7 +60,7 @@ pub fn import_bytes(bytes: &[u8], root: ExternalDataRoot, opts: &ImportOptions) 
 /// of a converter: an `If` whose condition is known when the engine is
 /// built is replaced by the branch it takes, a `Loop` whose trip count and
 /// conditions are known is unrolled.
-const CONTROL_FLOW: &[&str] = &["If", "Loop"];
+const CONTROL_FLOW: &[&str] = &["If", "Loop", "Scan"];
 
 /// The most iterations a Loop is unrolled to, and the most body nodes all
 /// its iterations may add together.
@@ -357,6 +357,8 @@ impl Importer<'_> {
                 self.fold_if(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (If)"))?
             } else if node.op_type == "Loop" {
                 self.unroll_loop(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (Loop)"))?
+            } else if node.op_type == "Scan" {
+                self.unroll_scan(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (Scan)"))?
             } else {
                 if (Attributes { node }).has_graph() {
                     bail!("node '{name}' ({}): ops with subgraphs are not supported", node.op_type);
@@ -481,12 +483,7 @@ impl Importer<'_> {
         values: &HashMap<String, Port>,
         depth: usize,
     ) -> Result<Vec<Port>> {
-        let body = node
-            .attribute
-            .iter()
-            .find(|a| a.name == "body")
-            .and_then(|a| a.g.as_ref())
-            .ok_or_else(|| anyhow!("it has no body graph"))?;
+        let body = Attributes { node }.graph("body")?.ok_or_else(|| anyhow!("it has no body graph"))?;
         let n_carried = inputs.len().saturating_sub(2);
         if body.input.len() != n_carried + 2 || body.output.len() < n_carried + 1 {
             bail!(
@@ -543,12 +540,7 @@ impl Importer<'_> {
             }
             self.add_initializers(body, &prefix, &mut scope)?;
             self.nodes(body, &mut scope, &prefix, depth + 1).with_context(|| format!("in iteration {i}"))?;
-            let out = |j: usize| -> Result<Port> {
-                scope
-                    .get(&body.output[j].name)
-                    .copied()
-                    .ok_or_else(|| anyhow!("body output '{}' is not produced", body.output[j].name))
-            };
+            let out = |j: usize| body_output(body, &scope, j);
             cond = self.constant_scalar(out(0)?, "condition")? != 0.0;
             carried = (1..=n_carried).map(out).collect::<Result<_>>()?;
             for (s, scan) in scans.iter_mut().enumerate() {
@@ -561,21 +553,210 @@ impl Importer<'_> {
             if scan.is_empty() {
                 bail!("it runs no iteration, so its scan output {s} has no known element type or shape");
             }
-            let mut rows = Vec::with_capacity(scan.len());
-            for (k, p) in scan.into_iter().enumerate() {
-                let mut shape = vec![1];
-                shape.extend(&self.graph.ty(p).shape);
-                let op = trtc_runtime::ops::movement::Reshape { shape };
-                let r = self.graph.add_op(&format!("{name}/scan{s}/{k}"), op.into(), &[Some(p)]).map_err(|e| anyhow!("{e}"))?;
-                rows.push(Some(r[0]));
-            }
-            let concat = trtc_runtime::ops::movement::Concat { axis: 0 };
-            let stacked = self
-                .graph
-                .add_op(&format!("{name}/scan{s}"), concat.into(), &rows)
-                .map_err(|e| anyhow!("scan output {s}: {e}"))?;
-            outs.push(stacked[0]);
+            outs.push(self.stack(&format!("{name}/scan{s}"), &scan, 0).with_context(|| format!("scan output {s}"))?);
         }
         Ok(outs)
     }
+
+    /// Tensors of one shape stacked along a new axis `axis`: each reshaped
+    /// with a 1 there, then concatenated.
+    fn stack(&mut self, name: &str, parts: &[Port], axis: usize) -> Result<Port> {
+        let mut rows = Vec::with_capacity(parts.len());
+        for (k, &p) in parts.iter().enumerate() {
+            let mut shape = self.graph.ty(p).shape.clone();
+            if axis > shape.len() {
+                bail!("axis {axis} is out of range for rank {}", shape.len() + 1);
+            }
+            shape.insert(axis, 1);
+            let op = trtc_runtime::ops::movement::Reshape { shape };
+            let r = self.graph.add_op(&format!("{name}/{k}"), op.into(), &[Some(p)]).map_err(|e| anyhow!("{e}"))?;
+            rows.push(Some(r[0]));
+        }
+        let concat = trtc_runtime::ops::movement::Concat { axis };
+        Ok(self.graph.add_op(name, concat.into(), &rows).map_err(|e| anyhow!("{e}"))?[0])
+    }
+
+    /// Element `index` of `x` along `axis`, that axis dropped (a Gather by
+    /// a constant scalar index).
+    fn slice_at(&mut self, name: &str, x: Port, axis: usize, index: usize) -> Result<Port> {
+        let idx = self.graph.add_constant(&format!("{name}/index"), Tensor::scalar(index as i64));
+        let op = trtc_runtime::ops::movement::Gather { axis };
+        Ok(self.graph.add_op(name, op.into(), &[Some(x), Some(idx)]).map_err(|e| anyhow!("{e}"))?[0])
+    }
+
+    /// A Scan is unrolled: its sequence length is a static dimension of its
+    /// scan inputs. Each step slices every scan input along its axis
+    /// (from the end for direction 1), runs the body on the state and the
+    /// slices, and passes the new state on; each scan output is the
+    /// per-step values stacked along its axis (in reverse for direction
+    /// 1). Scan-8 has a batch axis first and an optional sequence_lens; it
+    /// is unrolled once per batch entry, every length equal to the full
+    /// sequence.
+    fn unroll_scan(
+        &mut self,
+        node: &pb::NodeProto,
+        name: &str,
+        inputs: &[Option<Port>],
+        values: &HashMap<String, Port>,
+        depth: usize,
+    ) -> Result<Vec<Port>> {
+        let attrs = Attributes { node };
+        let body = attrs.graph("body")?.ok_or_else(|| anyhow!("it has no body graph"))?;
+        let m = attrs.int("num_scan_inputs")?.ok_or_else(|| anyhow!("it has no num_scan_inputs"))?;
+        let batched = self.opset < 9;
+        let given = if batched { &inputs[1.min(inputs.len())..] } else { inputs };
+        let m = usize::try_from(m)
+            .ok()
+            .filter(|&m| m >= 1 && m <= given.len())
+            .ok_or_else(|| anyhow!("num_scan_inputs {m} must be between 1 and its {} state and scan inputs", given.len()))?;
+        let given: Vec<Port> =
+            given.iter().enumerate().map(|(k, p)| p.ok_or_else(|| anyhow!("input {k} is missing"))).collect::<Result<_>>()?;
+        let (states, scans) = given.split_at(given.len() - m);
+        let n = states.len();
+        if body.input.len() != n + m || body.output.len() < n {
+            bail!(
+                "its body has {} inputs and {} outputs; with {n} state and {m} scan inputs it needs {} inputs and at least {n} outputs",
+                body.input.len(),
+                body.output.len(),
+                n + m
+            );
+        }
+        let k = body.output.len() - n;
+        let directions = |attr: &str, count: usize| -> Result<Vec<bool>> {
+            let v = attrs.ints(attr)?.unwrap_or_else(|| vec![0; count]);
+            if v.len() != count || v.iter().any(|&d| d != 0 && d != 1) {
+                bail!("{attr} {v:?} must hold {count} values, each 0 or 1");
+            }
+            Ok(v.into_iter().map(|d| d == 1).collect())
+        };
+        let axes = |attr: &str, ranks: &[usize]| -> Result<Vec<usize>> {
+            let v = attrs.ints(attr)?.unwrap_or_else(|| vec![0; ranks.len()]);
+            if v.len() != ranks.len() {
+                bail!("{attr} {v:?} must hold {} values", ranks.len());
+            }
+            v.iter()
+                .zip(ranks)
+                .map(|(&a, &r)| trtc_runtime::ops::util::normalize_axis(a, r).map_err(|e| anyhow!("{attr}: {e}")))
+                .collect()
+        };
+        // Scan-8 names the input directions `directions` and has no axes.
+        let in_reverse = directions(if batched { "directions" } else { "scan_input_directions" }, m)?;
+        let out_reverse = if batched { vec![false; k] } else { directions("scan_output_directions", k)? };
+        let ranks: Vec<usize> = scans.iter().map(|&p| self.graph.ty(p).shape.len() - usize::from(batched)).collect();
+        let in_axes = if batched { vec![0; m] } else { axes("scan_input_axes", &ranks)? };
+        let spec = ScanSpec { body, n, in_axes, in_reverse, out_reverse, depth };
+        if !batched {
+            let (mut outs, scanned) = self.scan_steps(&spec, name, states, scans, values)?;
+            let out_ranks: Vec<usize> = scanned.iter().map(|steps| self.graph.ty(steps[0]).shape.len() + 1).collect();
+            let out_axes = axes("scan_output_axes", &out_ranks)?;
+            for (s, steps) in scanned.iter().enumerate() {
+                outs.push(
+                    self.stack(&format!("{name}/scan{s}"), steps, out_axes[s]).with_context(|| format!("scan output {s}"))?,
+                );
+            }
+            return Ok(outs);
+        }
+        if let Some(lens) = inputs.first().copied().flatten() {
+            let full = scans.first().map_or(0, |&p| self.graph.ty(p).shape.get(1).copied().unwrap_or(0));
+            match self.graph.node(lens.node).constant() {
+                Some(t) if t.to_f64_vec().iter().all(|&l| l == full as f64) => {}
+                _ => bail!("its sequence_lens must be known when the engine is built and equal the full length {full}"),
+            }
+        }
+        let batch = given.first().map_or(0, |&p| self.graph.ty(p).shape.first().copied().unwrap_or(0));
+        if given.iter().any(|&p| self.graph.ty(p).shape.first() != Some(&batch)) {
+            bail!("its inputs do not share a batch dimension");
+        }
+        let mut per_batch: Vec<Vec<Port>> = vec![Vec::new(); n + k];
+        for b in 0..batch {
+            let prefix = format!("{name}/batch{b}");
+            let pick = |me: &mut Self, ports: &[Port], what: &str| -> Result<Vec<Port>> {
+                ports.iter().enumerate().map(|(j, &p)| me.slice_at(&format!("{prefix}/{what}{j}"), p, 0, b)).collect()
+            };
+            let (st, sc) = (pick(self, states, "state")?, pick(self, scans, "scan")?);
+            let (outs, scanned) = self.scan_steps(&spec, &prefix, &st, &sc, values)?;
+            for (j, p) in outs.into_iter().enumerate() {
+                per_batch[j].push(p);
+            }
+            for (s, steps) in scanned.iter().enumerate() {
+                let stacked = self.stack(&format!("{prefix}/scan{s}"), steps, 0)?;
+                per_batch[n + s].push(stacked);
+            }
+        }
+        if batch == 0 {
+            bail!("its batch is empty, so its outputs have no known shape");
+        }
+        per_batch.iter().enumerate().map(|(j, parts)| self.stack(&format!("{name}/out{j}"), parts, 0)).collect()
+    }
+
+    /// Runs a Scan's steps: returns the final state and, per scan output,
+    /// its values in output order (reversed for direction 1).
+    fn scan_steps(
+        &mut self,
+        spec: &ScanSpec,
+        name: &str,
+        states: &[Port],
+        scans: &[Port],
+        values: &HashMap<String, Port>,
+    ) -> Result<(Vec<Port>, Vec<Vec<Port>>)> {
+        let body = spec.body;
+        let mut lengths = scans.iter().zip(&spec.in_axes).map(|(&p, &a)| self.graph.ty(p).shape[a]);
+        let len = lengths.next().unwrap_or(0);
+        if lengths.any(|l| l != len) {
+            bail!("its scan inputs have different lengths along their scan axes");
+        }
+        if len == 0 {
+            bail!("its sequence is empty, so its scan outputs have no known shape");
+        }
+        if len as i64 > MAX_UNROLL || (len as i64).saturating_mul(body.node.len() as i64) > MAX_UNROLLED_NODES {
+            bail!(
+                "it scans {len} steps of a {}-node body; trtc unrolls at most {MAX_UNROLL} steps and {MAX_UNROLLED_NODES} nodes",
+                body.node.len()
+            );
+        }
+        let mut state = states.to_vec();
+        let mut scanned: Vec<Vec<Port>> = vec![Vec::new(); body.output.len() - spec.n];
+        for t in 0..len {
+            let prefix = format!("{name}/{t}/");
+            let mut scope = values.clone();
+            for (vi, &p) in body.input.iter().zip(&state) {
+                scope.insert(vi.name.clone(), p);
+            }
+            for (j, &x) in scans.iter().enumerate() {
+                let at = if spec.in_reverse[j] { len - 1 - t } else { t };
+                let slice = self.slice_at(&format!("{prefix}in{j}"), x, spec.in_axes[j], at)?;
+                scope.insert(body.input[spec.n + j].name.clone(), slice);
+            }
+            self.add_initializers(body, &prefix, &mut scope)?;
+            self.nodes(body, &mut scope, &prefix, spec.depth + 1).with_context(|| format!("in step {t}"))?;
+            let out = |j: usize| body_output(body, &scope, j);
+            state = (0..spec.n).map(out).collect::<Result<_>>()?;
+            for (s, steps) in scanned.iter_mut().enumerate() {
+                steps.push(out(spec.n + s)?);
+            }
+        }
+        for (steps, &reverse) in scanned.iter_mut().zip(&spec.out_reverse) {
+            if reverse {
+                steps.reverse();
+            }
+        }
+        Ok((state, scanned))
+    }
+}
+
+/// The tensor a Loop or Scan body's output `j` names in its scope.
+fn body_output(body: &pb::GraphProto, scope: &HashMap<String, Port>, j: usize) -> Result<Port> {
+    let name = &body.output[j].name;
+    scope.get(name).copied().ok_or_else(|| anyhow!("body output '{name}' is not produced"))
+}
+
+/// What a Scan's steps need besides their inputs.
+struct ScanSpec<'g> {
+    body: &'g pb::GraphProto,
+    /// Number of state variables.
+    n: usize,
+    in_axes: Vec<usize>,
+    in_reverse: Vec<bool>,
+    out_reverse: Vec<bool>,
+    depth: usize,
 }

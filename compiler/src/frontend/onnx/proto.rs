@@ -350,6 +350,11 @@ impl<'a> Attributes<'a> {
         }
     }
 
+    /// A subgraph attribute (If branches, Loop and Scan bodies).
+    pub fn graph(&self, name: &str) -> Result<Option<&'a pb::GraphProto>> {
+        Ok(self.typed(name, AttrKind::Graph)?.and_then(|a| a.g.as_ref()))
+    }
+
     /// Whether the attribute holds a subgraph (If/Loop/Scan bodies).
     pub fn has_graph(&self) -> bool {
         self.node.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty())

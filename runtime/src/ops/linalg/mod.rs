@@ -1,5 +1,5 @@
 //! Matrix products and convolutions: MatMul, Gemm, Conv, ConvTranspose,
-//! Einsum, pooling, RoiAlign, Det, the recurrent layers (LSTM, GRU, RNN),
+//! DeformConv, Einsum, pooling, RoiAlign, Det, the recurrent layers (LSTM, GRU, RNN),
 //! Col2Im, DFT and STFT. Matrix multiplies go through the `matrixmultiply` crate.
 
 mod gemm_kernel;
@@ -10,6 +10,7 @@ mod gemm;
 mod einsum;
 mod conv;
 mod conv_transpose;
+mod deform_conv;
 pub(crate) mod integer;
 mod pool;
 mod unpool;
@@ -22,6 +23,7 @@ mod spectral;
 pub use col2im::Col2Im;
 pub use conv::Conv;
 pub use conv_transpose::ConvTranspose;
+pub use deform_conv::DeformConv;
 pub use det::Det;
 pub use einsum::Einsum;
 pub use gemm::Gemm;
@@ -51,4 +53,5 @@ crate::op_family!(LinalgOp => Linalg {
     Dft(Dft),
     Stft(Stft),
     RoiAlign(RoiAlign),
+    DeformConv(DeformConv),
 });

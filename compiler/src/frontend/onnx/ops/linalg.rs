@@ -11,13 +11,15 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, ensure, Result};
 use trtc_runtime::ops::linalg::{
-    Col2Im, Conv, ConvInteger, ConvTranspose, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind, RoiAlign, Window,
+    Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind,
+    RoiAlign, Window,
 };
 
 pub fn register(r: &mut Registry) {
     r.add("MatMul", matmul);
     r.add("Gemm", gemm);
     r.add("Conv", conv);
+    r.add("DeformConv", deform_conv);
     r.add("ConvTranspose", conv_transpose);
     r.add("Einsum", einsum);
     r.add("MatMulInteger", matmul_integer);
@@ -138,6 +140,16 @@ fn conv(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let op = conv_op(ctx, 0, 1)?;
     let (x, w, b) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
     Ok(vec![ctx.op1(op, &[Some(x), Some(w), b])?])
+}
+
+/// DeformConv (opset 19): Conv's attributes plus `offset_group`; inputs X,
+/// W, offset, optional B and mask.
+fn deform_conv(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let conv = conv_op(ctx, 0, 1)?;
+    let offset_group = ctx.attrs.int_or("offset_group", 1)?;
+    ensure!(offset_group >= 1, "offset_group {offset_group} must be positive");
+    let ins: Vec<Option<Port>> = (0..5).map(|i| ctx.opt_input(i)).collect();
+    Ok(vec![ctx.op1(DeformConv { conv, offset_group: offset_group as usize }, &ins)?])
 }
 
 fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<Port>> {
