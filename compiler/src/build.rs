@@ -9,9 +9,10 @@ use crate::ir::Graph;
 use crate::lower::{self, LowerOptions};
 use crate::precision::calib::{self, Batch, CalibOptions, CalibrationCache};
 use crate::precision::{PrecisionConfig, PrecisionReport};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use trtc_runtime::ops::precision::Precision;
 use trtc_runtime::{Engine, Target};
 
 /// Where INT8 scales come from.
@@ -139,6 +140,45 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
     calib::calibrate(&engine, batches, opts)
 }
 
+/// The observed max |x| of every f32 tensor of the FP32 graph, for FP16
+/// builds, and what it was observed on: the calibration batches when
+/// `--calib DIR` is given; else 4 random batches (uniform in [-1, 1)) when
+/// every input is a float; else nothing.
+fn observe_ranges(graph: &Graph, data: &Int8Options) -> Result<(BTreeMap<String, f32>, String)> {
+    let inputs = calib::graph_inputs(graph);
+    if let Some(dir) = &data.calib_dir {
+        let batches = calib::load_batches(dir, &inputs, data.calib.max_batches)?;
+        let engine = Engine::from_bytes(&calibration_engine(graph)?)?;
+        let ranges = calib::observe_ranges(&engine, &batches).context("observing tensor ranges for FP16")?;
+        let n = batches.len();
+        return Ok((
+            ranges,
+            format!("tensor ranges observed on {n} batch{} of {}", if n == 1 { "" } else { "es" }, dir.display()),
+        ));
+    }
+    if !inputs.iter().all(|(_, t)| t.dtype.is_float()) {
+        return Ok((
+            BTreeMap::new(),
+            "no tensor ranges observed (the model has non-float inputs: give --calib DIR to observe them on data)".into(),
+        ));
+    }
+    // Random data may make the FP32 engine fail where real data would not
+    // (an index computed from the inputs, say): then nothing is observed,
+    // and the build says so.
+    let observed = calib::synthetic_batches(&inputs, &[], 0..RANDOM_RANGE_BATCHES)
+        .and_then(|batches| calib::observe_ranges(&Engine::from_bytes(&calibration_engine(graph)?)?, &batches));
+    Ok(match observed {
+        Ok(ranges) => (
+            ranges,
+            format!("tensor ranges observed on {RANDOM_RANGE_BATCHES} random batches (uniform in [-1, 1); give --calib DIR to observe real data)"),
+        ),
+        Err(e) => (BTreeMap::new(), format!("no tensor ranges observed (the FP32 engine failed on random inputs: {e:#})")),
+    })
+}
+
+/// Random batches FP16 builds observe ranges on without `--calib`.
+const RANDOM_RANGE_BATCHES: u64 = 4;
+
 /// The FP32 engine calibration runs: for the GPU of this machine when there
 /// is one (heuristic tactics, no tuning), else for the CPU.
 fn calibration_engine(graph: &Graph) -> Result<Vec<u8>> {
@@ -160,7 +200,12 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
     let reference = graph.clone();
     let calibration = if opts.precision.int8 { Some(calibration(&graph, &opts.int8)?) } else { None };
     let scales: BTreeMap<String, f32> = calibration.as_ref().map(|(c, _)| c.scales.clone()).unwrap_or_default();
-    let precision = crate::precision::apply(&mut graph, &opts.precision, &scales)?;
+    let fp16_wanted = opts.precision.fp16 || opts.precision.layer_precisions.iter().any(|(_, p)| *p == Precision::Fp16);
+    let (ranges, range_source) = if fp16_wanted { observe_ranges(&graph, &opts.int8)? } else { (BTreeMap::new(), String::new()) };
+    let mut precision = crate::precision::apply(&mut graph, &opts.precision, &scales, &ranges)?;
+    if fp16_wanted {
+        precision.fp16_range_source = Some(range_source);
+    }
     let lowered = lower::lower(&graph, opts.lower)?;
     let (table, kernels) = match &opts.target {
         Target::Cpu => (None, None),

@@ -70,7 +70,9 @@ struct ServeArgs {
 #[derive(clap::Args)]
 struct CalibFlags {
     /// Calibration batches: a folder of .npz files (keys are input names) or
-    /// .npy files (single-input models), one batch per file.
+    /// .npy files (single-input models), one batch per file. With --fp16
+    /// alone: the data FP16 observes tensor ranges on (random batches
+    /// otherwise).
     #[arg(long, value_name = "DIR")]
     calib: Option<PathBuf>,
     /// Use at most N calibration batches.
@@ -317,8 +319,14 @@ impl TryFrom<&BuildArgs> for BuildOptions {
         }
         if a.int8 {
             opts.int8 = a.calib.options()?;
-        } else if a.calib.calib.is_some() || a.calib.calib_cache.is_some() {
-            bail!("--calib and --calib-cache need --int8");
+        } else if a.calib.calib_cache.is_some() {
+            bail!("--calib-cache needs --int8");
+        } else if a.calib.calib.is_some() {
+            // FP16 observes tensor ranges on the calibration data.
+            if !a.fp16 {
+                bail!("--calib needs --int8 or --fp16");
+            }
+            opts.int8 = a.calib.options()?;
         }
         if (a.accuracy_data.is_some() || a.per_layer) && !a.accuracy_report {
             bail!("--accuracy-data and --per-layer go with --accuracy-report");
@@ -378,6 +386,12 @@ fn print_build_report(a: &BuildArgs, built: &build::Built) {
         eprintln!("precision: {} layers", counts.join(", "));
         for (layer, why) in &built.precision.int8_fallbacks {
             eprintln!("  not int8: {layer}: {why}");
+        }
+        if let Some(source) = &built.precision.fp16_range_source {
+            eprintln!("fp16: {source}");
+        }
+        for (layer, why) in &built.precision.fp16_range_fallbacks {
+            eprintln!("  kept in fp32: {}: {why}", trtc::text::printable(layer));
         }
     }
     if let Some(k) = &built.kernels {

@@ -1,7 +1,8 @@
 //! Reduced precision on the CPU executor, which emulates the GPU kernels'
 //! f16 and int8 arithmetic exactly:
 //! - `--fp16` keeps cosine similarity >= 0.9999 with FP32 on every output of
-//!   every testdata model;
+//!   every testdata model, and keeps layers whose observed tensors overflow
+//!   f16 in f32;
 //! - `--int8` with entropy calibration (calibration and evaluation batches
 //!   disjoint) keeps the CNN logits' cosine >= 0.99;
 //! - explicitly quantized (Q/DQ) models from onnxruntime's quantization tool
@@ -263,11 +264,14 @@ fn ir_after_fp16_and_int8() {
     };
     let fp32 = import();
     let mut fp16 = import();
-    trtc::precision::apply(&mut fp16, &PrecisionConfig { fp16: true, ..Default::default() }, &BTreeMap::new()).unwrap();
+    trtc::precision::apply(&mut fp16, &PrecisionConfig { fp16: true, ..Default::default() }, &BTreeMap::new(), &BTreeMap::new())
+        .unwrap();
     insta::assert_snapshot!("mlp_fp16", fp16.dump());
     let mut int8 = import();
     let scales = BTreeMap::from([("x".to_string(), 1.0f32 / 127.0)]);
-    let report = trtc::precision::apply(&mut int8, &PrecisionConfig { int8: true, ..Default::default() }, &scales).unwrap();
+    let report =
+        trtc::precision::apply(&mut int8, &PrecisionConfig { int8: true, ..Default::default() }, &scales, &BTreeMap::new())
+            .unwrap();
     assert!(report.int8_fallbacks.is_empty(), "{:?}", report.int8_fallbacks);
     insta::assert_snapshot!("mlp_int8", int8.dump());
     let engine = |g: &trtc::ir::Graph| Engine::from_bytes(&engine_of(g, Default::default(), vec![]).unwrap()).unwrap();
@@ -279,4 +283,69 @@ fn ir_after_fp16_and_int8() {
         assert!(r.outputs[0].cosine > 0.999, "{}", r.text(10));
         assert!(r.outputs[0].max_rel_err > 0.0, "reduced precision changes the result a little");
     }
+}
+
+/// x[1, 8] -> MatMul(w1) -> Relu -> MatMul(w2) -> Mul(1e-5) -> y: the
+/// middle tensor reaches about 1e6 (beyond f16's 65504) while x and y stay
+/// small, as in a CNN whose activations grow before a normalization.
+fn overflowing_mlp() -> tract_onnx::pb::ModelProto {
+    use common::{f32_tensor, model, node, value_info, F32};
+    let w1: Vec<f32> = (0..64).map(|i| if i % 9 == 0 { 300.0 } else { 10.0 }).collect();
+    let w2: Vec<f32> = (0..64).map(|i| if i % 9 == 0 { 400.0 } else { -20.0 }).collect();
+    model(
+        vec![
+            node("MatMul", "fc1", &["x", "w1"], &["h1"]),
+            node("Relu", "relu", &["h1"], &["r"]),
+            node("MatMul", "fc2", &["r", "w2"], &["h2"]),
+            node("Mul", "scale_down", &["h2", "k"], &["y"]),
+        ],
+        vec![value_info("x", F32, &[1, 8])],
+        vec![value_info("y", F32, &[1, 8])],
+        vec![f32_tensor("w1", &[8, 8], &w1), f32_tensor("w2", &[8, 8], &w2), f32_tensor("k", &[], &[1e-5])],
+    )
+}
+
+#[test]
+fn fp16_keeps_layers_whose_observed_range_overflows_f16_in_fp32() {
+    let dir = TempDir::new("fp16-range");
+    let path = dir.path("overflow.onnx");
+    std::fs::write(&path, common::encode(&overflowing_mlp())).unwrap();
+    let x = Tensor::from_vec(vec![1, 8], vec![1f32, 2., 3., 4., 5., 6., 7., 8.]).unwrap();
+    let run = |built: &Built| -> Vec<f32> {
+        let engine = Engine::from_bytes(&built.engine).unwrap();
+        let out = engine.create_context().unwrap().run(&[("x", &x)]).unwrap();
+        out[0].1.as_slice::<f32>().unwrap().to_vec()
+    };
+    let fp32 = run(&build_file(&path, &opts(false, false)).unwrap());
+    assert!(fp32.iter().all(|v| v.is_finite()), "{fp32:?}");
+    // Observed on random batches (no --calib): h2 reaches beyond f16's safe
+    // range, so fc2 (which writes it) and scale_down (which reads it) stay
+    // in f32, and the output is finite and close to FP32's.
+    let built = build_file(&path, &opts(true, false)).unwrap();
+    let source = built.precision.fp16_range_source.clone().unwrap();
+    assert!(source.starts_with("tensor ranges observed on 4 random batches"), "{source}");
+    let kept: Vec<&str> = built.precision.fp16_range_fallbacks.iter().map(|(l, _)| l.as_str()).collect();
+    assert!(kept.contains(&"fc2") && kept.contains(&"scale_down"), "{kept:?}");
+    assert!(built.precision.fp16_range_fallbacks.iter().all(|(_, why)| why.contains("beyond f16's safe range")));
+    let fp16 = run(&built);
+    for (a, b) in fp16.iter().zip(&fp32) {
+        assert!(a.is_finite() && (a - b).abs() <= 1e-2 * b.abs(), "fp16 {fp16:?} vs fp32 {fp32:?}");
+    }
+    // Observed on calibration data instead: the same decision, and said so.
+    let data = dir.path("calib");
+    std::fs::create_dir_all(&data).unwrap();
+    write_batches(&data, &[vec![("x".to_string(), x.clone())]]);
+    let mut with_data = opts(true, false);
+    with_data.int8.calib_dir = Some(data);
+    let built = build_file(&path, &with_data).unwrap();
+    let source = built.precision.fp16_range_source.clone().unwrap();
+    assert!(source.starts_with("tensor ranges observed on 1 batch of"), "{source}");
+    assert_eq!(built.precision.fp16_range_fallbacks.len(), 2);
+    // Pinning the layers to fp16 overrides the ranges: the overflow the
+    // check prevents is real.
+    let mut pinned = opts(true, false);
+    pinned.precision.layer_precisions = vec![("*".into(), Precision::Fp16)];
+    let built = build_file(&path, &pinned).unwrap();
+    assert!(built.precision.fp16_range_fallbacks.is_empty());
+    assert!(run(&built).iter().any(|v| !v.is_finite()), "pinned to fp16, h2 overflows");
 }

@@ -5,16 +5,19 @@
 //! f16 tensor.
 //!
 //! A layer stays in f32 when it is pinned to fp32, when one of its constant
-//! inputs does not fit f16's range, or when its op can produce values far
+//! inputs does not fit f16's range, when its op can produce values far
 //! larger than its inputs (Exp, Pow, sums and products over axes, CumSum),
-//! which would overflow f16's 65504.
+//! which would overflow f16's 65504, or when a tensor it reads or writes
+//! was observed (running the FP32 engine on data, see `build`) beyond a
+//! quarter of that range: values that overflow f16 stay in f32, so the
+//! engine produces no infinity the FP32 one does not.
 
 use super::PrecisionConfig;
 use crate::ir::{wires, Graph, NodeKind, Patch, Port, Wire};
 use anyhow::Result;
 use half::f16;
 use petgraph::stable_graph::NodeIndex;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use trtc_runtime::ops::elementwise::{Cast, ElementwiseOp, UnaryKind};
 use trtc_runtime::ops::precision::{HalfIo, Int8Output, Precision, PrecisionOp};
 use trtc_runtime::ops::reduce::{ReduceKind, ReduceOp};
@@ -34,6 +37,35 @@ fn fp16_safe(op: &Op) -> bool {
 
 /// The largest finite f16.
 const F16_MAX: f32 = 65504.0;
+
+/// The largest observed magnitude a tensor may have and still be stored in
+/// f16: a quarter of its range, a margin for inputs beyond the data seen.
+pub const F16_SAFE_RANGE: f32 = F16_MAX / 4.0;
+
+/// The layers whose non-constant f32 inputs or outputs were observed
+/// beyond [`F16_SAFE_RANGE`] (`ranges`: max |x| by tensor name), with the
+/// reason.
+fn out_of_range(graph: &Graph, ranges: &BTreeMap<String, f32>) -> BTreeMap<NodeIndex, String> {
+    let too_big = |p: Port| -> Option<(String, f32)> {
+        let o = &graph.node(p.node).outputs[p.port];
+        if o.ty.dtype != DType::F32 || graph.node(p.node).constant().is_some() {
+            return None;
+        }
+        ranges.get(&o.name).filter(|&&m| m > F16_SAFE_RANGE).map(|&m| (o.name.clone(), m))
+    };
+    let mut keep = BTreeMap::new();
+    for n in graph.topo_order() {
+        if graph.node(n).op().is_none() {
+            continue;
+        }
+        let outs = (0..graph.node(n).outputs.len()).map(|port| Port { node: n, port });
+        let found = graph.inputs_of(n).into_iter().flatten().chain(outs).find_map(too_big);
+        if let Some((tensor, m)) = found {
+            keep.insert(n, format!("tensor '{tensor}' reaches {m:.3e}, beyond f16's safe range ({F16_SAFE_RANGE})"));
+        }
+    }
+    keep
+}
 
 /// An f32 constant as f16, if every finite value fits f16's range.
 fn to_half(t: &Tensor) -> Option<Tensor> {
@@ -158,8 +190,17 @@ impl Rewriter {
         Ok(true)
     }
 
-    /// Rewrites one layer as `cfg` allows, into `lp`.
-    fn layer(&self, graph: &Graph, cfg: &PrecisionConfig, lp: &mut LayerPatch, n: NodeIndex, op: &Op) -> Result<()> {
+    /// Rewrites one layer as `cfg` allows (and not in f16 when
+    /// `keep_f32`), into `lp`.
+    fn layer(
+        &self,
+        graph: &Graph,
+        cfg: &PrecisionConfig,
+        keep_f32: bool,
+        lp: &mut LayerPatch,
+        n: NodeIndex,
+        op: &Op,
+    ) -> Result<()> {
         let name = &graph.node(n).name;
         // Int8 layers choose their float output's dtype.
         if let Op::Precision(PrecisionOp::Int8Linear(l)) = op {
@@ -179,7 +220,7 @@ impl Rewriter {
             }
             return Ok(());
         }
-        if cfg.allows(name, Precision::Fp16) && self.try_half(graph, lp, n, op)? {
+        if cfg.allows(name, Precision::Fp16) && !keep_f32 && self.try_half(graph, lp, n, op)? {
             return Ok(());
         }
         // The layer stays as it is; narrowed inputs go back to f32 unless the
@@ -206,14 +247,24 @@ impl Rewriter {
     }
 }
 
-/// Rewrites the graph for FP16 as `cfg` allows.
-pub fn to_fp16(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<()> {
+/// Rewrites the graph for FP16 as `cfg` allows; `ranges` are the observed
+/// max |x| of tensors by name (empty when nothing was observed). Returns
+/// the layers kept in f32 for their ranges (a pin to fp16 overrides), with
+/// the reason.
+pub fn to_fp16(graph: &mut Graph, cfg: &PrecisionConfig, ranges: &BTreeMap<String, f32>) -> Result<Vec<(String, String)>> {
     let mut rw = Rewriter { half_of: HashMap::new(), full_of: HashMap::new(), narrowed: HashSet::new() };
     let declared: Vec<DType> = graph.outputs().iter().map(|o| graph.ty(o.port).dtype).collect();
+    let mut keep = out_of_range(graph, ranges);
+    keep.retain(|&n, _| cfg.pinned(&graph.node(n).name) != Some(Precision::Fp16));
+    let mut kept = Vec::new();
     for n in graph.topo_order() {
         let Some(op) = graph.node(n).op().cloned() else { continue };
         let mut lp = LayerPatch::default();
-        rw.layer(graph, cfg, &mut lp, n, &op)?;
+        let why = keep.get(&n);
+        if let Some(why) = why.filter(|_| cfg.allows(&graph.node(n).name, Precision::Fp16)) {
+            kept.push((graph.node(n).name.clone(), why.clone()));
+        }
+        rw.layer(graph, cfg, why.is_some(), &mut lp, n, &op)?;
         rw.commit(graph, lp)?;
     }
     // Outputs keep their declared dtypes.
@@ -226,5 +277,5 @@ pub fn to_fp16(graph: &mut Graph, cfg: &PrecisionConfig) -> Result<()> {
             rw.commit(graph, lp)?;
         }
     }
-    Ok(())
+    Ok(kept)
 }

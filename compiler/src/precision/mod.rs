@@ -75,11 +75,24 @@ pub struct PrecisionReport {
     /// Int8-capable layers (Conv, Gemm, MatMul with constant weights) that
     /// stayed in float, with the reason.
     pub int8_fallbacks: Vec<(String, String)>,
+    /// Layers FP16 would take that stayed in f32 for the observed range of
+    /// a tensor they read or write, with the reason.
+    pub fp16_range_fallbacks: Vec<(String, String)>,
+    /// What FP16 observed tensor ranges on, as a sentence (`None` without
+    /// FP16).
+    pub fp16_range_source: Option<String>,
 }
 
 /// Applies the precision config to an optimized graph. `scales` are the
-/// calibrated per-tensor activation scales (empty without `--int8`).
-pub fn apply(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<String, f32>) -> Result<PrecisionReport> {
+/// calibrated per-tensor activation scales (empty without `--int8`);
+/// `ranges` the observed max |x| per tensor, which keep overflowing tensors
+/// out of f16 (empty: none observed).
+pub fn apply(
+    graph: &mut Graph,
+    cfg: &PrecisionConfig,
+    scales: &BTreeMap<String, f32>,
+    ranges: &BTreeMap<String, f32>,
+) -> Result<PrecisionReport> {
     let mut report = PrecisionReport::default();
     fold_qdq(graph, cfg)?;
     if cfg.int8 {
@@ -88,7 +101,7 @@ pub fn apply(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<String,
     fold_requantization(graph)?;
     fold_int8_relu(graph)?;
     if cfg.fp16 || cfg.layer_precisions.iter().any(|(_, p)| *p == Precision::Fp16) {
-        to_fp16(graph, cfg)?;
+        report.fp16_range_fallbacks = to_fp16(graph, cfg, ranges)?;
     }
     graph.remove_dead_nodes();
     crate::ir::verify(graph)?;

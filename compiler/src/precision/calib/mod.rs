@@ -177,6 +177,30 @@ fn for_each_tensor(
     Ok(())
 }
 
+/// The largest |x| (NaN ignored) of every f32 input and layer output over
+/// the batches.
+fn max_abs(
+    engine: &Engine,
+    gpu: Option<&CudaEngine<'_>>,
+    batches: &[Batch],
+    bar: &Option<indicatif::ProgressBar>,
+) -> Result<BTreeMap<String, f32>> {
+    let mut max_abs: BTreeMap<String, f32> = BTreeMap::new();
+    for_each_tensor(engine, gpu, batches, bar, |name, v| {
+        let m = v.iter().fold(0f32, |m, x| if x.is_nan() { m } else { m.max(x.abs()) });
+        let e = max_abs.entry(name.to_string()).or_insert(0.0);
+        *e = e.max(m);
+    })?;
+    Ok(max_abs)
+}
+
+/// The observed range (max |x|) of every f32 tensor of an FP32 engine over
+/// the batches, on GPU 0 when the engine loads there: what keeps tensors
+/// that overflow f16 in f32 (`precision::to_fp16`).
+pub fn observe_ranges(engine: &Engine, batches: &[Batch]) -> Result<BTreeMap<String, f32>> {
+    max_abs(engine, engine.cuda(0).ok().as_ref(), batches, &None)
+}
+
 /// Calibrates an FP32 engine (of the optimized graph; the build makes it,
 /// see `build::calibrate`): returns the cache with a scale for every f32
 /// activation (inputs and layer outputs). A GPU engine runs on GPU 0 (GEMMs
@@ -197,12 +221,7 @@ pub fn calibrate(engine: &Engine, batches: &[Batch], opts: &CalibOptions) -> Res
         );
         b
     });
-    let mut max_abs: BTreeMap<String, f32> = BTreeMap::new();
-    for_each_tensor(engine, gpu.as_ref(), batches, &bar, |name, v| {
-        let m = v.iter().fold(0f32, |m, x| if x.is_nan() { m } else { m.max(x.abs()) });
-        let e = max_abs.entry(name.to_string()).or_insert(0.0);
-        *e = e.max(m);
-    })?;
+    let max_abs = max_abs(engine, gpu.as_ref(), batches, &bar)?;
     let mut cache = CalibrationCache::new(&opts.calibrator);
     if passes == 2 {
         let mut hists: BTreeMap<String, Histogram> =
