@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Compiles an ONNX model into an engine file.
-    Build(BuildArgs),
+    Build(Box<BuildArgs>),
     /// Runs an engine on inputs from an .npz file (or random inputs).
     Run(RunArgs),
     /// Prints an engine's header, bindings, layers and memory without running it.
@@ -221,9 +221,14 @@ struct BuildArgs {
     /// disjoint from the calibration set). Random inputs when absent.
     #[arg(long, value_name = "DIR")]
     accuracy_data: Option<PathBuf>,
-    /// With --accuracy-report, also compare every layer, worst first.
+    /// With --accuracy-report, also compare every layer: alone in its
+    /// precision on FP32 inputs (isolated, worst first) and after every
+    /// earlier layer's error (accumulated).
     #[arg(long)]
     per_layer: bool,
+    /// With --accuracy-report, also write the report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    accuracy_json: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -328,8 +333,8 @@ impl TryFrom<&BuildArgs> for BuildOptions {
             }
             opts.int8 = a.calib.options()?;
         }
-        if (a.accuracy_data.is_some() || a.per_layer) && !a.accuracy_report {
-            bail!("--accuracy-data and --per-layer go with --accuracy-report");
+        if (a.accuracy_data.is_some() || a.per_layer || a.accuracy_json.is_some()) && !a.accuracy_report {
+            bail!("--accuracy-data, --per-layer and --accuracy-json go with --accuracy-report");
         }
         Ok(opts)
     }
@@ -357,7 +362,13 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     if a.accuracy_report {
-        accuracy_report(&built, a.accuracy_data.as_deref(), a.per_layer)?;
+        if let Some(p) = &a.accuracy_json {
+            trtc_runtime::file::check_writable(p)?;
+        }
+        let report = accuracy_report(&built, a.accuracy_data.as_deref(), a.per_layer)?;
+        if let Some(p) = &a.accuracy_json {
+            trtc_runtime::file::write(p, format!("{}\n", report.json()).as_bytes()).context("cannot write the accuracy JSON")?;
+        }
     }
     Ok(())
 }
@@ -432,7 +443,11 @@ fn print_build_report(a: &BuildArgs, built: &build::Built) {
     }
 }
 
-fn accuracy_report(built: &build::Built, data: Option<&std::path::Path>, per_layer: bool) -> Result<()> {
+fn accuracy_report(
+    built: &build::Built,
+    data: Option<&std::path::Path>,
+    per_layer: bool,
+) -> Result<trtc::accuracy::AccuracyReport> {
     let reference = trtc_runtime::Engine::from_bytes(&build::engine_of(&built.reference, Default::default(), vec![])?)?;
     let engine = trtc_runtime::Engine::from_bytes(&built.engine)?;
     let inputs = trtc::precision::calib::graph_inputs(&built.reference);
@@ -450,7 +465,7 @@ fn accuracy_report(built: &build::Built, data: Option<&std::path::Path>, per_lay
     let report = trtc::accuracy::evaluate(&reference, &engine, &batches, per_layer)?;
     println!("accuracy against the FP32 engine, {} batches {source}:", report.batches);
     print!("{}", report.text(if per_layer { usize::MAX } else { 0 }));
-    Ok(())
+    Ok(report)
 }
 
 fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
@@ -808,7 +823,7 @@ fn main() {
     std::panic::set_hook(Box::new(|_| {}));
     let cli = parse_cli();
     let result = std::panic::catch_unwind(|| match cli.command {
-        Command::Build(a) => cmd_build(a),
+        Command::Build(a) => cmd_build(*a),
         Command::Run(a) => cmd_run(a),
         Command::Inspect(a) => cmd_inspect(a),
         Command::Compare(a) => cmd_compare(a),

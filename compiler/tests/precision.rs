@@ -349,3 +349,61 @@ fn fp16_keeps_layers_whose_observed_range_overflows_f16_in_fp32() {
     assert!(built.precision.fp16_range_fallbacks.is_empty());
     assert!(run(&built).iter().any(|v| !v.is_finite()), "pinned to fp16, h2 overflows");
 }
+
+/// x[4, 8] -> fc1 -> relu1 -> fc2 -> relu2 -> fc3 -> y, three int8-capable
+/// MatMuls.
+fn three_layer_mlp() -> tract_onnx::pb::ModelProto {
+    use common::{f32_tensor, model, node, value_info, F32};
+    let w = |seed: usize| -> Vec<f32> { (0..64).map(|i| (((i * 37 + seed * 11) % 17) as f32 - 8.0) / 8.0).collect() };
+    model(
+        vec![
+            node("MatMul", "fc1", &["x", "w1"], &["h1"]),
+            node("Relu", "relu1", &["h1"], &["r1"]),
+            node("MatMul", "fc2", &["r1", "w2"], &["h2"]),
+            node("Relu", "relu2", &["h2"], &["r2"]),
+            node("MatMul", "fc3", &["r2", "w3"], &["y"]),
+        ],
+        vec![value_info("x", F32, &[4, 8])],
+        vec![value_info("y", F32, &[4, 8])],
+        vec![f32_tensor("w1", &[8, 8], &w(1)), f32_tensor("w2", &[8, 8], &w(2)), f32_tensor("w3", &[8, 8], &w(3))],
+    )
+}
+
+#[test]
+fn per_layer_isolation_points_at_the_first_layer_that_goes_wrong() {
+    use std::collections::BTreeMap;
+    let bytes = common::encode(&three_layer_mlp());
+    let import = || {
+        let mut g = trtc::frontend::onnx::import_bytes(&bytes, Default::default(), &Default::default()).unwrap();
+        trtc::passes::optimize(&mut g, &Default::default()).unwrap();
+        g
+    };
+    let engine = |g: &trtc::ir::Graph| Engine::from_bytes(&engine_of(g, Default::default(), vec![]).unwrap()).unwrap();
+    let fp32 = engine(&import());
+    let eval: Vec<Batch> = (0..4)
+        .map(|s| vec![("x".to_string(), trtc::random::tensor(&TensorType::new(DType::F32, vec![4, 8]), s).unwrap())])
+        .collect();
+    // Good scales for every int8 input but x's, 100 times too small: fc1
+    // saturates, and everything after it inherits the damage.
+    let observed = calib::observe_ranges(&fp32, &eval).unwrap();
+    let mut scales: BTreeMap<String, f32> = observed.iter().map(|(n, &m)| (n.clone(), m / 127.0)).collect();
+    *scales.get_mut("x").unwrap() /= 100.0;
+    let mut int8 = import();
+    trtc::precision::apply(&mut int8, &PrecisionConfig { int8: true, ..Default::default() }, &scales, &BTreeMap::new()).unwrap();
+    let r = evaluate(&fp32, &engine(&int8), &eval, true).unwrap();
+    // Fusion names the layers "fc1 + relu1", "fc2 + relu2", "fc3".
+    let layer =
+        |name: &str| r.layers.iter().find(|l| l.layer.starts_with(name)).unwrap_or_else(|| panic!("{name}: {}", r.text(20)));
+    let iso = |name: &str| layer(name).isolated.unwrap_or_else(|| panic!("{name} not isolated: {}", r.text(20)));
+    assert!(iso("fc1").cosine < 0.95, "{}", r.text(20));
+    for downstream in ["fc2", "fc3"] {
+        assert!(iso(downstream).cosine > 0.99, "{}", r.text(20));
+        assert!(layer(downstream).cosine < iso(downstream).cosine, "{}", r.text(20));
+    }
+    assert!(r.layers[0].layer.starts_with("fc1"), "worst isolated first: {}", r.text(20));
+    // The JSON form carries both figures.
+    let json = r.json();
+    let first = &json["layers"][0];
+    assert!(first["layer"].as_str().unwrap().starts_with("fc1"), "{json}");
+    assert!(first["isolated"]["cosine"].as_f64().unwrap() < 0.95 && first["cosine"].is_number(), "{json}");
+}
