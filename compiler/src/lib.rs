@@ -29,6 +29,7 @@ pub mod build;
 // Tools on engines and models.
 pub mod inspect;
 pub mod accuracy;
+pub mod accuracy_target;
 pub mod conformance;
 pub mod gpu_check;
 

@@ -229,6 +229,11 @@ struct BuildArgs {
     /// With --accuracy-report, also write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     accuracy_json: Option<PathBuf>,
+    /// Keep the most sensitive layers in higher precision until every
+    /// output reaches the target against the FP32 engine: cosine=V or
+    /// top1=V, on --accuracy-data (random inputs when absent).
+    #[arg(long, value_name = "METRIC=VALUE")]
+    accuracy_target: Option<trtc::accuracy_target::AccuracyTarget>,
 }
 
 #[derive(clap::Args)]
@@ -333,8 +338,14 @@ impl TryFrom<&BuildArgs> for BuildOptions {
             }
             opts.int8 = a.calib.options()?;
         }
-        if (a.accuracy_data.is_some() || a.per_layer || a.accuracy_json.is_some()) && !a.accuracy_report {
-            bail!("--accuracy-data, --per-layer and --accuracy-json go with --accuracy-report");
+        if (a.per_layer || a.accuracy_json.is_some()) && !a.accuracy_report {
+            bail!("--per-layer and --accuracy-json go with --accuracy-report");
+        }
+        if a.accuracy_data.is_some() && !a.accuracy_report && a.accuracy_target.is_none() {
+            bail!("--accuracy-data goes with --accuracy-report or --accuracy-target");
+        }
+        if a.accuracy_target.is_some() && !a.fp16 && !a.int8 {
+            bail!("--accuracy-target needs reduced precision to trade: give --fp16 or --int8");
         }
         Ok(opts)
     }
@@ -348,7 +359,25 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         trtc_runtime::file::write(&dir.join("imported.dot"), graph.to_dot().as_bytes())?;
     }
-    let built = build::build_graph(graph, &opts)?;
+    let built = match a.accuracy_target {
+        None => build::build_graph(graph, &opts)?,
+        Some(target) => {
+            let (batches, source) = accuracy_batches(&graph, a.accuracy_data.as_deref())?;
+            let outcome = trtc::accuracy_target::build_to_target(graph, &opts, target, &batches)?;
+            let what = if outcome.met { "met" } else { "NOT met (every reduced-precision layer tried)" };
+            eprintln!(
+                "accuracy target {target} {what}: {:.8} on {} batches {source}; {} layers kept in higher precision ({} builds)",
+                outcome.achieved,
+                batches.len(),
+                outcome.pins.len(),
+                outcome.rounds
+            );
+            if !outcome.pins.is_empty() {
+                eprintln!("  reuse with: {}", trtc::text::printable(&outcome.flags()));
+            }
+            outcome.built
+        }
+    };
     if let Some(dir) = &a.dump_graph {
         trtc_runtime::file::write(&dir.join("optimized.dot"), built.graph.to_dot().as_bytes())?;
     }
@@ -443,15 +472,15 @@ fn print_build_report(a: &BuildArgs, built: &build::Built) {
     }
 }
 
-fn accuracy_report(
-    built: &build::Built,
+/// Held-out batches for the accuracy report and target: `--accuracy-data`
+/// when given, else 4 batches of random inputs; and what they are, for the
+/// report.
+fn accuracy_batches(
+    graph: &trtc::ir::Graph,
     data: Option<&std::path::Path>,
-    per_layer: bool,
-) -> Result<trtc::accuracy::AccuracyReport> {
-    let reference = trtc_runtime::Engine::from_bytes(&build::engine_of(&built.reference, Default::default(), vec![])?)?;
-    let engine = trtc_runtime::Engine::from_bytes(&built.engine)?;
-    let inputs = trtc::precision::calib::graph_inputs(&built.reference);
-    let (batches, source) = match data {
+) -> Result<(Vec<trtc::precision::calib::Batch>, String)> {
+    let inputs = trtc::precision::calib::graph_inputs(graph);
+    Ok(match data {
         Some(dir) => (trtc::precision::calib::load_batches(dir, &inputs, None)?, format!("from {}", dir.display())),
         None => {
             let b = (0..4u64)
@@ -461,7 +490,17 @@ fn accuracy_report(
                 .collect::<Result<Vec<_>>>()?;
             (b, "of random inputs (give --accuracy-data DIR for real data)".to_string())
         }
-    };
+    })
+}
+
+fn accuracy_report(
+    built: &build::Built,
+    data: Option<&std::path::Path>,
+    per_layer: bool,
+) -> Result<trtc::accuracy::AccuracyReport> {
+    let reference = trtc_runtime::Engine::from_bytes(&build::engine_of(&built.reference, Default::default(), vec![])?)?;
+    let engine = trtc_runtime::Engine::from_bytes(&built.engine)?;
+    let (batches, source) = accuracy_batches(&built.reference, data)?;
     let report = trtc::accuracy::evaluate(&reference, &engine, &batches, per_layer)?;
     println!("accuracy against the FP32 engine, {} batches {source}:", report.batches);
     print!("{}", report.text(if per_layer { usize::MAX } else { 0 }));

@@ -407,3 +407,44 @@ fn per_layer_isolation_points_at_the_first_layer_that_goes_wrong() {
     assert!(first["layer"].as_str().unwrap().starts_with("fc1"), "{json}");
     assert!(first["isolated"]["cosine"].as_f64().unwrap() < 0.95 && first["cosine"].is_number(), "{json}");
 }
+
+#[test]
+fn an_accuracy_target_keeps_the_most_sensitive_layers_in_higher_precision() {
+    use trtc::accuracy_target::{build_to_target, AccuracyTarget};
+    let dir = TempDir::new("accuracy-target");
+    let bytes = common::encode(&three_layer_mlp());
+    let graph = trtc::frontend::onnx::import_bytes(&bytes, Default::default(), &Default::default()).unwrap();
+    let mut optimized = graph.clone();
+    trtc::passes::optimize(&mut optimized, &Default::default()).unwrap();
+    let fp32 = Engine::from_bytes(&engine_of(&optimized, Default::default(), vec![]).unwrap()).unwrap();
+    let eval: Vec<Batch> = (0..4)
+        .map(|s| vec![("x".to_string(), trtc::random::tensor(&TensorType::new(DType::F32, vec![4, 8]), s).unwrap())])
+        .collect();
+    // A calibration cache whose scale for x is 100 times too small.
+    let mut cache = calib::CalibrationCache::new(&Calibrator::MinMax);
+    for (name, m) in calib::observe_ranges(&fp32, &eval).unwrap() {
+        cache.insert_amax(&name, if name == "x" { m / 100.0 } else { m });
+    }
+    let cache_path = dir.path("bad.cache");
+    calib::write_cache(&cache_path, &cache).unwrap();
+    let mut o = opts(false, true);
+    o.int8.cache = Some(cache_path);
+    let outcome = build_to_target(graph.clone(), &o, AccuracyTarget::Cosine(0.999), &eval).unwrap();
+    assert!(outcome.met && outcome.achieved >= 0.999, "{}", outcome.achieved);
+    // fc1 (fused with relu1) is the layer to blame, so it goes first, to
+    // fp32 (the build does not allow fp16).
+    let (first, p) = &outcome.pins[0];
+    assert!(first.starts_with("fc1") && *p == Precision::Fp32, "{:?}", outcome.pins);
+    assert_eq!(outcome.rounds, outcome.pins.len() + 1);
+    assert!(outcome.flags().starts_with("--layer-precision 'fc1"), "{}", outcome.flags());
+    // Deterministic, and the pins reproduce the engine.
+    let again = build_to_target(graph.clone(), &o, AccuracyTarget::Cosine(0.999), &eval).unwrap();
+    assert_eq!(again.pins, outcome.pins);
+    assert_eq!(again.built.engine, outcome.built.engine);
+    let mut pinned = o.clone();
+    pinned.precision.layer_precisions = outcome.pins.clone();
+    assert_eq!(trtc::build::build_graph(graph.clone(), &pinned).unwrap().engine, outcome.built.engine);
+    // A target already met pins nothing; top1 needs class scores (y has 8).
+    let easy = build_to_target(graph, &o, AccuracyTarget::Top1(0.0), &eval).unwrap();
+    assert!(easy.met && easy.pins.is_empty() && easy.rounds == 1);
+}
