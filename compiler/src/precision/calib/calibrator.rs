@@ -23,6 +23,13 @@ pub const QUANT_LEVELS: usize = 128;
 pub const DEFAULT_PERCENTILE: f64 = 99.99;
 /// The TensorRT version number we write in cache headers (TensorRT 10.3.0).
 pub const CACHE_HEADER_VERSION: &str = "100300";
+/// The fewest values a histogram needs before the entropy and percentile
+/// calibrators trust it: 16 per bin on average. A tensor seen fewer times
+/// over all batches (a squeeze-and-excitation FC's pooled input: a few
+/// hundred values a batch) takes its observed max instead, as `minmax`
+/// does; a 2048-bin search over a sparse histogram picks unstable
+/// thresholds.
+pub const MIN_HISTOGRAM_SAMPLES: u128 = 16 * HIST_BINS as u128;
 /// The largest value of a symmetric INT8 quantized tensor.
 const INT8_MAX: f32 = 127.0;
 
@@ -163,6 +170,9 @@ impl Calibrator {
 
     /// Computes the amax from a tensor's histogram and its running maximum of `|x|`.
     pub fn amax(&self, hist: &Histogram, max_abs: f32) -> f32 {
+        if hist.total() < MIN_HISTOGRAM_SAMPLES {
+            return minmax_amax(max_abs);
+        }
         match self {
             Calibrator::Entropy => entropy_amax(hist),
             Calibrator::MinMax => minmax_amax(max_abs),
@@ -522,6 +532,32 @@ mod tests {
         let sigma = 2f32.sqrt(); // Laplace(b = 1)
                                  // Observed: amax 9.01 of range 100 (the bulk ends near ln(200k) = 12).
         assert!(amax > 3.0 * sigma && amax < 0.25 * hist.range_max, "amax {amax}");
+    }
+
+    #[test]
+    fn sparse_histograms_fall_back_to_the_observed_max() {
+        // 4,000 values and an outlier (a pooled 500-channel vector over 8
+        // batches): too few for 2048 bins, so entropy and percentile take
+        // the max, as minmax does.
+        let mut state = 0x2545_F491_4F6C_DD1D;
+        let mut values: Vec<f32> = (0..4_000).map(|_| (unit(&mut state) as f32 - 0.5) * 4.0).collect();
+        values.push(50.0);
+        let hist = hist_of(&values);
+        assert!(hist.total() < MIN_HISTOGRAM_SAMPLES);
+        for c in [Calibrator::Entropy, Calibrator::Percentile(99.99), Calibrator::MinMax] {
+            assert_eq!(c.amax(&hist, 50.0), 50.0, "{c}");
+        }
+        // With enough values the entropy search runs and clips the outlier.
+        let mut many: Vec<f32> = (0..200_000)
+            .map(|_| {
+                let u = unit(&mut state) - 0.5;
+                (-u.signum() * (1.0 - 2.0 * u.abs()).ln()) as f32
+            })
+            .collect();
+        many.push(100.0);
+        let hist = hist_of(&many);
+        let amax = Calibrator::Entropy.amax(&hist, 100.0);
+        assert!(amax < 25.0, "amax {amax}");
     }
 
     #[test]
