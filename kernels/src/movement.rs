@@ -24,6 +24,7 @@
 //! | ReverseSequence | i32/i64 lengths | — |
 //! | Pad | constant, reflect, edge, wrap; negative pads | rank above 8 after merging unpadded dimensions |
 //! | Resize | nearest (every nearest mode) and linear, every coordinate transformation mode, exclude_outside | cubic; antialiased linear downsampling; linear on rank above 5; f64/bf16 |
+//! | GridSample | 2-D, nearest and linear, every padding mode, align_corners; f32 and f16 | cubic; 1-D and 3-D; f64/bf16 |
 //! | Trilu | yes | — |
 //! | OneHot | integer, f32 and f16 indices | bool, bf16 and f64 indices |
 //! | ScatterElements, ScatterND | no | duplicate indices apply in order on the CPU, which a parallel kernel does not reproduce |
@@ -41,6 +42,7 @@
 mod copy;
 mod fill;
 mod gather;
+mod grid_sample;
 mod resize;
 
 use crate::elementwise::map::Launch1d;
@@ -73,7 +75,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         MovementOp::ScatterElements(_) | MovementOp::ScatterND(_) => {
             unsupported(format!("{}: duplicate indices apply in order on the CPU", op.as_impl().name()))
         }
-        MovementOp::GridSample(_) => unsupported("GridSample: no CUDA kernel yet"),
+        MovementOp::GridSample(g) => grid_sample::candidates(g, io, limits),
     }
 }
 

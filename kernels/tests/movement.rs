@@ -188,6 +188,31 @@ fn resizes_compile() {
 }
 
 #[test]
+fn grid_samples_compile() {
+    use trtc_runtime::ops::movement::{GridPadding, GridSample, GridSampleMode};
+    // A spatial-transformer / OCR rectification layer: [N, C, H, W] sampled
+    // on an [N, HO, WO, 2] grid, every 2-D mode and padding.
+    let mut layers = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        for mode in [GridSampleMode::Nearest, GridSampleMode::Linear] {
+            for padding in [GridPadding::Zeros, GridPadding::Border, GridPadding::Reflection] {
+                let op = GridSample { mode, padding, align_corners: padding == GridPadding::Border };
+                let inputs = vec![Some(TensorType::new(dtype, [2, 32, 40, 100])), Some(TensorType::new(dtype, [2, 32, 100, 2]))];
+                layers.push(Layer::typed(op, dtype == DType::F16, inputs));
+            }
+        }
+    }
+    compile_heuristic(&layers);
+    // Cubic mode and 3-D volumes stay on the host.
+    let cubic = GridSample { mode: GridSampleMode::Cubic, padding: GridPadding::Zeros, align_corners: false };
+    let inputs = vec![Some(TensorType::new(DType::F32, [1, 2, 4, 4])), Some(TensorType::new(DType::F32, [1, 3, 3, 2]))];
+    assert!(!Layer::typed(cubic, false, inputs).refused().is_empty());
+    let linear = GridSample { mode: GridSampleMode::Linear, padding: GridPadding::Zeros, align_corners: false };
+    let inputs = vec![Some(TensorType::new(DType::F32, [1, 2, 4, 4, 4])), Some(TensorType::new(DType::F32, [1, 3, 3, 3, 3]))];
+    assert!(!Layer::typed(linear, false, inputs).refused().is_empty());
+}
+
+#[test]
 fn unsupported_cases_stay_on_the_host() {
     let cubic = resize(ResizeMode::Cubic, CoordinateMode::HalfPixel, NearestMode::Floor, &[1.0, 2.0], &[2, 8]);
     let mut antialias = resize(ResizeMode::Linear, CoordinateMode::HalfPixel, NearestMode::Floor, &[1.0, 0.5], &[2, 4]);

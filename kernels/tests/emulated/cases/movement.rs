@@ -148,6 +148,21 @@ pub(crate) fn movement_cases(b: &mut Builder) {
         crop.mode = ResizeMode::Nearest;
         b.add(fam, format!("Resize crop nearest {dt}"), for_dtype(dt, crop), vec![Some(x)], Pick::Sample(1));
     }
+    // GridSample: nearest and linear, every padding mode, both corner
+    // conventions; grid points reach past [-1, 1] so that padding matters.
+    for dt in [F32, F16] {
+        for mode in [GridSampleMode::Nearest, GridSampleMode::Linear] {
+            for padding in [GridPadding::Zeros, GridPadding::Border, GridPadding::Reflection] {
+                for align_corners in [false, true] {
+                    let op = GridSample { mode, padding, align_corners };
+                    let x = b.data(dt, &[2, 3, 5, 7]);
+                    let grid = b.uniform(dt, &[2, 4, 6, 2], -1.6, 1.6);
+                    let name = format!("GridSample {mode:?} {padding:?} align {align_corners} {dt}");
+                    b.add(fam, name, for_dtype(dt, op), vec![Some(x), Some(grid)], Pick::Sample(1));
+                }
+            }
+        }
+    }
     let r = resize(ResizeMode::Linear, HalfPixel, NearestMode::Floor, &[2.0, 2.0], &[8, 8]);
     let x = b.indices(U8, &[4, 4], 0, 256);
     b.add(fam, "Resize linear u8", r, vec![Some(x)], Pick::Sample(1));
