@@ -143,6 +143,34 @@ fn normalizations_compile() {
 }
 
 #[test]
+fn roi_aligns_compile() {
+    use trtc_runtime::ops::linalg::RoiAlign;
+    // Mask R-CNN's box head: 1000 regions of a 256-channel FPN level, 7x7
+    // bins, adaptive sampling; and its mask head's 14x14 max variant.
+    let mut layers = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        for (max, out, ratio) in [(false, 7, 0), (true, 14, 2)] {
+            let op = RoiAlign {
+                output_height: out,
+                output_width: out,
+                sampling_ratio: ratio,
+                spatial_scale: 0.25,
+                half_pixel: true,
+                max,
+            };
+            let inputs = vec![
+                Some(TensorType::new(dtype, [2, 256, 50, 68])),
+                Some(TensorType::new(dtype, [1000, 4])),
+                Some(TensorType::new(if max { DType::I32 } else { DType::I64 }, [1000])),
+            ];
+            layers.push(Layer::typed(op, dtype == DType::F16, inputs));
+        }
+    }
+    let tactics = compile_heuristic(&layers);
+    assert!(tactics.iter().all(|t| t.starts_with("pool_roi_align")), "{tactics:?}");
+}
+
+#[test]
 fn pools_compile() {
     let mut layers = Vec::new();
     for dtype in [DType::F32, DType::F16] {

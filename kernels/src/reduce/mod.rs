@@ -23,6 +23,7 @@
 //! | LRN | `norm_lrn.cu` | | |
 //! | MaxPool, AveragePool, LpPool | `pool_window.cu` | 1-3 spatial dims, strides, pads, dilations, ceil_mode (in the output shape), count_include_pad, MaxPool Indices (row- or column-major), i8/u8 MaxPool | more spatial dims |
 //! | Global pools (window = whole plane, no pads) | `reduce_axis.cu` | f32/f16 Max, Average, Lp (with Indices or on i8/u8: the window kernel) | |
+//! | RoiAlign | `pool_roi_align.cu` | f32/f16, avg and max, both coordinate modes, fixed or adaptive sampling, i32/i64 batch indices (out of range: `__trap()`) | |
 //! | CumSum, TopK | | | scans and sorts have no kernel |
 //!
 //! Every op rejects empty tensors (the host does nothing for them) and
@@ -48,6 +49,7 @@ pub(crate) mod team;
 mod axis;
 mod norm;
 mod pool;
+mod roi_align;
 
 use crate::{unsupported, LayerIo, Selection, SmLimits, Unsupported};
 use trtc_runtime::ops::linalg::LinalgOp;
@@ -56,7 +58,7 @@ use trtc_runtime::ops::Op;
 use trtc_runtime::{DType, TensorType};
 
 /// The candidates of a reduce-family layer: an `Op::Reduce` or a pool.
-pub fn candidates(io: &LayerIo<'_>, _limits: &SmLimits) -> Selection {
+pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     let tensors = io.inputs.iter().flatten().copied().chain(io.outputs.iter().copied());
     if tensors.clone().any(|t| t.is_empty()) {
         return unsupported(format!("{}: empty tensor", io.op.name()));
@@ -77,6 +79,7 @@ pub fn candidates(io: &LayerIo<'_>, _limits: &SmLimits) -> Selection {
             ReduceOp::NllLoss(_) => unsupported("no loss kernel (the layer runs on the host)"),
         },
         Op::Linalg(LinalgOp::Pool(op)) => pool::pool(op, io),
+        Op::Linalg(LinalgOp::RoiAlign(op)) => roi_align::roi_align(op, io, limits),
         _ => unsupported("not a reduce-family op"),
     };
     r.map_err(|Unsupported(why)| Unsupported(format!("{}: {why}", io.op.name())))

@@ -164,6 +164,26 @@ pub(crate) fn reduce_cases(b: &mut Builder) {
     let x = b.data(F32, &[1, 2, 5, 4, 6]);
     let p = pool(PoolKind::Max, &[2, 2, 3], &[2, 1, 2], &[0, 1, 1, 1, 0, 1], &[1, 1, 1], false);
     b.add(fam, "MaxPool 3-D", p, vec![Some(x)], Pick::Sample(1));
+    // RoiAlign: avg and max, both coordinate modes, fixed and adaptive
+    // sampling; regions inside, across and outside the image, one of zero
+    // size; i32 and i64 batch indices; an out-of-range batch index traps.
+    for dt in [F32, F16] {
+        let x = b.data(dt, &[2, 3, 10, 12]);
+        let rois: Vec<f32> =
+            vec![0.5, 1.0, 7.5, 6.0, 2.0, 2.0, 3.0, 3.5, -3.0, -1.0, 4.0, 20.0, 8.0, 0.0, 11.9, 9.9, 5.0, 5.0, 5.0, 5.0];
+        let rois = cast_to(&Tensor::from_vec(vec![5, 4], rois).unwrap(), dt);
+        for (max, half_pixel, ratio) in [(false, true, 0), (false, false, 2), (true, true, 2), (true, false, 0)] {
+            let op = RoiAlign { output_height: 3, output_width: 4, sampling_ratio: ratio, spatial_scale: 0.75, half_pixel, max };
+            let idx = if max { b.indices(I32, &[5], 0, 2) } else { b.indices(I64, &[5], 0, 2) };
+            let name = format!("RoiAlign max={max} half_pixel={half_pixel} ratio={ratio} {dt}");
+            b.add(fam, name, for_dtype(dt, op), vec![Some(x.clone()), Some(rois.clone()), Some(idx)], Pick::Sample(1));
+        }
+    }
+    let op = RoiAlign { output_height: 2, output_width: 2, sampling_ratio: 1, spatial_scale: 1.0, half_pixel: true, max: false };
+    let x = b.data(F32, &[2, 1, 4, 4]);
+    let rois = Tensor::from_vec(vec![1, 4], vec![0f32, 0., 2., 2.]).unwrap();
+    let idx = Tensor::from_vec(vec![1], vec![2i64]).unwrap();
+    b.add_trap(fam, "RoiAlign batch index out of range traps", op, vec![Some(x), Some(rois), Some(idx)]);
     let x = b.data(F32, &[2, 3, 5, 5]);
     b.add(
         fam,
