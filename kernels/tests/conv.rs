@@ -446,3 +446,26 @@ fn heuristic_candidates_compile_for_every_sm() {
         compile_all(name, c);
     }
 }
+
+#[test]
+fn deform_conv_kernels_compile_for_every_sm() {
+    use trtc_runtime::ops::linalg::DeformConv;
+    common::require_nvrtc();
+    // A DCNv2 layer of a detection backbone: 3x3, 256 channels, mask and
+    // bias; and one without either.
+    let op = DeformConv { conv: conv2d(3, 1, 1, 1), offset_group: 1 };
+    for (dtype, inputs) in [(DType::F32, 5), (DType::F16, 3)] {
+        let mut types =
+            vec![Some(t(dtype, &[1, 256, 38, 50])), Some(t(dtype, &[256, 256, 3, 3])), Some(t(dtype, &[1, 18, 38, 50]))];
+        if inputs == 5 {
+            types.extend([Some(t(dtype, &[256])), Some(t(dtype, &[1, 9, 38, 50]))]);
+        }
+        let half = dtype == DType::F16;
+        let l = common::Layer::typed(op.clone(), half, types);
+        let io = l.io();
+        let cands = trtc_kernels::candidates(&io, &SmLimits::for_sm(90)).unwrap();
+        assert!(cands[0].tactic.to_string().starts_with("conv_deform"), "{}", cands[0].tactic);
+        assert_eq!(cands[0].launches[0].args.len(), 1 + inputs + 17);
+        compile_all("DeformConv", &cands[0]);
+    }
+}

@@ -1,8 +1,10 @@
 //! Layers whose core is a matrix product: Gemm and MatMul (`gemm`), Conv and
 //! ConvTranspose (`conv`), plain, fused (`Linear`: bias, residual and
-//! activation in the epilogue) or int8 (`Int8Linear`).
+//! activation in the epilogue) or int8 (`Int8Linear`); DeformConv
+//! (`deform`, a direct kernel).
 
 pub mod conv;
+pub mod deform;
 pub mod gemm;
 
 use crate::{unsupported, LayerIo, Selection, SmLimits};
@@ -17,6 +19,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     match io.op {
         Op::Linalg(LinalgOp::Gemm(_) | LinalgOp::MatMul(_)) => gemm::candidates(io, limits),
         Op::Linalg(LinalgOp::Conv(_) | LinalgOp::ConvTranspose(_)) => conv::candidates(io, limits),
+        Op::Linalg(LinalgOp::DeformConv(d)) => deform::candidates(d, io, limits),
         Op::Fused(FusedOp::Linear(l)) => match l.kind {
             LinearKind::Conv(_) => conv::candidates(io, limits),
             LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::candidates(io, limits),

@@ -43,7 +43,7 @@ use trtc_runtime::ops::elementwise::*;
 use trtc_runtime::ops::fused::{
     Activation, Attention, Epilogue, Instr, Linear, LinearKind, Pointwise, PointwiseBinary, ScoreScale,
 };
-use trtc_runtime::ops::linalg::{Conv, ConvTranspose, Gemm, MatMul, Pool, PoolKind, RoiAlign};
+use trtc_runtime::ops::linalg::{Conv, ConvTranspose, DeformConv, Gemm, MatMul, Pool, PoolKind, RoiAlign};
 use trtc_runtime::ops::movement::*;
 use trtc_runtime::ops::precision::{HalfIo, Int8Linear, Int8Output};
 use trtc_runtime::ops::quant::{DequantizeLinear, QuantizeLinear};

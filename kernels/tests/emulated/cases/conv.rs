@@ -5,6 +5,24 @@ use crate::*;
 pub(crate) fn conv_cases(b: &mut Builder) {
     use DType::*;
     let fam = "conv";
+    // DeformConv: groups, two offset groups, strides, pads, dilations,
+    // offsets reaching outside the image; with and without bias and mask.
+    for dt in [F32, F16] {
+        let conv =
+            Conv { kernel_shape: vec![3, 3], strides: vec![2, 1], pads: vec![1, 2, 1, 0], dilations: vec![1, 2], group: 2 };
+        let op = DeformConv { conv, offset_group: 2 };
+        let (oh, ow) = (4, 4);
+        let x = b.data(dt, &[2, 4, 7, 6]);
+        let w = b.data(dt, &[6, 2, 3, 3]);
+        let offset = b.uniform(dt, &[2, 36, oh, ow], -3.0, 3.0);
+        let bias = b.data(dt, &[6]);
+        let mask = b.uniform(dt, &[2, 18, oh, ow], 0.0, 1.0);
+        let all = vec![Some(x.clone()), Some(w.clone()), Some(offset.clone()), Some(bias), Some(mask.clone())];
+        b.add(fam, format!("DeformConv bias mask {dt}"), for_dtype(dt, op.clone()), all, Pick::Sample(1));
+        let no_bias = vec![Some(x.clone()), Some(w.clone()), Some(offset.clone()), None, Some(mask)];
+        b.add(fam, format!("DeformConv mask {dt}"), for_dtype(dt, op.clone()), no_bias, Pick::Sample(1));
+        b.add(fam, format!("DeformConv plain {dt}"), for_dtype(dt, op), vec![Some(x), Some(w), Some(offset)], Pick::Sample(1));
+    }
     let relu = Some(Activation::Unary(UnaryKind::Relu));
     let conv2d = |k: usize, s: usize, p: usize, g: usize| Conv::new_2d([k, k], [s, s], [p; 4], [1, 1], g);
     // (name, n, c, m, h, w, conv): odd sizes, strides, padding, dilation,
