@@ -224,13 +224,7 @@ impl MapKernel {
     /// tactic names start with `family`.
     pub fn candidates(&self, family: &str, b: &Broadcast, limits: &SmLimits) -> Vec<Candidate> {
         let (kernel, args) = self.instantiate(b);
-        Launch1d::all(limits)
-            .into_iter()
-            .map(|l| Candidate {
-                tactic: Tactic::Launch { family: family.to_string(), launch: l },
-                launches: vec![l.launch(&kernel, args.clone(), b.n)],
-            })
-            .collect()
+        Launch1d::candidates(family, &kernel, &args, b.n, limits)
     }
 }
 
@@ -263,6 +257,18 @@ impl Launch1d {
     pub fn launch(&self, kernel: &KernelSource, args: Vec<KernelArg>, n: u64) -> KernelLaunch {
         let (grid, block) = self.geometry(n);
         KernelLaunch { kernel: kernel.clone(), grid, block, shared_bytes: 0, args }
+    }
+
+    /// One candidate per launch shape of a layer computed by one
+    /// grid-stride `kernel` over `n` elements, named `family <shape>`.
+    pub fn candidates(family: &str, kernel: &KernelSource, args: &[KernelArg], n: u64, limits: &SmLimits) -> Vec<Candidate> {
+        Launch1d::all(limits)
+            .into_iter()
+            .map(|l| Candidate {
+                tactic: Tactic::Launch { family: family.to_string(), launch: l },
+                launches: vec![l.launch(kernel, args.to_vec(), n)],
+            })
+            .collect()
     }
 }
 

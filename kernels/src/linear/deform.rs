@@ -6,7 +6,7 @@
 
 use crate::elementwise::map::Launch1d;
 use crate::reduce::float_type;
-use crate::{unsupported, Candidate, KernelSource, LayerIo, Selection, SmLimits, Tactic, COMMON};
+use crate::{unsupported, KernelSource, LayerIo, Selection, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::linalg::DeformConv;
 
@@ -65,11 +65,5 @@ pub fn candidates(op: &DeformConv, io: &LayerIo<'_>, limits: &SmLimits) -> Selec
         op.offset_group,
     ];
     args.extend(geometry.map(|v| KernelArg::I64(v as i64)));
-    Ok(Launch1d::all(limits)
-        .into_iter()
-        .map(|l| Candidate {
-            tactic: Tactic::Launch { family: "conv_deform".to_string(), launch: l },
-            launches: vec![l.launch(&kernel, args.clone(), total)],
-        })
-        .collect())
+    Ok(Launch1d::candidates("conv_deform", &kernel, &args, total, limits))
 }

@@ -5,7 +5,7 @@
 
 use super::{float_type, input, output};
 use crate::elementwise::map::Launch1d;
-use crate::{unsupported, Candidate, KernelSource, LayerIo, Selection, SmLimits, Tactic, COMMON};
+use crate::{unsupported, KernelSource, LayerIo, Selection, SmLimits, COMMON};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::linalg::RoiAlign;
 use trtc_runtime::DType;
@@ -44,11 +44,5 @@ pub fn roi_align(op: &RoiAlign, io: &LayerIo<'_>, limits: &SmLimits) -> Selectio
     );
     // f64 arguments travel as their bits.
     args.push(KernelArg::I64((op.spatial_scale as f64).to_bits() as i64));
-    Ok(Launch1d::all(limits)
-        .into_iter()
-        .map(|l| Candidate {
-            tactic: Tactic::Launch { family: "pool_roi_align".to_string(), launch: l },
-            launches: vec![l.launch(&kernel, args.clone(), total)],
-        })
-        .collect())
+    Ok(Launch1d::candidates("pool_roi_align", &kernel, &args, total, limits))
 }
