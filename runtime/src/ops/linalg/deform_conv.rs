@@ -19,6 +19,9 @@ use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};
 
+/// The most values of the im2col matrix (2 GiB of f64).
+const MAX_COLUMNS: usize = 1 << 28;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeformConv {
     /// Kernel, strides, pads, dilations and group, as a Conv's.
@@ -47,6 +50,13 @@ impl DeformConv {
             "DeformConv: offset shape {offset:?} must be [{}, {}, {oh}, {ow}]",
             g.n,
             og * 2 * taps
+        );
+        // The im2col matrix of one group (f64): engines are untrusted, and an
+        // allocation that fails aborts, so its size is refused up front.
+        let cols = (g.c / g.group).checked_mul(taps).and_then(|v| v.checked_mul(oh)).and_then(|v| v.checked_mul(ow));
+        ensure_op!(
+            cols.is_some_and(|c| c <= MAX_COLUMNS),
+            "DeformConv: its im2col matrix would hold more than {MAX_COLUMNS} values"
         );
         if let Some(mask) = mask {
             ensure_op!(
@@ -191,5 +201,11 @@ mod tests {
         assert!(e.contains("not divisible by offset_group 3"), "{e}");
         let e = Op::from(op(2)).infer(&[Some(&x), Some(&w), Some(&offset)]).unwrap_err().to_string();
         assert!(e.contains("offset shape [1, 2, 3, 3] must be [1, 4, 3, 3]"), "{e}");
+        // A hostile engine's shapes cannot make it allocate without bound.
+        let x = TensorType::new(crate::DType::F32, vec![1, 1 << 12, 1 << 10, 1 << 10]);
+        let w = TensorType::new(crate::DType::F32, vec![1, 1 << 12, 1, 1]);
+        let offset = TensorType::new(crate::DType::F32, vec![1, 2, 1 << 10, 1 << 10]);
+        let e = Op::from(op(1)).infer(&[Some(&x), Some(&w), Some(&offset)]).unwrap_err().to_string();
+        assert!(e.contains("im2col matrix would hold more than"), "{e}");
     }
 }
