@@ -250,3 +250,17 @@ fn bad_scans_are_errors_naming_the_node() {
         assert!(err.contains("node 'running_sum' (Scan)") && err.contains(needle), "{err}");
     }
 }
+
+#[test]
+fn a_scan8_over_scalars_per_batch_entry_is_an_error_not_a_panic() {
+    // Scan-8: a batch axis first; x[2] sliced per batch entry is a scalar,
+    // with no axis left to scan.
+    let mut m = scan_model(3, 1, None);
+    m.opset_import[0].version = 8;
+    let g = m.graph.as_mut().unwrap();
+    g.node[0].input = vec!["".into(), "s0".into(), "x".into()];
+    g.input = vec![value_info("x", F32, &[2])];
+    g.initializer = vec![f32_tensor("s0", &[2, 2], &[0.5; 4])];
+    let err = format!("{:#}", import_bytes(&encode(&m), ExternalDataRoot::default(), &ImportOptions::default()).unwrap_err());
+    assert!(err.contains("node 'running_sum' (Scan)") && err.contains("no axis to scan"), "{err}");
+}

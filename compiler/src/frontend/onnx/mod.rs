@@ -642,7 +642,8 @@ impl Importer<'_> {
         // Scan-8 names the input directions `directions` and has no axes.
         let in_reverse = directions(if batched { "directions" } else { "scan_input_directions" }, m)?;
         let out_reverse = if batched { vec![false; k] } else { directions("scan_output_directions", k)? };
-        let ranks: Vec<usize> = scans.iter().map(|&p| self.graph.ty(p).shape.len() - usize::from(batched)).collect();
+        let ranks: Vec<usize> =
+            scans.iter().map(|&p| self.graph.ty(p).shape.len().saturating_sub(usize::from(batched))).collect();
         let in_axes = if batched { vec![0; m] } else { axes("scan_input_axes", &ranks)? };
         let spec = ScanSpec { body, n, in_axes, in_reverse, out_reverse, depth };
         if !batched {
@@ -700,9 +701,14 @@ impl Importer<'_> {
         values: &HashMap<String, Port>,
     ) -> Result<(Vec<Port>, Vec<Vec<Port>>)> {
         let body = spec.body;
-        let mut lengths = scans.iter().zip(&spec.in_axes).map(|(&p, &a)| self.graph.ty(p).shape[a]);
-        let len = lengths.next().unwrap_or(0);
-        if lengths.any(|l| l != len) {
+        let lengths: Vec<usize> = scans
+            .iter()
+            .zip(&spec.in_axes)
+            .map(|(&p, &a)| self.graph.ty(p).shape.get(a).copied())
+            .collect::<Option<_>>()
+            .ok_or_else(|| anyhow!("a scan input has no axis to scan (it is a scalar)"))?;
+        let len = lengths.first().copied().unwrap_or(0);
+        if lengths.iter().any(|&l| l != len) {
             bail!("its scan inputs have different lengths along their scan axes");
         }
         if len == 0 {
