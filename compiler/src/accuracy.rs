@@ -236,13 +236,26 @@ fn isolate(
 ) -> Vec<(String, Vec<f64>, Vec<f64>)> {
     let mut computed: HashMap<TensorId, Tensor> = HashMap::new();
     let mut out = Vec::new();
+    // The scale each int8 tensor's producer requantizes with.
+    let int8_scales: HashMap<TensorId, f32> = plan
+        .layers
+        .iter()
+        .filter_map(|l| match &l.op {
+            Op::Precision(PrecisionOp::Int8Linear(q)) => match q.output {
+                Int8Output::Int8 { scale } => Some(l.outputs.iter().map(move |&o| (o, scale))),
+                _ => None,
+            },
+            _ => None,
+        })
+        .flatten()
+        .collect();
     for layer in &plan.layers {
         let inputs: Option<Vec<Option<Tensor>>> = layer
             .inputs
             .iter()
             .map(|i| match i {
                 None => Some(None),
-                Some(id) => fed(plan, weights, ref_values, &computed, *id).map(Some),
+                Some(id) => fed(plan, weights, ref_values, &computed, &int8_scales, *id).map(Some),
             })
             .collect();
         // An input neither engine's FP32 values give (nor a conversion of
@@ -278,6 +291,7 @@ fn fed(
     weights: &[u8],
     ref_values: &HashMap<String, Tensor>,
     computed: &HashMap<TensorId, Tensor>,
+    int8_scales: &HashMap<TensorId, f32>,
     id: TensorId,
 ) -> Option<Tensor> {
     let desc = plan.tensors.get(id)?;
@@ -294,14 +308,7 @@ fn fed(
                 return Op::from(Cast::new(desc.ty.dtype)).eval_owned(&[Some(r)]).ok()?.pop();
             }
             DType::I8 => {
-                let scale = plan.layers.iter().find(|l| l.outputs.contains(&id)).and_then(|l| match &l.op {
-                    Op::Precision(PrecisionOp::Int8Linear(q)) => match q.output {
-                        Int8Output::Int8 { scale } => Some(scale),
-                        _ => None,
-                    },
-                    _ => None,
-                });
-                if let Some(scale) = scale {
+                if let Some(&scale) = int8_scales.get(&id) {
                     let q: Vec<i8> =
                         r.to_f64_vec().iter().map(|v| (v / scale as f64).round_ties_even().clamp(-128.0, 127.0) as i8).collect();
                     return Tensor::from_vec(desc.ty.shape.clone(), q).ok();

@@ -15,6 +15,8 @@ use crate::build::{build_graph, engine_of, BuildOptions, Built};
 use crate::ir::Graph;
 use crate::precision::calib::Batch;
 use anyhow::{bail, Result};
+use petgraph::stable_graph::NodeIndex;
+use std::collections::HashMap;
 use trtc_runtime::ops::precision::Precision;
 use trtc_runtime::Engine;
 
@@ -108,8 +110,7 @@ impl TargetOutcome {
 /// A layer's cost in multiply-adds: its output elements times the
 /// reduction length of its constant weight (input 1: elements per output
 /// channel), or its output elements alone.
-fn cost(graph: &Graph, layer: &str) -> f64 {
-    let Some(n) = graph.topo_order().into_iter().find(|&n| graph.node(n).name == layer) else { return 1.0 };
+fn cost(graph: &Graph, n: NodeIndex) -> f64 {
     let out: usize = graph.node(n).outputs.iter().map(|o| o.ty.len()).sum();
     let reduction = graph
         .inputs_of(n)
@@ -140,6 +141,7 @@ fn choose(
             Precision::Fp32
         }
     };
+    let nodes: HashMap<&str, NodeIndex> = graph.topo_order().into_iter().map(|n| (graph.node(n).name.as_str(), n)).collect();
     let mut best: Option<(f64, &TensorAccuracy)> = None;
     for l in &report.layers {
         // A pin already made for this layer (one whose name did not take)
@@ -148,7 +150,7 @@ fn choose(
             continue;
         }
         let Some(e) = error(l) else { continue };
-        let score = e / cost(graph, &l.layer);
+        let score = e / nodes.get(l.layer.as_str()).map_or(1.0, |&n| cost(graph, n));
         let better = match best {
             None => true,
             Some((s, b)) => score > s || (score == s && l.layer < b.layer),

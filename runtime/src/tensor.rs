@@ -360,6 +360,11 @@ pub struct TensorViewMut<'a> {
     pub bytes: &'a mut [u8],
 }
 
+/// 8-bit floats, decoded exactly.
+fn float8_f64(bytes: &[u8], format: crate::float8::Float8) -> Vec<f64> {
+    bytes.iter().map(|&b| f64::from(format.decode(b))).collect()
+}
+
 /// Every element of little-endian `bytes` of type `T`, as f64. Reads with
 /// `pod_read_unaligned`, so any byte slice works, aligned or not.
 fn elements_f64<T: Element>(bytes: &[u8]) -> Vec<f64> {
@@ -403,10 +408,10 @@ impl<'a> TensorView<'a> {
             DType::U64 => elements_f64::<u64>(self.bytes),
             DType::I4 => elements_f64::<i8>(self.bytes),
             DType::U4 => elements_f64::<u8>(self.bytes),
-            d => {
-                let f = crate::float8::Float8::of(d).expect("the remaining dtypes are 8-bit floats");
-                self.bytes.iter().map(|&b| f64::from(f.decode(b))).collect()
-            }
+            DType::F8E4M3FN => float8_f64(self.bytes, crate::float8::Float8::E4M3FN),
+            DType::F8E4M3FNUZ => float8_f64(self.bytes, crate::float8::Float8::E4M3FNUZ),
+            DType::F8E5M2 => float8_f64(self.bytes, crate::float8::Float8::E5M2),
+            DType::F8E5M2FNUZ => float8_f64(self.bytes, crate::float8::Float8::E5M2FNUZ),
         }
     }
 
