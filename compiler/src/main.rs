@@ -140,6 +140,13 @@ struct BenchArgs {
     /// On the GPU, launch layer by layer instead of replaying a CUDA graph.
     #[arg(long)]
     no_cuda_graph: bool,
+    /// Inputs, keyed by ONNX input name (random inputs when absent).
+    #[arg(long, value_name = "NPZ")]
+    inputs: Option<PathBuf>,
+    /// Threads each layer of the CPU executor may use (default: every core
+    /// of this machine). Outputs do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
+    threads: Option<u64>,
     #[arg(long)]
     json: bool,
 }
@@ -251,6 +258,10 @@ struct RunArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Threads each layer of the CPU executor may use (default: every core
+    /// of this machine). Outputs do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
+    threads: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -568,6 +579,17 @@ fn device(engine: &trtc_runtime::Engine, wanted: DeviceFlag) -> Result<Device<'_
     }
 }
 
+/// A CPU execution context with `--threads` threads, or one per core.
+fn cpu_context(engine: &trtc_runtime::Engine, threads: Option<u64>) -> Result<trtc_runtime::ExecutionContext<'_>> {
+    let count = match threads {
+        Some(n) => n as usize,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut ctx = engine.create_context()?;
+    ctx.set_threads(count)?;
+    Ok(ctx)
+}
+
 fn cmd_run(a: RunArgs) -> Result<()> {
     let engine = trtc_runtime::Engine::load(&a.engine)?;
     let device = device(&engine, a.device)?;
@@ -586,7 +608,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
     let (outputs, on) = match &device {
-        Device::Cpu => (engine.create_context()?.run(&refs)?, "cpu".to_string()),
+        Device::Cpu => (cpu_context(&engine, a.threads)?.run(&refs)?, "cpu".to_string()),
         Device::Cuda(gpu) => (gpu.create_context()?.run(&refs)?, gpu.gpu_name().to_string()),
     };
     let elapsed = start.elapsed();
@@ -744,7 +766,10 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     };
     let engine = trtc_runtime::Engine::load(&a.engine)?;
     let device = device(&engine, a.device)?;
-    let inputs = random_inputs(engine.inputs(), 0)?;
+    let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
+        Some(p) => read_inputs(p, engine.inputs())?,
+        None => random_inputs(engine.inputs(), 0)?,
+    };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let more = |n: usize| {
         (n as u64) < a.iterations || (n < MAX_ITERATIONS as usize && deadline.is_some_and(|d| std::time::Instant::now() < d))
@@ -767,9 +792,10 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     };
     let (name, graph) = match &device {
         Device::Cpu => {
-            let mut ctx = engine.create_context()?;
+            let mut ctx = cpu_context(&engine, a.threads)?;
             timed(a.warmup, &mut || ctx.run(&refs).map(drop).map_err(Into::into))?;
-            ("cpu (reference executor)".to_string(), false)
+            let threads = ctx.threads();
+            (format!("cpu (reference executor, {threads} thread{})", if threads == 1 { "" } else { "s" }), false)
         }
         Device::Cuda(gpu) => {
             let mut ctx = gpu.create_context()?;

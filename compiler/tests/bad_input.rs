@@ -273,11 +273,12 @@ fn bad_flag_values_name_the_flag_and_the_choices() {
 fn bench_json_is_one_valid_object() {
     let dir = TempDir::new("bench-json");
     let engine = build_mlp(&dir);
-    let (code, out, err) = trtc(&["bench", engine.to_str().unwrap(), "--json", "--iterations", "7", "--warmup", "1"]);
+    let (code, out, err) =
+        trtc(&["bench", engine.to_str().unwrap(), "--json", "--iterations", "7", "--warmup", "1", "--threads", "2"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["iterations"], 7);
-    assert_eq!(v["device"], "cpu (reference executor)");
+    assert_eq!(v["device"], "cpu (reference executor, 2 threads)");
     assert!(v["gpu_compute"].is_null());
     let (min, median, max) = (v["min_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap(), v["max_ms"].as_f64().unwrap());
     assert!(0.0 < min && min <= median && median <= max, "{v}");

@@ -22,6 +22,7 @@ pub mod dtype;
 pub mod float8;
 pub mod file;
 pub mod error;
+pub mod parallel;
 pub mod tensor;
 pub mod ops;
 pub mod memory;

@@ -199,13 +199,17 @@ fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
 }
 
 /// The im2col + matrix multiply path, one multiply per sample and group.
+/// The im2col matrix is written by the context's threads, channel blocks
+/// apiece; the multiply splits itself (see `gemm_kernel`).
 fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], gemm: GemmFn<T>) {
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let kdim = cg * g.k_size;
     let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
     args.beta = if bias.is_some() { 1.0 } else { 0.0 };
     let pointwise = g.is_pointwise();
+    let taps = (!pointwise).then(|| TapRows::new(g));
     let scratch_len = if pointwise { 0 } else { kdim * g.out_size };
+    let block = g.k_size * g.out_size;
     with_scratch::<T, _>(scratch_len, |cols| {
         for n in 0..g.n {
             for grp in 0..g.group {
@@ -215,11 +219,14 @@ fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
                 if let Some(b) = bias {
                     init_with_bias(y_g, Some(&b[grp * mg..][..mg]), g.out_size);
                 }
-                if pointwise {
-                    gemm(&args, w_g, x_g, y_g);
-                } else {
-                    im2col(g, x_g, cg, cols);
-                    gemm(&args, w_g, cols, y_g);
+                match &taps {
+                    None => gemm(&args, w_g, x_g, y_g),
+                    Some(taps) => {
+                        crate::parallel::par_chunks_mut(cols, block, (1 << 14) / block.max(1), |c0, chunk| {
+                            im2col(g, taps, &x_g[c0 * g.in_size..], chunk)
+                        });
+                        gemm(&args, w_g, cols, y_g);
+                    }
                 }
             }
         }
@@ -227,20 +234,20 @@ fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
 }
 
 /// Per-call geometry of the taps along the innermost spatial axis, and the
-/// odometer over the outer output positions.
-pub(crate) struct Taps<'a> {
+/// odometer over the outer output positions; [`TapRows`] is built with it.
+struct Taps<'a> {
     g: &'a ConvGeometry,
-    pub last: usize,
+    last: usize,
     /// Input strides (in elements) of the spatial axes within one plane.
     in_strides: Vec<usize>,
     /// Output rows: the product of all output axes but the last.
-    pub rows: usize,
+    rows: usize,
     kidx: Vec<usize>,
     oidx: Vec<usize>,
 }
 
 impl<'a> Taps<'a> {
-    pub fn new(g: &'a ConvGeometry) -> Taps<'a> {
+    fn new(g: &'a ConvGeometry) -> Taps<'a> {
         let r = g.in_spatial.len();
         let in_strides = crate::ops::util::strides(&g.in_spatial);
         let rows = g.out_spatial[..r - 1].iter().product();
@@ -249,7 +256,7 @@ impl<'a> Taps<'a> {
 
     /// Selects kernel tap `kf`; returns the innermost-axis input offset of
     /// output position 0 and the range of valid innermost output positions.
-    pub fn select_tap(&mut self, kf: usize) -> (isize, usize, usize) {
+    fn select_tap(&mut self, kf: usize) -> (isize, usize, usize) {
         let win = &self.g.win;
         unflatten(kf, &win.kernel_shape, &mut self.kidx);
         let l = self.last;
@@ -260,7 +267,7 @@ impl<'a> Taps<'a> {
 
     /// For output row `row` (all axes but the last) under the selected tap,
     /// the plane offset of the input row, or `None` when it lies in padding.
-    pub fn input_row(&mut self, row: usize) -> Option<usize> {
+    fn input_row(&mut self, row: usize) -> Option<usize> {
         let g = self.g;
         let l = self.last;
         unflatten(row, &g.out_spatial[..l], &mut self.oidx[..l]);
@@ -276,36 +283,78 @@ impl<'a> Taps<'a> {
     }
 }
 
-/// Writes the im2col matrix `[cg·K, O]` of `cg` input channel planes.
-pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, x: &[T], cg: usize, cols: &mut [T]) {
-    let ow = g.out_spatial[g.out_spatial.len() - 1];
-    let mut taps = Taps::new(g);
-    let s = g.win.strides[taps.last];
-    let zero = T::default();
-    for kf in 0..g.k_size {
-        let (off, lo, hi) = taps.select_tap(kf);
-        for row in 0..taps.rows {
-            let base = taps.input_row(row);
-            for ci in 0..cg {
-                let seg = &mut cols[((ci * g.k_size + kf) * g.out_size + row * ow)..][..ow];
-                let Some(base) = base else {
-                    seg.fill(zero);
-                    continue;
-                };
-                seg[..lo].fill(zero);
-                seg[hi..].fill(zero);
-                if lo == hi {
-                    continue;
-                }
-                let start = (ci * g.in_size + base) as isize + lo as isize * s as isize + off;
-                let start = start as usize;
-                let dst = &mut seg[lo..hi];
-                if s == 1 {
-                    dst.copy_from_slice(&x[start..start + dst.len()]);
-                } else {
-                    for (j, v) in dst.iter_mut().enumerate() {
-                        *v = x[start + j * s];
+/// What one kernel tap reads for one output row (all spatial axes but the
+/// last fixed): output positions `lo..hi` of the row read the input plane
+/// at `input + j * stride` for the j-th of them; the other positions of the
+/// row see padding. A row whose input lies wholly in padding has
+/// `lo == hi`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TapRow {
+    pub tap: usize,
+    /// Plane offset of the row's first output position.
+    pub out_row: usize,
+    pub lo: usize,
+    pub hi: usize,
+    /// Plane offset of the input output position `lo` reads.
+    pub input: usize,
+}
+
+/// Every (tap, output row) pair of a sliding window, tap-major, computed
+/// once per call so that the per-plane loops of convolution and pooling
+/// are plain strided runs.
+pub(crate) struct TapRows {
+    pub rows: Vec<TapRow>,
+    /// Input stride along the innermost axis.
+    pub stride: usize,
+    /// Output positions per row.
+    pub width: usize,
+}
+
+impl TapRows {
+    pub fn new(g: &ConvGeometry) -> TapRows {
+        let mut taps = Taps::new(g);
+        let stride = g.win.strides[taps.last];
+        let width = g.out_spatial[taps.last];
+        let mut rows = Vec::with_capacity(g.k_size * taps.rows);
+        for tap in 0..g.k_size {
+            let (off, lo, hi) = taps.select_tap(tap);
+            for row in 0..taps.rows {
+                let out_row = row * width;
+                match taps.input_row(row) {
+                    Some(base) if lo < hi => {
+                        let input = (base as isize + lo as isize * stride as isize + off) as usize;
+                        rows.push(TapRow { tap, out_row, lo, hi, input });
                     }
+                    _ => rows.push(TapRow { tap, out_row, lo: 0, hi: 0, input: 0 }),
+                }
+            }
+        }
+        TapRows { rows, stride, width }
+    }
+
+    /// The rows that read any input.
+    pub fn valid(&self) -> impl Iterator<Item = &TapRow> {
+        self.rows.iter().filter(|r| r.lo < r.hi)
+    }
+}
+
+/// Writes the im2col rows `[K, O]` of each of the input channel planes in
+/// `x` into `cols` (one `K·O` block per channel, as many as `cols` holds).
+pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, taps: &TapRows, x: &[T], cols: &mut [T]) {
+    let zero = T::default();
+    let s = taps.stride;
+    for (ci, block) in cols.chunks_exact_mut(g.k_size * g.out_size).enumerate() {
+        let xp = &x[ci * g.in_size..][..g.in_size];
+        for r in &taps.rows {
+            let seg = &mut block[r.tap * g.out_size + r.out_row..][..taps.width];
+            seg[..r.lo].fill(zero);
+            seg[r.hi..].fill(zero);
+            let dst = &mut seg[r.lo..r.hi];
+            if s == 1 {
+                dst.copy_from_slice(&xp[r.input..r.input + dst.len()]);
+            } else {
+                for (j, v) in dst.iter_mut().enumerate() {
+                    *v = xp[r.input + j * s];
                 }
             }
         }
@@ -314,40 +363,33 @@ pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, x: &[T], cg: usize, cols: &mut
 
 /// Depthwise convolution as a direct loop: every output channel reads one
 /// input channel, so each kernel tap is a scaled, shifted add of the input
-/// plane into the output plane.
+/// plane into the output plane. Planes are split over the context's
+/// threads.
 fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) {
     let mg = g.m / g.group;
-    let ow = g.out_spatial[g.out_spatial.len() - 1];
-    let mut taps = Taps::new(g);
-    let s = g.win.strides[taps.last];
-    for n in 0..g.n {
-        for m in 0..g.m {
+    let taps = TapRows::new(g);
+    let s = taps.stride;
+    let grain = (1 << 14) / (g.out_size * g.k_size).max(1);
+    crate::parallel::par_chunks_mut(y, g.out_size, grain, |first, planes| {
+        for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
+            let (n, m) = ((first + i) / g.m, (first + i) % g.m);
             let xp = &x[(n * g.c + m / mg) * g.in_size..][..g.in_size];
-            let yp = &mut y[(n * g.m + m) * g.out_size..][..g.out_size];
             yp.fill(bias.map_or(T::default(), |b| b[m]));
-            for kf in 0..g.k_size {
-                let wv = w[m * g.k_size + kf];
-                let (off, lo, hi) = taps.select_tap(kf);
-                if lo == hi {
-                    continue;
-                }
-                for row in 0..taps.rows {
-                    let Some(base) = taps.input_row(row) else { continue };
-                    let start = (base as isize + lo as isize * s as isize + off) as usize;
-                    let dst = &mut yp[row * ow + lo..row * ow + hi];
-                    if s == 1 {
-                        for (o, &v) in dst.iter_mut().zip(&xp[start..start + (hi - lo)]) {
-                            *o = o.sadd(wv.smul(v));
-                        }
-                    } else {
-                        for (j, o) in dst.iter_mut().enumerate() {
-                            *o = o.sadd(wv.smul(xp[start + j * s]));
-                        }
+            for r in taps.valid() {
+                let wv = w[m * g.k_size + r.tap];
+                let dst = &mut yp[r.out_row + r.lo..r.out_row + r.hi];
+                if s == 1 {
+                    for (o, &v) in dst.iter_mut().zip(&xp[r.input..r.input + (r.hi - r.lo)]) {
+                        *o = o.sadd(wv.smul(v));
+                    }
+                } else {
+                    for (j, o) in dst.iter_mut().enumerate() {
+                        *o = o.sadd(wv.smul(xp[r.input + j * s]));
                     }
                 }
             }
         }
-    }
+    });
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! col2im scatters the columns into the output, the mirror image of Conv's
 //! im2col.
 
-use super::conv::{ConvGeometry, Taps};
+use super::conv::{ConvGeometry, TapRows};
 use super::num::{narrow_into, widen, with_scratch, Scalar};
 use super::window::Window;
 use super::GemmArgs;
@@ -167,23 +167,14 @@ fn conv_transpose<T: Scalar>(g: &Geometry, x: &[T], w: &[T], bias: Option<&[T]>,
 /// Adds the columns `[mg·K, I]` into `mg` output planes: the adjoint of
 /// Conv's im2col under the mirrored geometry.
 fn col2im<T: Scalar>(mir: &ConvGeometry, cols: &[T], mg: usize, y: &mut [T]) {
-    let iw = mir.out_spatial[mir.out_spatial.len() - 1];
-    let mut taps = Taps::new(mir);
-    let s = mir.win.strides[taps.last];
-    for kf in 0..mir.k_size {
-        let (off, lo, hi) = taps.select_tap(kf);
-        if lo == hi {
-            continue;
-        }
-        for row in 0..taps.rows {
-            let Some(base) = taps.input_row(row) else { continue };
-            let start = (base as isize + lo as isize * s as isize + off) as usize;
-            for mo in 0..mg {
-                let seg = &cols[(mo * mir.k_size + kf) * mir.out_size + row * iw..][lo..hi];
-                let yp = &mut y[mo * mir.in_size..][..mir.in_size];
-                for (j, &v) in seg.iter().enumerate() {
-                    yp[start + j * s] = yp[start + j * s].sadd(v);
-                }
+    let taps = TapRows::new(mir);
+    let s = taps.stride;
+    for r in taps.valid() {
+        for mo in 0..mg {
+            let seg = &cols[(mo * mir.k_size + r.tap) * mir.out_size + r.out_row..][r.lo..r.hi];
+            let yp = &mut y[mo * mir.in_size..][..mir.in_size];
+            for (j, &v) in seg.iter().enumerate() {
+                yp[r.input + j * s] = yp[r.input + j * s].sadd(v);
             }
         }
     }

@@ -45,31 +45,20 @@ fn check(args: &GemmArgs, a_len: usize, b_len: usize, c_len: usize) -> bool {
 
 /// Computes C = alpha·A·B + beta·C. The slices must cover every element the
 /// strides address; this is checked, so a bad call fails loudly instead of
-/// reading out of bounds.
+/// reading out of bounds. Large products are split over the current
+/// context's threads (see [`split`]).
 pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
     if !check(args, a.len(), b.len(), c.len()) {
         return;
     }
-    // SAFETY: `check` asserted every addressed element is in bounds,
-    // and C does not alias A or B (distinct borrows).
-    unsafe {
+    // SAFETY: `check` asserted every addressed element is in bounds, C does
+    // not alias A or B (distinct borrows), and `split` hands each call a
+    // disjoint block of C.
+    split(args, a, b, c, |args, a, b, c| unsafe {
         matrixmultiply::sgemm(
-            args.m,
-            args.k,
-            args.n,
-            args.alpha,
-            a.as_ptr(),
-            args.rsa,
-            args.csa,
-            b.as_ptr(),
-            args.rsb,
-            args.csb,
-            args.beta,
-            c.as_mut_ptr(),
-            args.rsc,
-            args.csc,
-        );
-    }
+            args.m, args.k, args.n, args.alpha, a, args.rsa, args.csa, b, args.rsb, args.csb, args.beta, c, args.rsc, args.csc,
+        )
+    });
 }
 
 /// The f64 counterpart of [`gemm_f32`].
@@ -78,22 +67,74 @@ pub fn gemm_f64(args: &GemmArgs, a: &[f64], b: &[f64], c: &mut [f64]) {
         return;
     }
     // SAFETY: as in `gemm_f32`.
-    unsafe {
+    split(args, a, b, c, |args, a, b, c| unsafe {
         matrixmultiply::dgemm(
             args.m,
             args.k,
             args.n,
             args.alpha as f64,
-            a.as_ptr(),
+            a,
             args.rsa,
             args.csa,
-            b.as_ptr(),
+            b,
             args.rsb,
             args.csb,
             args.beta as f64,
-            c.as_mut_ptr(),
+            c,
             args.rsc,
             args.csc,
-        );
+        )
+    });
+}
+
+/// Multiply-adds one thread's share of a product should have at least.
+const MACS_PER_PIECE: usize = 1 << 17;
+
+/// A pointer the threads of one product share; each writes its own block.
+struct Shared<T>(*mut T);
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        *self
     }
+}
+impl<T> Copy for Shared<T> {}
+// SAFETY: only used by `split`, whose blocks are disjoint.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+impl<T> Shared<T> {
+    fn at(self, offset: isize) -> *mut T {
+        // SAFETY: callers pass offsets of elements `check` proved in bounds.
+        unsafe { self.0.offset(offset) }
+    }
+}
+
+/// Runs `run` on the whole product, or, when the current context has
+/// threads to spare and the product is large, on blocks of whole rows or
+/// columns of C (the longer side), one per thread. Each element of C is
+/// computed by the same sum in the same order either way, so the result does
+/// not depend on the thread count.
+fn split<T>(args: &GemmArgs, a: &[T], b: &[T], c: &mut [T], run: impl Fn(&GemmArgs, *const T, *const T, *mut T) + Sync) {
+    let (m, n) = (args.m, args.n);
+    // Blocks of C are disjoint only when no two (i, j) share an address.
+    let injective = args.rsc >= 1 && args.csc >= 1 && (args.rsc >= n as isize * args.csc || args.csc >= m as isize * args.rsc);
+    if crate::parallel::threads() == 1 || !injective {
+        run(args, a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+        return;
+    }
+    let by_columns = n >= m;
+    // Blocks are whole micro-kernel tiles (8 rows, 16 columns at most).
+    let (len, align, other) = if by_columns { (n, 16, m) } else { (m, 8, n) };
+    let grain = MACS_PER_PIECE.div_ceil((align * other * args.k).max(1));
+    let (a, b, c) = (Shared(a.as_ptr().cast_mut()), Shared(b.as_ptr().cast_mut()), Shared(c.as_mut_ptr()));
+    crate::parallel::par_ranges(len.div_ceil(align), grain, |r| {
+        let (lo, hi) = (r.start * align, (r.end * align).min(len));
+        let mut block = *args;
+        if by_columns {
+            block.n = hi - lo;
+            run(&block, a.at(0), b.at(lo as isize * args.csb), c.at(lo as isize * args.csc));
+        } else {
+            block.m = hi - lo;
+            run(&block, a.at(lo as isize * args.rsa), b.at(0), c.at(lo as isize * args.rsc));
+        }
+    });
 }

@@ -5,7 +5,7 @@
 //! Every kernel tap is one pass of a strided loop over the output plane,
 //! like the depthwise convolution, so no per-element index math is needed.
 
-use super::conv::{ConvGeometry, Taps};
+use super::conv::{ConvGeometry, TapRows};
 use super::window::{valid_range, Window};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -156,43 +156,45 @@ impl Pool {
 }
 
 /// Max over each window; optionally records the flat input index of the
-/// first maximum.
-fn max_pool<T: Element>(g: &ConvGeometry, x: &[T], y: &mut [T], mut indices: Option<&mut [i64]>, column_major: bool) {
-    let ow = g.out_spatial[g.out_spatial.len() - 1];
-    let mut taps = Taps::new(g);
-    let s = g.win.strides[taps.last];
-    let lowest = T::from_f64(f64::NEG_INFINITY);
-    let mut arg = vec![0usize; if indices.is_some() { g.out_size } else { 0 }];
+/// first maximum. Without indices, planes are split over the context's
+/// threads.
+fn max_pool<T: Element>(g: &ConvGeometry, x: &[T], y: &mut [T], indices: Option<&mut [i64]>, column_major: bool) {
+    let taps = TapRows::new(g);
+    let grain = (1 << 14) / (g.out_size * g.k_size).max(1);
+    let Some(ind) = indices else {
+        crate::parallel::par_chunks_mut(y, g.out_size, grain, |first, planes| {
+            for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
+                max_plane(&taps, &x[(first + i) * g.in_size..][..g.in_size], yp, None);
+            }
+        });
+        return;
+    };
+    let mut arg = vec![0usize; g.out_size];
     for plane in 0..g.n * g.c {
-        let xp = &x[plane * g.in_size..][..g.in_size];
         let yp = &mut y[plane * g.out_size..][..g.out_size];
-        yp.fill(lowest);
-        let track = indices.is_some();
-        for kf in 0..g.k_size {
-            let (off, lo, hi) = taps.select_tap(kf);
-            if lo == hi {
-                continue;
-            }
-            for row in 0..taps.rows {
-                let Some(base) = taps.input_row(row) else { continue };
-                let start = (base as isize + lo as isize * s as isize + off) as usize;
-                for j in 0..hi - lo {
-                    let (o, i) = (row * ow + lo + j, start + j * s);
-                    // The first tap always wins, so that a window of -inf or
-                    // NaN still reports an index inside it.
-                    if kf == 0 || xp[i] > yp[o] {
-                        yp[o] = xp[i];
-                        if track {
-                            arg[o] = i;
-                        }
-                    }
-                }
-            }
+        max_plane(&taps, &x[plane * g.in_size..][..g.in_size], yp, Some(&mut arg));
+        for (o, &a) in ind[plane * g.out_size..][..g.out_size].iter_mut().zip(&arg) {
+            let within = if column_major { column_major_index(a, &g.in_spatial) } else { a };
+            *o = (plane * g.in_size + within) as i64;
         }
-        if let Some(ind) = indices.as_deref_mut() {
-            for (o, &a) in ind[plane * g.out_size..][..g.out_size].iter_mut().zip(&arg) {
-                let within = if column_major { column_major_index(a, &g.in_spatial) } else { a };
-                *o = (plane * g.in_size + within) as i64;
+    }
+}
+
+/// Max pooling of one plane; `arg` receives each maximum's index within
+/// the plane.
+fn max_plane<T: Element>(taps: &TapRows, xp: &[T], yp: &mut [T], mut arg: Option<&mut [usize]>) {
+    let s = taps.stride;
+    yp.fill(T::from_f64(f64::NEG_INFINITY));
+    for r in taps.valid() {
+        for j in 0..r.hi - r.lo {
+            let (o, i) = (r.out_row + r.lo + j, r.input + j * s);
+            // The first tap always wins, so that a window of -inf or NaN
+            // still reports an index inside it.
+            if r.tap == 0 || xp[i] > yp[o] {
+                yp[o] = xp[i];
+                if let Some(arg) = arg.as_deref_mut() {
+                    arg[o] = i;
+                }
             }
         }
     }
@@ -213,32 +215,33 @@ fn column_major_index(mut flat: usize, shape: &[usize]) -> usize {
 }
 
 /// Accumulates `map(x)` over each window in f64, then writes
-/// `finish(sum, output index within the plane)`.
-fn sum_pool<T: Element>(g: &ConvGeometry, x: &[T], y: &mut [T], map: impl Fn(f64) -> f64, finish: impl Fn(f64, usize) -> f64) {
-    let ow = g.out_spatial[g.out_spatial.len() - 1];
-    let mut taps = Taps::new(g);
-    let s = g.win.strides[taps.last];
-    let mut acc = vec![0f64; g.out_size];
-    for plane in 0..g.n * g.c {
-        let xp = &x[plane * g.in_size..][..g.in_size];
-        acc.fill(0.0);
-        for kf in 0..g.k_size {
-            let (off, lo, hi) = taps.select_tap(kf);
-            if lo == hi {
-                continue;
-            }
-            for row in 0..taps.rows {
-                let Some(base) = taps.input_row(row) else { continue };
-                let start = (base as isize + lo as isize * s as isize + off) as usize;
-                for (j, a) in acc[row * ow + lo..row * ow + hi].iter_mut().enumerate() {
-                    *a += map(xp[start + j * s].to_f64());
+/// `finish(sum, output index within the plane)`. Planes are split over the
+/// context's threads.
+fn sum_pool<T: Element>(
+    g: &ConvGeometry,
+    x: &[T],
+    y: &mut [T],
+    map: impl Fn(f64) -> f64 + Sync,
+    finish: impl Fn(f64, usize) -> f64 + Sync,
+) {
+    let taps = TapRows::new(g);
+    let s = taps.stride;
+    let grain = (1 << 14) / (g.out_size * g.k_size).max(1);
+    crate::parallel::par_chunks_mut(y, g.out_size, grain, |first, planes| {
+        let mut acc = vec![0f64; g.out_size];
+        for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
+            let xp = &x[(first + i) * g.in_size..][..g.in_size];
+            acc.fill(0.0);
+            for r in taps.valid() {
+                for (j, a) in acc[r.out_row + r.lo..r.out_row + r.hi].iter_mut().enumerate() {
+                    *a += map(xp[r.input + j * s].to_f64());
                 }
             }
+            for (i, (o, &a)) in yp.iter_mut().zip(&acc).enumerate() {
+                *o = T::from_f64(finish(a, i));
+            }
         }
-        for (i, (o, &a)) in y[plane * g.out_size..][..g.out_size].iter_mut().zip(&acc).enumerate() {
-            *o = T::from_f64(finish(a, i));
-        }
-    }
+    });
 }
 
 /// The divisor of every output position of a plane: the number of window
