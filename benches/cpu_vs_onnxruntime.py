@@ -13,8 +13,8 @@ Usage (testdata venv, or any venv with onnxruntime and numpy):
         [--model PATH.onnx ...]
 
 Models default to every `testdata/models/*_legacy.onnx` with its
-`.inputs.npz`, plus `.cache/bench/resnet50_legacy.onnx` (full size, from
-`benches/export_resnet50.py`) when present; a model without inputs gets
+`.inputs.npz`, plus the full-size CNNs in `.cache/bench/full/` (from
+`benches/export_full_models.py`) when present; a model without inputs gets
 seeded random ones, written next to the engine.
 """
 
@@ -37,10 +37,7 @@ OUT = ROOT / ".cache" / "bench" / "cpu_vs_ort"
 
 def default_models():
     models = sorted((ROOT / "testdata" / "models").glob("*_legacy.onnx"))
-    full = ROOT / ".cache" / "bench" / "resnet50_legacy.onnx"
-    if full.exists():
-        models.append(full)
-    return models
+    return models + sorted((ROOT / ".cache" / "bench" / "full").glob("*.onnx"))
 
 
 def inputs_for(model, session):

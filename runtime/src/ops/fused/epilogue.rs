@@ -59,8 +59,18 @@ pub struct Epilogue {
 
 impl Epilogue {
     /// Applies residual and activation in place on f32 data: one vectorized
-    /// pass per step, each the same arithmetic as the unfused op.
+    /// pass per step, each the same arithmetic as the unfused op, on blocks
+    /// split over the context's threads.
     pub fn apply(&self, out: &mut [f32], residual: Option<&[f32]>) {
+        if self.is_empty() {
+            return;
+        }
+        crate::parallel::par_chunks_mut(out, 1, 1 << 14, |start, block| {
+            self.apply_block(block, residual.map(|r| &r[start..start + block.len()]))
+        });
+    }
+
+    fn apply_block(&self, out: &mut [f32], residual: Option<&[f32]>) {
         if let Some(r) = residual {
             for (o, &r) in out.iter_mut().zip(r) {
                 *o += r;

@@ -336,6 +336,15 @@ impl TapRows {
     pub fn valid(&self) -> impl Iterator<Item = &TapRow> {
         self.rows.iter().filter(|r| r.lo < r.hi)
     }
+
+    /// The rows that read any input, output row by output row (taps in
+    /// order within each), so that a row's accumulator stays in cache
+    /// while every tap adds into it.
+    pub fn valid_by_output_row(&self) -> Vec<TapRow> {
+        let mut rows: Vec<TapRow> = self.valid().copied().collect();
+        rows.sort_by_key(|r| r.out_row);
+        rows
+    }
 }
 
 /// Writes the im2col rows `[K, O]` of each of the input channel planes in
@@ -369,13 +378,16 @@ fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
     let mg = g.m / g.group;
     let taps = TapRows::new(g);
     let s = taps.stride;
+    let rows = taps.valid_by_output_row();
     let grain = (1 << 14) / (g.out_size * g.k_size).max(1);
     crate::parallel::par_chunks_mut(y, g.out_size, grain, |first, planes| {
         for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
             let (n, m) = ((first + i) / g.m, (first + i) % g.m);
             let xp = &x[(n * g.c + m / mg) * g.in_size..][..g.in_size];
             yp.fill(bias.map_or(T::default(), |b| b[m]));
-            for r in taps.valid() {
+            // Each output element adds its taps in tap order, as the
+            // tap-major walk does.
+            for r in &rows {
                 let wv = w[m * g.k_size + r.tap];
                 let dst = &mut yp[r.out_row + r.lo..r.out_row + r.hi];
                 if s == 1 {

@@ -182,9 +182,23 @@ fn max_pool<T: Element>(g: &ConvGeometry, x: &[T], y: &mut [T], indices: Option<
 
 /// Max pooling of one plane; `arg` receives each maximum's index within
 /// the plane.
-fn max_plane<T: Element>(taps: &TapRows, xp: &[T], yp: &mut [T], mut arg: Option<&mut [usize]>) {
+fn max_plane<T: Element>(taps: &TapRows, xp: &[T], yp: &mut [T], arg: Option<&mut [usize]>) {
     let s = taps.stride;
     yp.fill(T::from_f64(f64::NEG_INFINITY));
+    let Some(arg) = arg else {
+        // Values only: the same comparisons as below, as plain strided runs
+        // the compiler can vectorize.
+        for r in taps.valid() {
+            let dst = &mut yp[r.out_row + r.lo..r.out_row + r.hi];
+            let src = xp[r.input..].iter().step_by(s);
+            if r.tap == 0 {
+                dst.iter_mut().zip(src).for_each(|(o, &v)| *o = v);
+            } else {
+                dst.iter_mut().zip(src).for_each(|(o, &v)| *o = if v > *o { v } else { *o });
+            }
+        }
+        return;
+    };
     for r in taps.valid() {
         for j in 0..r.hi - r.lo {
             let (o, i) = (r.out_row + r.lo + j, r.input + j * s);
@@ -192,9 +206,7 @@ fn max_plane<T: Element>(taps: &TapRows, xp: &[T], yp: &mut [T], mut arg: Option
             // still reports an index inside it.
             if r.tap == 0 || xp[i] > yp[o] {
                 yp[o] = xp[i];
-                if let Some(arg) = arg.as_deref_mut() {
-                    arg[o] = i;
-                }
+                arg[o] = i;
             }
         }
     }
@@ -231,6 +243,13 @@ fn sum_pool<T: Element>(
         let mut acc = vec![0f64; g.out_size];
         for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
             let xp = &x[(first + i) * g.in_size..][..g.in_size];
+            if g.out_size == 1 {
+                // One window per plane (global pooling): the same sum in the
+                // same order, in a register instead of through memory.
+                let sum = taps.valid().fold(0f64, |a, r| a + map(xp[r.input].to_f64()));
+                yp[0] = T::from_f64(finish(sum, 0));
+                continue;
+            }
             acc.fill(0.0);
             for r in taps.valid() {
                 for (j, a) in acc[r.out_row + r.lo..r.out_row + r.hi].iter_mut().enumerate() {
