@@ -4,6 +4,8 @@
 //! path runs (GEMM blocks by columns and by rows, im2col by channel blocks,
 //! depthwise and pooling by planes), and odd so that blocks are uneven.
 
+use trtc_runtime::ops::elementwise::UnaryKind;
+use trtc_runtime::ops::fused::{Instr, Pointwise, PointwiseBinary};
 use trtc_runtime::ops::linalg::{Conv, Gemm, MatMul, Pool, PoolKind};
 use trtc_runtime::parallel::Threads;
 use trtc_runtime::{Op, Tensor};
@@ -72,4 +74,20 @@ fn pooling_splits_its_planes() {
         pool.pads = vec![1, 1, 1, 1];
         same_bits_on_any_thread_count(pool.into(), &[Some(&x)]);
     }
+}
+
+#[test]
+fn pointwise_programs_split_their_blocks() {
+    // y = sigmoid(a * 2 + b) - a, b broadcast along rows; 1000.5 blocks.
+    let program = vec![
+        Instr::Input(0),
+        Instr::Const(2.0),
+        Instr::Binary(PointwiseBinary::Mul, 0, 1),
+        Instr::Input(1),
+        Instr::Binary(PointwiseBinary::Add, 2, 3),
+        Instr::Unary(UnaryKind::Sigmoid, 4),
+        Instr::Binary(PointwiseBinary::Sub, 5, 0),
+    ];
+    let (a, b) = (values(&[1025, 1000], 11), values(&[1000], 12));
+    same_bits_on_any_thread_count(Pointwise { program }.into(), &[Some(&a), Some(&b)]);
 }

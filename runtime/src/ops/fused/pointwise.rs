@@ -1,8 +1,9 @@
 //! A chain or small DAG of f32 pointwise ops as one node carrying its
 //! expression, for the GPU backend to generate one kernel from. Inputs
 //! broadcast to the output shape. The CPU reference evaluates the program one
-//! instruction at a time over whole tensors, with the same f32 arithmetic as
-//! the ops it replaces, so the results are bit-identical.
+//! instruction at a time over blocks of elements that stay in cache (blocks
+//! split over the context's threads), with the same f32 arithmetic as the
+//! ops it replaces, so the results are bit-identical.
 
 use crate::dtype::DType;
 use crate::error::Result;
@@ -62,21 +63,23 @@ pub struct Pointwise {
 
 /// A step's value: one number, or the whole output's worth (an input of
 /// the output's shape is read in place).
-enum Value<'a> {
-    Scalar(f32),
+/// Where an input instruction with one value per element reads: the input
+/// itself, or the input broadcast to the output shape.
+enum Source<'a> {
     Input(&'a [f32]),
-    Full(Vec<f32>),
+    Broadcast(Vec<f32>),
 }
 
-impl Value<'_> {
-    fn full(&self) -> Option<&[f32]> {
-        match self {
-            Value::Scalar(_) => None,
-            Value::Input(v) => Some(v),
-            Value::Full(v) => Some(v),
-        }
-    }
+/// An operand within one block: a value for every element, or one block.
+#[derive(Clone, Copy)]
+enum Operand<'a> {
+    Scalar(f32),
+    Block(&'a [f32]),
 }
+
+/// Elements one block covers: every value of a block stays in L1 while the
+/// program runs over it.
+const BLOCK: usize = 1024;
 
 impl Pointwise {
     fn check_program(&self, n_inputs: usize) -> Result<()> {
@@ -114,56 +117,97 @@ impl OpImpl for Pointwise {
         self.check_program(inputs.len())?;
         let out_shape = outputs[0].shape.to_vec();
         let n: usize = out_shape.iter().product();
-        let mut values: Vec<Value> = Vec::with_capacity(self.program.len());
-        for ins in &self.program {
-            let v = match *ins {
+        let program = &self.program;
+        // Inputs, and the values that are the same for every element (folded
+        // here with the arithmetic the blocks use).
+        let mut sources: Vec<Option<Source>> = Vec::with_capacity(program.len());
+        let mut scalars: Vec<Option<f32>> = Vec::with_capacity(program.len());
+        for ins in program {
+            let (source, scalar) = match *ins {
                 Instr::Input(k) => {
                     let Some(x) = inputs[k] else { bail_op!("Pointwise: input {k} is missing") };
                     let xs = x.as_slice::<f32>()?;
                     if xs.len() == 1 {
-                        Value::Scalar(xs[0])
+                        (None, Some(xs[0]))
                     } else if x.shape == out_shape.as_slice() {
-                        Value::Input(xs)
+                        (Some(Source::Input(xs)), None)
                     } else {
                         let map = broadcast_index_map(&broadcast_strides(x.shape, &out_shape), &out_shape);
-                        Value::Full(map.iter().map(|&i| xs[i]).collect())
+                        ensure_op!(map.iter().all(|&i| i < xs.len()), "Pointwise: input {k} does not broadcast");
+                        (Some(Source::Broadcast(map.iter().map(|&i| xs[i]).collect())), None)
                     }
                 }
-                Instr::Const(c) => Value::Scalar(c),
-                Instr::Unary(k, a) => match (&values[a], values[a].full()) {
-                    (Value::Scalar(s), _) => {
-                        let mut one = [*s];
+                Instr::Const(c) => (None, Some(c)),
+                Instr::Unary(k, a) => (
+                    None,
+                    scalars[a].map(|s| {
+                        let mut one = [s];
                         apply_in_place_f32(k, &mut one);
-                        Value::Scalar(one[0])
-                    }
-                    (_, Some(v)) => {
-                        let mut v = v.to_vec();
-                        apply_in_place_f32(k, &mut v);
-                        Value::Full(v)
-                    }
-                    (_, None) => unreachable!("a non-scalar value has data"),
-                },
-                Instr::Binary(op, a, b) => match (&values[a], &values[b]) {
-                    (Value::Scalar(x), Value::Scalar(y)) => Value::Scalar(op.apply(*x, *y)),
-                    (x, Value::Scalar(y)) => Value::Full(x.full().unwrap_or_default().iter().map(|&x| op.apply(x, *y)).collect()),
-                    (Value::Scalar(x), y) => Value::Full(y.full().unwrap_or_default().iter().map(|&y| op.apply(*x, y)).collect()),
-                    (x, y) => {
-                        let (x, y) = (x.full().unwrap_or_default(), y.full().unwrap_or_default());
-                        Value::Full(x.iter().zip(y).map(|(&x, &y)| op.apply(x, y)).collect())
-                    }
-                },
+                        one[0]
+                    }),
+                ),
+                Instr::Binary(op, a, b) => (None, scalars[a].zip(scalars[b]).map(|(x, y)| op.apply(x, y))),
             };
-            values.push(v);
+            sources.push(source);
+            scalars.push(scalar);
         }
         let out = outputs[0].as_mut_slice::<f32>()?;
-        match values.last() {
-            Some(Value::Scalar(s)) => out.fill(*s),
-            Some(v) => match v.full() {
-                Some(v) if v.len() == n => out.copy_from_slice(v),
-                _ => bail_op!("Pointwise: result has the wrong size"),
-            },
-            None => bail_op!("Pointwise: empty program"),
+        ensure_op!(out.len() == n, "Pointwise: result has the wrong size");
+        if let Some(Some(s)) = scalars.last() {
+            out.fill(*s);
+            return Ok(());
         }
+        for source in sources.iter().flatten() {
+            let len = match source {
+                Source::Input(v) => v.len(),
+                Source::Broadcast(v) => v.len(),
+            };
+            ensure_op!(len == n, "Pointwise: an input has the wrong size");
+        }
+        let last = program.len() - 1;
+        crate::parallel::par_chunks_mut(out, BLOCK, 16, |first, chunk| {
+            let mut buffers = vec![vec![0f32; BLOCK]; program.len()];
+            for (b, out_block) in chunk.chunks_mut(BLOCK).enumerate() {
+                let (start, len) = ((first + b) * BLOCK, out_block.len());
+                for i in 0..program.len() {
+                    if scalars[i].is_some() {
+                        continue;
+                    }
+                    let (done, rest) = buffers.split_at_mut(i);
+                    let dst = &mut rest[0][..len];
+                    let operand = |j: usize| match (&scalars[j], &sources[j]) {
+                        (Some(s), _) => Operand::Scalar(*s),
+                        (None, Some(Source::Input(v))) => Operand::Block(&v[start..start + len]),
+                        (None, Some(Source::Broadcast(v))) => Operand::Block(&v[start..start + len]),
+                        _ => Operand::Block(&done[j][..len]),
+                    };
+                    match program[i] {
+                        Instr::Input(_) | Instr::Const(_) => {
+                            let Operand::Block(v) = operand(i) else { unreachable!("scalars were skipped") };
+                            dst.copy_from_slice(v);
+                        }
+                        Instr::Unary(k, a) => {
+                            let Operand::Block(v) = operand(a) else { unreachable!("a unary of a scalar is a scalar") };
+                            dst.copy_from_slice(v);
+                            apply_in_place_f32(k, dst);
+                        }
+                        Instr::Binary(op, a, b) => match (operand(a), operand(b)) {
+                            (Operand::Block(x), Operand::Block(y)) => {
+                                dst.iter_mut().zip(x.iter().zip(y)).for_each(|(o, (&x, &y))| *o = op.apply(x, y))
+                            }
+                            (Operand::Block(x), Operand::Scalar(y)) => {
+                                dst.iter_mut().zip(x).for_each(|(o, &x)| *o = op.apply(x, y))
+                            }
+                            (Operand::Scalar(x), Operand::Block(y)) => {
+                                dst.iter_mut().zip(y).for_each(|(o, &y)| *o = op.apply(x, y))
+                            }
+                            (Operand::Scalar(_), Operand::Scalar(_)) => unreachable!("a binary of scalars is a scalar"),
+                        },
+                    }
+                }
+                out_block.copy_from_slice(&buffers[last][..len]);
+            }
+        });
         Ok(())
     }
 }
