@@ -385,23 +385,47 @@ fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
             let (n, m) = ((first + i) / g.m, (first + i) % g.m);
             let xp = &x[(n * g.c + m / mg) * g.in_size..][..g.in_size];
             yp.fill(bias.map_or(T::default(), |b| b[m]));
-            // Each output element adds its taps in tap order, as the
-            // tap-major walk does.
-            for r in &rows {
-                let wv = w[m * g.k_size + r.tap];
-                let dst = &mut yp[r.out_row + r.lo..r.out_row + r.hi];
-                if s == 1 {
-                    for (o, &v) in dst.iter_mut().zip(&xp[r.input..r.input + (r.hi - r.lo)]) {
-                        *o = o.sadd(wv.smul(v));
-                    }
-                } else {
-                    for (j, o) in dst.iter_mut().enumerate() {
-                        *o = o.sadd(wv.smul(xp[r.input + j * s]));
-                    }
-                }
-            }
+            depthwise_plane(&rows, s, &w[m * g.k_size..][..g.k_size], xp, yp);
         }
     });
+}
+
+/// Adds every tap of one depthwise plane into `yp`, with the fastest
+/// instructions this CPU has for the same operations.
+fn depthwise_plane<T: Scalar>(rows: &[TapRow], s: usize, w: &[T], xp: &[T], yp: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { depthwise_plane_avx2(rows, s, w, xp, yp) };
+    }
+    depthwise_plane_body(rows, s, w, xp, yp)
+}
+
+/// [`depthwise_plane_body`] vectorized 8 lanes wide instead of SSE's 4: the
+/// same multiplies and adds (no FMA), so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn depthwise_plane_avx2<T: Scalar>(rows: &[TapRow], s: usize, w: &[T], xp: &[T], yp: &mut [T]) {
+    depthwise_plane_body(rows, s, w, xp, yp)
+}
+
+#[inline(always)]
+fn depthwise_plane_body<T: Scalar>(rows: &[TapRow], s: usize, w: &[T], xp: &[T], yp: &mut [T]) {
+    // Each output element adds its taps in tap order, as the tap-major walk
+    // does.
+    for r in rows {
+        let wv = w[r.tap];
+        let dst = &mut yp[r.out_row + r.lo..r.out_row + r.hi];
+        if s == 1 {
+            for (o, &v) in dst.iter_mut().zip(&xp[r.input..r.input + (r.hi - r.lo)]) {
+                *o = o.sadd(wv.smul(v));
+            }
+        } else {
+            for (o, &v) in dst.iter_mut().zip(xp[r.input..].iter().step_by(s)) {
+                *o = o.sadd(wv.smul(v));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
