@@ -143,6 +143,10 @@ struct BenchArgs {
     /// Inputs, keyed by ONNX input name (random inputs when absent).
     #[arg(long, value_name = "NPZ")]
     inputs: Option<PathBuf>,
+    /// Also time each layer of the CPU executor, over as many further runs
+    /// as --iterations, and print them slowest first.
+    #[arg(long)]
+    profile: bool,
     /// Threads each layer of the CPU executor may use (default: every core
     /// of this machine). Outputs do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
@@ -766,6 +770,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     };
     let engine = trtc_runtime::Engine::load(&a.engine)?;
     let device = device(&engine, a.device)?;
+    if a.profile && !matches!(device, Device::Cpu) {
+        bail!("--profile times the CPU executor's layers; add --device cpu");
+    }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
         Some(p) => read_inputs(p, engine.inputs())?,
         None => random_inputs(engine.inputs(), 0)?,
@@ -790,10 +797,14 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         }
         Ok(())
     };
+    let mut profile = None;
     let (name, graph) = match &device {
         Device::Cpu => {
             let mut ctx = cpu_context(&engine, a.threads)?;
             timed(a.warmup, &mut || ctx.run(&refs).map(drop).map_err(Into::into))?;
+            if a.profile {
+                profile = Some(profile_layers(&mut ctx, &refs, a.iterations)?);
+            }
             let threads = ctx.threads();
             (format!("cpu (reference executor, {threads} thread{})", if threads == 1 { "" } else { "s" }), false)
         }
@@ -823,6 +834,8 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             latency: trtc::stats::Latency,
             throughput_per_s: f64,
             gpu_compute: Option<trtc::stats::Latency>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            profile: Option<&'a [LayerTime]>,
         }
         let report = BenchReport {
             device: &name,
@@ -832,6 +845,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             latency: s,
             throughput_per_s: batch as f64 * 1e3 / s.median,
             gpu_compute: compute,
+            profile: profile.as_deref(),
         };
         println!("{}", serde_json::to_string(&report).expect("the report serializes"));
     } else {
@@ -847,8 +861,58 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             );
         }
         println!("throughput: {:.2} inferences/s (batch {batch}, end to end)", batch as f64 * 1e3 / s.median);
+        if let Some(layers) = &profile {
+            let total: f64 = layers.iter().map(|l| l.mean_ms).sum();
+            println!("per-layer mean ms over {} further runs, slowest first (layers total {total:.3}):", a.iterations);
+            for l in layers {
+                let share = if total > 0.0 { 100.0 * l.mean_ms / total } else { 0.0 };
+                println!(
+                    "  {:>9.4}  {share:>5.1}%  {:<16} {}",
+                    l.mean_ms,
+                    trtc::text::printable(&l.op),
+                    trtc::text::printable(&l.layer)
+                );
+            }
+        }
     }
     Ok(())
+}
+
+/// One layer's mean time in `trtc bench --profile`.
+#[derive(serde::Serialize)]
+struct LayerTime {
+    layer: String,
+    op: String,
+    mean_ms: f64,
+}
+
+/// Runs the engine `runs` times, timing each layer between the executor's
+/// per-layer callbacks; slowest first.
+fn profile_layers(
+    ctx: &mut trtc_runtime::ExecutionContext<'_>,
+    inputs: &[(&str, &trtc_runtime::Tensor)],
+    runs: u64,
+) -> Result<Vec<LayerTime>> {
+    let plan = ctx.engine().plan();
+    let mut total = vec![0f64; plan.layers.len()];
+    for _ in 0..runs {
+        let mut i = 0;
+        let mut last = std::time::Instant::now();
+        ctx.run_observed(inputs, |_, _| {
+            let now = std::time::Instant::now();
+            total[i] += (now - last).as_secs_f64() * 1e3;
+            last = now;
+            i += 1;
+        })?;
+    }
+    let mut layers: Vec<LayerTime> = plan
+        .layers
+        .iter()
+        .zip(&total)
+        .map(|(l, t)| LayerTime { layer: l.name.clone(), op: l.op.name().to_string(), mean_ms: t / runs as f64 })
+        .collect();
+    layers.sort_by(|a, b| b.mean_ms.total_cmp(&a.mean_ms));
+    Ok(layers)
 }
 
 /// Prints an error as one line on stderr (names from models and files

@@ -282,6 +282,23 @@ fn bench_json_is_one_valid_object() {
     assert!(v["gpu_compute"].is_null());
     let (min, median, max) = (v["min_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap(), v["max_ms"].as_f64().unwrap());
     assert!(0.0 < min && min <= median && median <= max, "{v}");
+    assert!(v.get("profile").is_none(), "no profile unless asked: {v}");
+
+    // --profile: every layer once, slowest first.
+    let (code, out, err) = trtc(&["bench", engine.to_str().unwrap(), "--json", "--iterations", "3", "--profile"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let (code, inspect, err) = trtc(&["inspect", engine.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let inspect: serde_json::Value = serde_json::from_str(inspect.trim()).unwrap();
+    let mut expected: Vec<&str> = inspect["layers"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    let profile = v["profile"].as_array().unwrap();
+    let times: Vec<f64> = profile.iter().map(|l| l["mean_ms"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]) && times.iter().all(|&t| t >= 0.0), "{v}");
+    let mut names: Vec<&str> = profile.iter().map(|l| l["layer"].as_str().unwrap()).collect();
+    names.sort();
+    expected.sort();
+    assert_eq!(names, expected);
 }
 
 #[test]

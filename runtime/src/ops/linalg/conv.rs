@@ -362,8 +362,8 @@ pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, taps: &TapRows, x: &[T], cols:
             if s == 1 {
                 dst.copy_from_slice(&xp[r.input..r.input + dst.len()]);
             } else {
-                for (j, v) in dst.iter_mut().enumerate() {
-                    *v = xp[r.input + j * s];
+                for (v, &x) in dst.iter_mut().zip(xp[r.input..].iter().step_by(s)) {
+                    *v = x;
                 }
             }
         }
