@@ -149,8 +149,11 @@ fn classes(t: &Tensor) -> Option<usize> {
 
 /// Compares `candidate` with `reference` on `batches`.
 pub fn evaluate(reference: &Engine, candidate: &Engine, batches: &[Batch], per_layer: bool) -> Result<AccuracyReport> {
+    // Every core: results do not depend on the thread count.
     let mut ref_ctx = reference.create_context()?;
     let mut ctx = candidate.create_context()?;
+    ref_ctx.set_threads(trtc_runtime::parallel::machine_threads())?;
+    ctx.set_threads(trtc_runtime::parallel::machine_threads())?;
     let ref_plan = reference.plan();
     let plan = candidate.plan();
     let mut outputs: Vec<(String, Acc)> = Vec::new();

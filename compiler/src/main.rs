@@ -585,10 +585,7 @@ fn device(engine: &trtc_runtime::Engine, wanted: DeviceFlag) -> Result<Device<'_
 
 /// A CPU execution context with `--threads` threads, or one per core.
 fn cpu_context(engine: &trtc_runtime::Engine, threads: Option<u64>) -> Result<trtc_runtime::ExecutionContext<'_>> {
-    let count = match threads {
-        Some(n) => n as usize,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
+    let count = threads.map_or_else(trtc_runtime::parallel::machine_threads, |n| n as usize);
     let mut ctx = engine.create_context()?;
     ctx.set_threads(count)?;
     Ok(ctx)

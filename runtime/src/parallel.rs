@@ -70,6 +70,11 @@ impl Threads {
 /// The most threads a context takes.
 pub const MAX_THREADS: usize = 1024;
 
+/// The threads this machine runs at once (1 when unknown).
+pub fn machine_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS)
+}
+
 thread_local! {
     static CURRENT: RefCell<Option<(Arc<rayon::ThreadPool>, usize)>> = const { RefCell::new(None) };
     static SPLITS: Cell<usize> = const { Cell::new(0) };

@@ -135,8 +135,13 @@ fn for_each_tensor(
     mut f: impl FnMut(&str, &[f32]),
 ) -> Result<()> {
     let plan = engine.plan();
+    // Calibration on the CPU uses every core: results do not depend on it.
     let mut cpu_ctx = match gpu {
-        None => Some(engine.create_context()?),
+        None => {
+            let mut ctx = engine.create_context()?;
+            ctx.set_threads(trtc_runtime::parallel::machine_threads())?;
+            Some(ctx)
+        }
         Some(_) => None,
     };
     let mut gpu_ctx = match gpu {
