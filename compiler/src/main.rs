@@ -151,6 +151,11 @@ struct BenchArgs {
     /// of this machine). Outputs do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
     threads: Option<u64>,
+    /// On the CPU executor, the reference f32 arithmetic (bit-reproducible)
+    /// instead of the faster kernels whose results differ within tested
+    /// bounds (small-batch matrix products, Sigmoid and SiLU).
+    #[arg(long)]
+    exact: bool,
     #[arg(long)]
     json: bool,
 }
@@ -266,6 +271,11 @@ struct RunArgs {
     /// of this machine). Outputs do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
     threads: Option<u64>,
+    /// On the CPU executor, the reference f32 arithmetic (bit-reproducible)
+    /// instead of the faster kernels whose results differ within tested
+    /// bounds (small-batch matrix products, Sigmoid and SiLU).
+    #[arg(long)]
+    exact: bool,
 }
 
 #[derive(clap::Args)]
@@ -583,11 +593,13 @@ fn device(engine: &trtc_runtime::Engine, wanted: DeviceFlag) -> Result<Device<'_
     }
 }
 
-/// A CPU execution context with `--threads` threads, or one per core.
-fn cpu_context(engine: &trtc_runtime::Engine, threads: Option<u64>) -> Result<trtc_runtime::ExecutionContext<'_>> {
+/// A CPU execution context with `--threads` threads (or one per core), in
+/// fast f32 mode unless `--exact`.
+fn cpu_context(engine: &trtc_runtime::Engine, threads: Option<u64>, exact: bool) -> Result<trtc_runtime::ExecutionContext<'_>> {
     let count = threads.map_or_else(trtc_runtime::parallel::machine_threads, |n| n as usize);
     let mut ctx = engine.create_context()?;
     ctx.set_threads(count)?;
+    ctx.set_math(if exact { trtc_runtime::math::Math::Exact } else { trtc_runtime::math::Math::Fast });
     Ok(ctx)
 }
 
@@ -609,7 +621,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
     let (outputs, on) = match &device {
-        Device::Cpu => (cpu_context(&engine, a.threads)?.run(&refs)?, "cpu".to_string()),
+        Device::Cpu => (cpu_context(&engine, a.threads, a.exact)?.run(&refs)?, "cpu".to_string()),
         Device::Cuda(gpu) => (gpu.create_context()?.run(&refs)?, gpu.gpu_name().to_string()),
     };
     let elapsed = start.elapsed();
@@ -797,13 +809,14 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     let mut profile = None;
     let (name, graph) = match &device {
         Device::Cpu => {
-            let mut ctx = cpu_context(&engine, a.threads)?;
+            let mut ctx = cpu_context(&engine, a.threads, a.exact)?;
             timed(a.warmup, &mut || ctx.run(&refs).map(drop).map_err(Into::into))?;
             if a.profile {
                 profile = Some(profile_layers(&mut ctx, &refs, a.iterations)?);
             }
             let threads = ctx.threads();
-            (format!("cpu (reference executor, {threads} thread{})", if threads == 1 { "" } else { "s" }), false)
+            let math = if a.exact { "exact" } else { "fast" };
+            (format!("cpu ({math} f32, {threads} thread{})", if threads == 1 { "" } else { "s" }), false)
         }
         Device::Cuda(gpu) => {
             let mut ctx = gpu.create_context()?;

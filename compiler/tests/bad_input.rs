@@ -278,16 +278,17 @@ fn bench_json_is_one_valid_object() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["iterations"], 7);
-    assert_eq!(v["device"], "cpu (reference executor, 2 threads)");
+    assert_eq!(v["device"], "cpu (fast f32, 2 threads)");
     assert!(v["gpu_compute"].is_null());
     let (min, median, max) = (v["min_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap(), v["max_ms"].as_f64().unwrap());
     assert!(0.0 < min && min <= median && median <= max, "{v}");
     assert!(v.get("profile").is_none(), "no profile unless asked: {v}");
 
     // --profile: every layer once, slowest first.
-    let (code, out, err) = trtc(&["bench", engine.to_str().unwrap(), "--json", "--iterations", "3", "--profile"]);
+    let (code, out, err) = trtc(&["bench", engine.to_str().unwrap(), "--json", "--iterations", "3", "--profile", "--exact"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(v["device"].as_str().unwrap().starts_with("cpu (exact f32, "), "{v}");
     let (code, inspect, err) = trtc(&["inspect", engine.to_str().unwrap(), "--json"]);
     assert_eq!(code, 0, "{err}");
     let inspect: serde_json::Value = serde_json::from_str(inspect.trim()).unwrap();

@@ -23,6 +23,7 @@ pub mod float8;
 pub mod file;
 pub mod error;
 pub mod parallel;
+pub mod math;
 pub mod tensor;
 pub mod ops;
 pub mod memory;

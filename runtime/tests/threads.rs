@@ -10,18 +10,8 @@ use trtc_runtime::ops::linalg::{Conv, Gemm, MatMul, Pool, PoolKind};
 use trtc_runtime::parallel::Threads;
 use trtc_runtime::{Op, Tensor};
 
-/// Deterministic values in [-1, 1) with no short period.
-fn values(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let v = (0..n)
-        .map(|_| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(shape.to_vec(), v).unwrap()
-}
+mod common;
+use common::values;
 
 fn same_bits_on_any_thread_count(op: Op, inputs: &[Option<&Tensor>]) {
     let one = op.eval_owned(inputs).unwrap();

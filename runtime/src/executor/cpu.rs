@@ -4,18 +4,21 @@
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::math::Math;
 use crate::parallel::Threads;
 use crate::plan::{Layer, Storage, TensorId};
 use crate::tensor::{AlignedBytes, Tensor, TensorView, TensorViewMut};
 
-/// Per-thread execution state of an engine: its activation arena, and the
+/// Per-thread execution state of an engine: its activation arena, the
 /// threads its layers may use (one unless [`ExecutionContext::set_threads`]
-/// says otherwise). Create one per thread (`Send`, not `Sync`); the engine
-/// itself is shared.
+/// says otherwise) and its f32 mode ([`Math::Exact`] unless
+/// [`ExecutionContext::set_math`] says otherwise). Create one per thread
+/// (`Send`, not `Sync`); the engine itself is shared.
 pub struct ExecutionContext<'e> {
     engine: &'e Engine,
     arena: AlignedBytes,
     threads: Threads,
+    math: Math,
 }
 
 impl<'e> ExecutionContext<'e> {
@@ -23,7 +26,7 @@ impl<'e> ExecutionContext<'e> {
         let bytes = usize::try_from(engine.plan().arena_bytes).map_err(|_| Error::invalid("arena too large"))?;
         let arena = AlignedBytes::try_zeroed(bytes)
             .map_err(|_| Error::Device(format!("cannot allocate the engine's {bytes}-byte activation arena")))?;
-        Ok(ExecutionContext { engine, arena, threads: Threads::single() })
+        Ok(ExecutionContext { engine, arena, threads: Threads::single(), math: Math::Exact })
     }
 
     pub fn engine(&self) -> &'e Engine {
@@ -43,6 +46,16 @@ impl<'e> ExecutionContext<'e> {
     /// The threads each layer may use.
     pub fn threads(&self) -> usize {
         self.threads.count()
+    }
+
+    /// Chooses the reference f32 arithmetic or the faster kernels whose
+    /// results differ within tested bounds (see [`crate::math`]).
+    pub fn set_math(&mut self, math: Math) {
+        self.math = math;
+    }
+
+    pub fn math(&self) -> Math {
+        self.math
     }
 
     /// Runs the engine on host tensors given by binding name and returns the
@@ -78,32 +91,37 @@ impl<'e> ExecutionContext<'e> {
             };
             TensorView { dtype: t.ty.dtype, shape: &t.ty.shape, bytes }
         };
+        let math = self.math;
         self.threads.install(|| -> Result<()> {
-            for layer in &plan.layers {
-                let ins: Vec<Option<TensorView>> = layer.inputs.iter().map(|i| i.map(read)).collect();
-                let mut outs: Vec<TensorViewMut> = layer
-                    .outputs
-                    .iter()
-                    .map(|&id| {
-                        let t = &plan.tensors[id];
-                        let Storage::Arena { offset } = t.storage else { unreachable!("validated: outputs live in the arena") };
-                        // SAFETY: `Plan::validate` checked that tensors live at the
-                        // same step never overlap, and a layer's inputs and outputs
-                        // are all live at its step, so this slice aliases nothing
-                        // else handed out for this layer.
-                        let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), t.ty.bytes()) };
-                        TensorViewMut { dtype: t.ty.dtype, shape: &t.ty.shape, bytes }
-                    })
-                    .collect();
-                layer
-                    .op
-                    .as_impl()
-                    .eval(&ins, &mut outs)
-                    .map_err(|e| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name())))?;
-                let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
-                observe(layer, &views);
-            }
-            Ok(())
+            crate::math::install(math, || -> Result<()> {
+                for layer in &plan.layers {
+                    let ins: Vec<Option<TensorView>> = layer.inputs.iter().map(|i| i.map(read)).collect();
+                    let mut outs: Vec<TensorViewMut> = layer
+                        .outputs
+                        .iter()
+                        .map(|&id| {
+                            let t = &plan.tensors[id];
+                            let Storage::Arena { offset } = t.storage else {
+                                unreachable!("validated: outputs live in the arena")
+                            };
+                            // SAFETY: `Plan::validate` checked that tensors live at the
+                            // same step never overlap, and a layer's inputs and outputs
+                            // are all live at its step, so this slice aliases nothing
+                            // else handed out for this layer.
+                            let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), t.ty.bytes()) };
+                            TensorViewMut { dtype: t.ty.dtype, shape: &t.ty.shape, bytes }
+                        })
+                        .collect();
+                    layer
+                        .op
+                        .as_impl()
+                        .eval(&ins, &mut outs)
+                        .map_err(|e| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name())))?;
+                    let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
+                    observe(layer, &views);
+                }
+                Ok(())
+            })
         })?;
         Ok(plan.outputs.iter().map(|(name, id)| (name.clone(), read(*id).to_owned())).collect())
     }

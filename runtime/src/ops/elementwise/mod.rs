@@ -23,7 +23,7 @@ pub use compare::{Compare, CompareKind};
 pub use not::{BitwiseNot, Not};
 pub use pow::Pow;
 pub use select::Where;
-pub use unary::{apply_in_place_f32, Unary, UnaryKind};
+pub use unary::{apply_in_place_f32, apply_in_place_f32_in, Unary, UnaryKind};
 
 crate::op_family!(ElementwiseOp => Elementwise {
     Unary(Unary),

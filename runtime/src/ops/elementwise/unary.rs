@@ -7,6 +7,7 @@ use super::broadcast::map1;
 use super::float::{map_half, Float};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::math::Math;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
@@ -335,8 +336,23 @@ pub fn apply_in_place_f32(kind: UnaryKind, data: &mut [f32]) {
     })
 }
 
+/// [`apply_in_place_f32`] in `math`'s mode: under [`Math::Fast`], Sigmoid
+/// uses the vectorizable [`crate::math::sigmoid`].
+pub fn apply_in_place_f32_in(math: Math, kind: UnaryKind, data: &mut [f32]) {
+    match (math, kind) {
+        (Math::Fast, UnaryKind::Sigmoid) => crate::math::sigmoid_in_place(data),
+        _ => apply_in_place_f32(kind, data),
+    }
+}
+
 fn run_float(kind: UnaryKind, x: TensorView, out: &mut TensorViewMut) -> Result<()> {
     match x.dtype {
+        DType::F32 if kind == UnaryKind::Sigmoid && crate::math::mode() == Math::Fast => {
+            let (a, o) = (x.as_slice::<f32>()?, out.as_mut_slice::<f32>()?);
+            o.copy_from_slice(a);
+            crate::math::sigmoid_in_place(o);
+            Ok(())
+        }
         DType::F32 => {
             let (a, o) = (x.as_slice::<f32>()?, out.as_mut_slice::<f32>()?);
             specialize!(kind, k => map1(a, o, |v| k.apply(v)))

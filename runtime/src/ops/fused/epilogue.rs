@@ -1,6 +1,7 @@
 //! What a fused layer applies to its accumulator before storing it:
 //! `y = activation(acc + bias + residual)`.
 
+use crate::math::Math;
 use crate::ops::elementwise::UnaryKind;
 use serde::{Deserialize, Serialize};
 
@@ -65,12 +66,14 @@ impl Epilogue {
         if self.is_empty() {
             return;
         }
+        // The mode is read here, on the run's thread, not on the workers.
+        let math = crate::math::mode();
         crate::parallel::par_chunks_mut(out, 1, 1 << 14, |start, block| {
-            self.apply_block(block, residual.map(|r| &r[start..start + block.len()]))
+            self.apply_block(math, block, residual.map(|r| &r[start..start + block.len()]))
         });
     }
 
-    fn apply_block(&self, out: &mut [f32], residual: Option<&[f32]>) {
+    fn apply_block(&self, math: Math, out: &mut [f32], residual: Option<&[f32]>) {
         if let Some(r) = residual {
             for (o, &r) in out.iter_mut().zip(r) {
                 *o += r;
@@ -78,7 +81,8 @@ impl Epilogue {
         }
         match self.activation {
             None => {}
-            Some(Activation::Unary(k)) => crate::ops::elementwise::apply_in_place_f32(k, out),
+            Some(Activation::Unary(k)) => crate::ops::elementwise::apply_in_place_f32_in(math, k, out),
+            Some(Activation::Silu) if math == Math::Fast => crate::math::silu_in_place(out),
             Some(Activation::Silu) => {
                 for v in out.iter_mut() {
                     *v *= UnaryKind::Sigmoid.apply_f32(*v);

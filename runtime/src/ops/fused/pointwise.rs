@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::elementwise::{apply_in_place_f32, BinaryKind, UnaryKind};
+use crate::ops::elementwise::{apply_in_place_f32, apply_in_place_f32_in, BinaryKind, UnaryKind};
 use crate::ops::util::{broadcast_index_map, broadcast_shapes, broadcast_strides};
 use crate::ops::OpImpl;
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
@@ -165,6 +165,8 @@ impl OpImpl for Pointwise {
             ensure_op!(len == n, "Pointwise: an input has the wrong size");
         }
         let last = program.len() - 1;
+        // The mode is read here, on the run's thread, not on the workers.
+        let math = crate::math::mode();
         crate::parallel::par_chunks_mut(out, BLOCK, 16, |first, chunk| {
             let mut buffers = vec![vec![0f32; BLOCK]; program.len()];
             for (b, out_block) in chunk.chunks_mut(BLOCK).enumerate() {
@@ -189,7 +191,7 @@ impl OpImpl for Pointwise {
                         Instr::Unary(k, a) => {
                             let Operand::Block(v) = operand(a) else { unreachable!("a unary of a scalar is a scalar") };
                             dst.copy_from_slice(v);
-                            apply_in_place_f32(k, dst);
+                            apply_in_place_f32_in(math, k, dst);
                         }
                         Instr::Binary(op, a, b) => match (operand(a), operand(b)) {
                             (Operand::Block(x), Operand::Block(y)) => {

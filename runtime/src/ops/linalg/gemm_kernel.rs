@@ -51,6 +51,9 @@ pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
     if !check(args, a.len(), b.len(), c.len()) {
         return;
     }
+    if args.m <= crate::math::FAST_GEMV_ROWS && crate::math::mode() == crate::math::Math::Fast && gemv_f32(args, a, b, c) {
+        return;
+    }
     // SAFETY: `check` asserted every addressed element is in bounds, C does
     // not alias A or B (distinct borrows), and `split` hands each call a
     // disjoint block of C.
@@ -85,6 +88,105 @@ pub fn gemm_f64(args: &GemmArgs, a: &[f64], b: &[f64], c: &mut [f64]) {
             args.csc,
         )
     });
+}
+
+/// The fast path for products of few rows (`crate::math`): each element of
+/// C as a dot product when B's columns run along k (a fully connected
+/// layer's `[N, K]` weight), or each row of C as a sum of scaled rows of B
+/// when B's rows are contiguous, so B is read once instead of packed.
+/// Columns are split over the context's threads. Returns false, computing
+/// nothing, for other layouts.
+fn gemv_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) -> bool {
+    let (m, k, n) = (args.m, args.k, args.n);
+    let (rsa, csa, rsb, csb) = (args.rsa as usize, args.csa as usize, args.rsb as usize, args.csb as usize);
+    let injective = args.rsc >= 1 && args.csc >= 1 && (args.rsc >= n as isize * args.csc || args.csc >= m as isize * args.rsc);
+    let dot = csa == 1 && rsb == 1;
+    if !injective || !(dot || csb == 1) {
+        return false;
+    }
+    let (alpha, beta) = (args.alpha, args.beta);
+    let out = Shared(c.as_mut_ptr());
+    let store = |i: usize, j: usize, v: f32| {
+        let p = out.at(i as isize * args.rsc + j as isize * args.csc);
+        // SAFETY: `check` proved (i, j) in bounds, C's strides are
+        // injective and each thread owns its columns.
+        unsafe { *p = if beta == 0.0 { alpha * v } else { alpha * v + beta * *p } };
+    };
+    let grain = MACS_PER_PIECE.div_ceil((m * k).max(1));
+    crate::parallel::par_ranges(n, grain, |cols| {
+        if dot {
+            for i in 0..m {
+                let row = &a[i * rsa..][..k];
+                for j in cols.clone() {
+                    store(i, j, dot_f32(row, &b[j * csb..][..k]));
+                }
+            }
+        } else {
+            let mut acc = vec![0f32; cols.len()];
+            for i in 0..m {
+                acc.fill(0.0);
+                for p in 0..k {
+                    axpy_f32(a[i * rsa + p * csa], &b[p * rsb + cols.start..][..cols.len()], &mut acc);
+                }
+                for (j, &v) in cols.clone().zip(&acc) {
+                    store(i, j, v);
+                }
+            }
+        }
+    });
+    true
+}
+
+/// Σ x·y with 16 running sums (vectorized 8 lanes wide on AVX2).
+fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { dot_f32_avx2(x, y) };
+    }
+    dot_f32_body(x, y)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_f32_avx2(x: &[f32], y: &[f32]) -> f32 {
+    dot_f32_body(x, y)
+}
+
+#[inline(always)]
+fn dot_f32_body(x: &[f32], y: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (xs, ys) = (x.chunks_exact(16), y.chunks_exact(16));
+    let tail: f32 = xs.remainder().iter().zip(ys.remainder()).map(|(a, b)| a * b).sum();
+    for (xc, yc) in xs.zip(ys) {
+        for l in 0..16 {
+            acc[l] += xc[l] * yc[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// acc += alpha · x.
+fn axpy_f32(alpha: f32, x: &[f32], acc: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { axpy_f32_avx2(alpha, x, acc) };
+    }
+    axpy_f32_body(alpha, x, acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn axpy_f32_avx2(alpha: f32, x: &[f32], acc: &mut [f32]) {
+    axpy_f32_body(alpha, x, acc)
+}
+
+#[inline(always)]
+fn axpy_f32_body(alpha: f32, x: &[f32], acc: &mut [f32]) {
+    for (o, &v) in acc.iter_mut().zip(x) {
+        *o += alpha * v;
+    }
 }
 
 /// Multiply-adds one thread's share of a product should have at least.

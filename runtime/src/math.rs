@@ -1,0 +1,157 @@
+//! The CPU executor's two modes of f32 arithmetic.
+//!
+//! [`Math::Exact`], the default, is the reference: every kernel's arithmetic
+//! is fixed, so results are reproducible bit for bit, whatever the thread
+//! count; GPU checks, calibration and accuracy reports compare against it.
+//! [`Math::Fast`] lets a few f32 kernels trade that for speed, each within a
+//! bound its tests check (`runtime/tests/math.rs`):
+//! - matrix products with at most [`FAST_GEMV_ROWS`] rows (fully connected
+//!   layers at small batch) run as dot products or row updates that read the
+//!   weight once, instead of packing it on every call: the sums are
+//!   reordered;
+//! - Sigmoid and SiLU use [`exp`], a vectorizable e^x within 2 ulp, instead
+//!   of libm's.
+//!
+//! f16/bf16 storage, int8 and everything else are the same in both modes.
+//! A context sets its mode for the duration of a run on the calling thread
+//! ([`install`]); kernels read it there, before splitting work over threads.
+
+use std::cell::Cell;
+
+/// How f32 kernels may compute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Math {
+    /// The reference arithmetic, reproducible bit for bit.
+    #[default]
+    Exact,
+    /// Faster kernels whose results differ within tested bounds.
+    Fast,
+}
+
+thread_local! {
+    static MODE: Cell<Math> = const { Cell::new(Math::Exact) };
+}
+
+/// The mode of the run on this thread ([`Math::Exact`] outside a run).
+pub fn mode() -> Math {
+    MODE.with(Cell::get)
+}
+
+/// Runs `f` with `math` as this thread's mode.
+pub fn install<R>(math: Math, f: impl FnOnce() -> R) -> R {
+    struct Restore(Math);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MODE.with(|m| m.set(self.0));
+        }
+    }
+    let _restore = Restore(MODE.with(|m| m.replace(math)));
+    f()
+}
+
+/// Matrix products with at most this many rows take the fast path.
+pub const FAST_GEMV_ROWS: usize = 4;
+
+/// e^x within 2 ulp for results of at least 2^-126 (smaller ones may be
+/// flushed toward zero), `inf` above ln(f32::MAX), NaN for NaN; no branch
+/// and no table, so loops over it vectorize. Cody-Waite range reduction
+/// x = n·ln2 + r, a degree-6 polynomial for e^r, and 2^n as two exact
+/// scalings so that n may reach 128 or -150.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln2 split so that n·LN2_HI is exact for |n| < 2^9.
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Adding and subtracting 1.5·2^23 rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    let xc = x.clamp(-104.0, 89.0);
+    let shifted = xc * LOG2E + ROUND;
+    let n = shifted - ROUND;
+    let r = xc - n * LN2_HI - n * LN2_LO;
+    let p = 1.987_569_2e-4;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 0.5;
+    let y = p * (r * r) + r + 1.0;
+    // n as an integer, read from the mantissa of `shifted` (no float to
+    // int conversion, which would not vectorize).
+    let n = shifted.to_bits() as i32 - ROUND.to_bits() as i32;
+    let (n1, n2) = (n >> 1, n - (n >> 1));
+    let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    let v = y * scale(n1) * scale(n2);
+    if x.is_nan() {
+        x
+    } else {
+        v
+    }
+}
+
+/// 1 / (1 + e^-x) through [`exp`].
+#[inline(always)]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp(-x))
+}
+
+/// `v = sigmoid(v)` over `data`, 8 lanes wide where the CPU has AVX2.
+pub fn sigmoid_in_place(data: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { sigmoid_in_place_avx2(data) };
+    }
+    data.iter_mut().for_each(|v| *v = sigmoid(*v));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sigmoid_in_place_avx2(data: &mut [f32]) {
+    data.iter_mut().for_each(|v| *v = sigmoid(*v));
+}
+
+/// `v = v · sigmoid(v)` (SiLU) over `data`, 8 lanes wide where the CPU has
+/// AVX2.
+pub fn silu_in_place(data: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { silu_in_place_avx2(data) };
+    }
+    data.iter_mut().for_each(|v| *v *= sigmoid(*v));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn silu_in_place_avx2(data: &mut [f32]) {
+    data.iter_mut().for_each(|v| *v *= sigmoid(*v));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_scopes_the_mode() {
+        assert_eq!(mode(), Math::Exact);
+        install(Math::Fast, || {
+            assert_eq!(mode(), Math::Fast);
+            install(Math::Exact, || assert_eq!(mode(), Math::Exact));
+            assert_eq!(mode(), Math::Fast);
+        });
+        assert_eq!(mode(), Math::Exact);
+    }
+
+    #[test]
+    fn exp_special_values() {
+        assert_eq!(exp(0.0), 1.0);
+        assert_eq!(exp(200.0), f32::INFINITY);
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp(-200.0), 0.0);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert!(exp(f32::NAN).is_nan());
+        assert_eq!(sigmoid(-200.0), 0.0);
+        assert_eq!(sigmoid(200.0), 1.0);
+    }
+}

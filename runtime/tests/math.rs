@@ -1,0 +1,90 @@
+//! The fast f32 mode (`trtc_runtime::math`) stays within its stated bounds
+//! of the exact reference, and takes its fast paths (each case checks that
+//! some result differs from the reference, so a fast path that silently
+//! fell back would fail here).
+
+use trtc_runtime::math::{self, Math};
+use trtc_runtime::ops::elementwise::{Unary, UnaryKind};
+use trtc_runtime::ops::linalg::{Gemm, MatMul};
+use trtc_runtime::parallel::Threads;
+use trtc_runtime::{Op, Tensor};
+
+mod common;
+use common::values;
+
+/// Distance in units in the last place between two finite f32 of one sign.
+fn ulps(a: f32, b: f32) -> u32 {
+    (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs() as u32
+}
+
+#[test]
+fn exp_is_within_2_ulp_over_the_normal_range() {
+    let mut worst = 0;
+    let (lo, hi) = (-87.33f32, 88.72f32);
+    let steps = 1_000_000;
+    for i in 0..=steps {
+        let x = lo + (hi - lo) * i as f32 / steps as f32;
+        let want = (x as f64).exp() as f32;
+        worst = worst.max(ulps(math::exp(x), want));
+    }
+    assert!(worst <= 2, "worst error {worst} ulp");
+    // Beyond the range: infinity, and values that flush toward zero.
+    assert_eq!(math::exp(88.73), f32::INFINITY);
+    assert!(math::exp(-100.0) < 1e-43);
+}
+
+#[test]
+fn fast_sigmoid_is_within_4_ulp_of_the_reference() {
+    let x = Tensor::from_vec(vec![200_001], (0..=200_000).map(|i| -50.0 + i as f32 * 5e-4).collect()).unwrap();
+    let op: Op = Unary::new(UnaryKind::Sigmoid).into();
+    let exact = op.eval_owned(&[Some(&x)]).unwrap().remove(0);
+    let fast = math::install(Math::Fast, || op.eval_owned(&[Some(&x)])).unwrap().remove(0);
+    let (e, f) = (exact.as_slice::<f32>().unwrap(), fast.as_slice::<f32>().unwrap());
+    let worst = e.iter().zip(f).map(|(&a, &b)| ulps(a, b)).max().unwrap();
+    assert!(worst <= 4, "worst error {worst} ulp");
+    assert!(e.iter().zip(f).any(|(a, b)| a != b), "the fast Sigmoid was not used");
+}
+
+/// |fast - exact| <= 2·k·ε·Σ|a·b| (+ the same for beta·C), elementwise.
+fn check_product(op: Op, inputs: &[Option<&Tensor>], k: usize, bound_scale: &[f32]) {
+    let exact = op.eval_owned(inputs).unwrap().remove(0);
+    let pool = Threads::new(3).unwrap();
+    let fast = pool.install(|| math::install(Math::Fast, || op.eval_owned(inputs))).unwrap().remove(0);
+    let fast1 = math::install(Math::Fast, || op.eval_owned(inputs)).unwrap().remove(0);
+    assert!(fast.bytes() == fast1.bytes(), "fast results depend on the thread count");
+    let (e, f) = (exact.as_slice::<f32>().unwrap(), fast.as_slice::<f32>().unwrap());
+    for ((&e, &f), &s) in e.iter().zip(f).zip(bound_scale) {
+        let bound = 2.0 * k as f32 * f32::EPSILON * s + f32::MIN_POSITIVE;
+        assert!((e - f).abs() <= bound, "{}: exact {e}, fast {f}, bound {bound}", op.name());
+    }
+    assert!(e.iter().zip(f).any(|(a, b)| a != b), "{}: the fast path was not used", op.name());
+}
+
+/// Σ_k |a[i,k]·b[k,j]| for row-major a [m,k] and b given by strides.
+fn abs_products(a: &[f32], b: &[f32], m: usize, k: usize, n: usize, b_at: impl Fn(usize, usize) -> usize) -> Vec<f32> {
+    let mut out = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            out[i * n + j] = (0..k).map(|p| (a[i * k + p] * b[b_at(p, j)]).abs()).sum();
+        }
+    }
+    out
+}
+
+#[test]
+fn small_batch_products_are_within_the_reordering_bound() {
+    for (m, k, n) in [(1, 1029, 1000), (2, 300, 77), (4, 16, 513), (3, 37, 40)] {
+        // MatMul: B [k, n] row-major, the row-update path.
+        let (a, b) = (values(&[m, k], 1), values(&[k, n], 2));
+        let s = abs_products(a.as_slice().unwrap(), b.as_slice().unwrap(), m, k, n, |p, j| p * n + j);
+        check_product(MatMul {}.into(), &[Some(&a), Some(&b)], k, &s);
+        // Gemm with B [n, k] (trans_b) and a bias: the dot-product path.
+        let (bt, c) = (values(&[n, k], 3), values(&[n], 4));
+        let mut s = abs_products(a.as_slice().unwrap(), bt.as_slice().unwrap(), m, k, n, |p, j| j * k + p);
+        for (i, v) in s.iter_mut().enumerate() {
+            *v = 0.5 * *v + 2.0 * c.as_slice::<f32>().unwrap()[i % n].abs();
+        }
+        let gemm = Gemm { alpha: 0.5, beta: 2.0, trans_a: false, trans_b: true };
+        check_product(gemm.into(), &[Some(&a), Some(&bt), Some(&c)], k, &s);
+    }
+}
