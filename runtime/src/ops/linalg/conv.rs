@@ -77,7 +77,7 @@ impl Conv {
             ensure_op!(b == [m], "{op}: bias shape {b:?} must be [{m}]");
         }
         let out_spatial = win.output_shape(&x[2..], false, op)?;
-        Ok(ConvGeometry::new(n, c, m, g, x[2..].to_vec(), out_spatial, win))
+        ConvGeometry::new(n, c, m, g, x[2..].to_vec(), out_spatial, win).checked(op)
     }
 }
 
@@ -127,6 +127,19 @@ impl ConvGeometry {
         self.win.kernel_shape.iter().all(|&k| k == 1)
             && self.win.strides.iter().all(|&s| s == 1)
             && self.win.pads.iter().all(|&p| p == 0)
+    }
+
+    /// Refuses a window whose [`TapRows`] would exceed [`MAX_TAP_ROWS`]:
+    /// engines are untrusted, and a failed allocation aborts.
+    pub fn checked(self, op: &str) -> Result<ConvGeometry> {
+        let rows: usize = self.out_spatial[..self.out_spatial.len().saturating_sub(1)].iter().product();
+        let tap_rows = self.k_size.checked_mul(rows).filter(|&n| n <= MAX_TAP_ROWS);
+        ensure_op!(
+            tap_rows.is_some(),
+            "{op}: a kernel of {} taps over {rows} output rows exceeds {MAX_TAP_ROWS} (tap, row) pairs",
+            self.k_size
+        );
+        Ok(self)
     }
 
     /// Whether every group sees exactly one input channel.
@@ -298,6 +311,11 @@ pub(crate) struct TapRow {
     /// Plane offset of the input output position `lo` reads.
     pub input: usize,
 }
+
+/// The most (tap, output row) pairs a sliding window may have (640 MiB of
+/// [`TapRow`]s): a global pooling of a 4096x4096 map; real models stay far
+/// below (a global pooling of a 224x224 map has 50,176).
+pub(crate) const MAX_TAP_ROWS: usize = 1 << 24;
 
 /// Every (tap, output row) pair of a sliding window, tap-major, computed
 /// once per call so that the per-plane loops of convolution and pooling

@@ -81,7 +81,7 @@ impl ConvTranspose {
             ensure_op!(x[2 + d] > 0 && full >= pads, "{op}: pads {:?} remove the whole output of axis {d}", self.pads);
             out.push(full - pads);
         }
-        let mirror = ConvGeometry::new(n, m, c, g, out, x[2..].to_vec(), win);
+        let mirror = ConvGeometry::new(n, m, c, g, out, x[2..].to_vec(), win).checked(op)?;
         Ok(Geometry { n, c, m, group: g, mirror })
     }
 

@@ -76,7 +76,7 @@ impl Pool {
         win.validate(name)?;
         ensure_op!(x.len() == win.rank() + 2 && win.rank() >= 1, "{name}: input {x:?} does not match kernel rank {}", win.rank());
         let out = win.output_shape(&x[2..], self.ceil_mode, name)?;
-        Ok(ConvGeometry::new(x[0], x[1], x[1], x[1], x[2..].to_vec(), out, win))
+        ConvGeometry::new(x[0], x[1], x[1], x[1], x[2..].to_vec(), out, win).checked(name)
     }
 }
 
@@ -328,6 +328,19 @@ mod tests {
         op.kind = PoolKind::Average { count_include_pad: true };
         let y = Op::from(op).eval_owned(&[Some(&x)]).unwrap().remove(0);
         assert_eq!(y.as_slice::<f32>().unwrap(), &[1., 3., 5.]);
+    }
+
+    #[test]
+    fn an_enormous_sliding_window_is_refused_at_shape_inference() {
+        // 4M taps over 3,001 output rows: never allocated, refused.
+        let x = crate::tensor::TensorType::new(crate::dtype::DType::F32, vec![1, 1, 5000, 5000]);
+        let op = Op::from(Pool::new(PoolKind::Max, vec![2000, 2000]));
+        let e = op.infer(&[Some(&x)]).unwrap_err().to_string();
+        assert!(e.contains("(tap, row) pairs"), "{e}");
+        // A global pooling of a 4096x4096 map, at the limit, is fine.
+        let x = crate::tensor::TensorType::new(crate::dtype::DType::F32, vec![1, 1, 4096, 4096]);
+        let op = Op::from(Pool::new(PoolKind::Average { count_include_pad: false }, vec![4096, 4096]));
+        assert!(op.infer(&[Some(&x)]).is_ok());
     }
 
     #[test]
