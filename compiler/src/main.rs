@@ -147,15 +147,8 @@ struct BenchArgs {
     /// as --iterations, and print them slowest first.
     #[arg(long)]
     profile: bool,
-    /// Threads each layer of the CPU executor may use (default: every core
-    /// of this machine). Outputs do not depend on it.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
-    threads: Option<u64>,
-    /// On the CPU executor, the reference f32 arithmetic (bit-reproducible)
-    /// instead of the faster kernels whose results differ within tested
-    /// bounds (small-batch matrix products, Sigmoid and SiLU).
-    #[arg(long)]
-    exact: bool,
+    #[command(flatten)]
+    cpu: CpuArgs,
     #[arg(long)]
     json: bool,
 }
@@ -252,6 +245,32 @@ struct BuildArgs {
     accuracy_target: Option<trtc::accuracy_target::AccuracyTarget>,
 }
 
+/// How `run` and `bench` set up the CPU executor.
+#[derive(clap::Args)]
+struct CpuArgs {
+    /// Threads each layer of the CPU executor may use (default: every core
+    /// of this machine). Outputs do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
+    threads: Option<u64>,
+    /// On the CPU executor, the reference f32 arithmetic (bit-reproducible)
+    /// instead of the faster kernels whose results differ within tested
+    /// bounds (small-batch matrix products, Sigmoid and SiLU).
+    #[arg(long)]
+    exact: bool,
+}
+
+impl CpuArgs {
+    /// A CPU execution context with `--threads` threads (or one per core),
+    /// in fast f32 mode unless `--exact`.
+    fn context<'e>(&self, engine: &'e trtc_runtime::Engine) -> Result<trtc_runtime::ExecutionContext<'e>> {
+        let count = self.threads.map_or_else(trtc_runtime::parallel::machine_threads, |n| n as usize);
+        let mut ctx = engine.create_context()?;
+        ctx.set_threads(count)?;
+        ctx.set_math(if self.exact { trtc_runtime::math::Math::Exact } else { trtc_runtime::math::Math::Fast });
+        Ok(ctx)
+    }
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     engine: PathBuf,
@@ -267,15 +286,8 @@ struct RunArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Threads each layer of the CPU executor may use (default: every core
-    /// of this machine). Outputs do not depend on it.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=trtc_runtime::parallel::MAX_THREADS as u64))]
-    threads: Option<u64>,
-    /// On the CPU executor, the reference f32 arithmetic (bit-reproducible)
-    /// instead of the faster kernels whose results differ within tested
-    /// bounds (small-batch matrix products, Sigmoid and SiLU).
-    #[arg(long)]
-    exact: bool,
+    #[command(flatten)]
+    cpu: CpuArgs,
 }
 
 #[derive(clap::Args)]
@@ -593,16 +605,6 @@ fn device(engine: &trtc_runtime::Engine, wanted: DeviceFlag) -> Result<Device<'_
     }
 }
 
-/// A CPU execution context with `--threads` threads (or one per core), in
-/// fast f32 mode unless `--exact`.
-fn cpu_context(engine: &trtc_runtime::Engine, threads: Option<u64>, exact: bool) -> Result<trtc_runtime::ExecutionContext<'_>> {
-    let count = threads.map_or_else(trtc_runtime::parallel::machine_threads, |n| n as usize);
-    let mut ctx = engine.create_context()?;
-    ctx.set_threads(count)?;
-    ctx.set_math(if exact { trtc_runtime::math::Math::Exact } else { trtc_runtime::math::Math::Fast });
-    Ok(ctx)
-}
-
 fn cmd_run(a: RunArgs) -> Result<()> {
     let engine = trtc_runtime::Engine::load(&a.engine)?;
     let device = device(&engine, a.device)?;
@@ -621,7 +623,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
     let (outputs, on) = match &device {
-        Device::Cpu => (cpu_context(&engine, a.threads, a.exact)?.run(&refs)?, "cpu".to_string()),
+        Device::Cpu => (a.cpu.context(&engine)?.run(&refs)?, "cpu".to_string()),
         Device::Cuda(gpu) => (gpu.create_context()?.run(&refs)?, gpu.gpu_name().to_string()),
     };
     let elapsed = start.elapsed();
@@ -809,13 +811,13 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     let mut profile = None;
     let (name, graph) = match &device {
         Device::Cpu => {
-            let mut ctx = cpu_context(&engine, a.threads, a.exact)?;
+            let mut ctx = a.cpu.context(&engine)?;
             timed(a.warmup, &mut || ctx.run(&refs).map(drop).map_err(Into::into))?;
             if a.profile {
                 profile = Some(profile_layers(&mut ctx, &refs, a.iterations)?);
             }
             let threads = ctx.threads();
-            let math = if a.exact { "exact" } else { "fast" };
+            let math = if a.cpu.exact { "exact" } else { "fast" };
             (format!("cpu ({math} f32, {threads} thread{})", if threads == 1 { "" } else { "s" }), false)
         }
         Device::Cuda(gpu) => {

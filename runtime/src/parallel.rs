@@ -91,42 +91,37 @@ pub fn threads() -> usize {
     CURRENT.with(|c| c.borrow().as_ref().map_or(1, |(_, n)| *n))
 }
 
-/// How many pieces to cut `units` units into, each at least `grain` units.
-fn pieces(units: usize, grain: usize) -> usize {
-    let t = threads();
-    if t == 1 {
-        return 1;
+/// The installed pool and how many pieces to cut `units` units into, each
+/// at least `grain` units; `None` when the work stays on this thread.
+fn split(units: usize, grain: usize) -> Option<(Arc<rayon::ThreadPool>, usize)> {
+    let (pool, threads) = CURRENT.with(|c| c.borrow().clone())?;
+    let n = (units / grain.max(1)).min(threads);
+    if n < 2 {
+        return None;
     }
-    let n = (units / grain.max(1)).clamp(1, t);
-    if n > 1 {
-        SPLITS.with(|s| s.set(s.get() + 1));
-    }
-    n
+    SPLITS.with(|s| s.set(s.get() + 1));
+    Some((pool, n))
 }
 
 /// Runs `f(first_unit, chunk)` over `data` cut into consecutive chunks of
-/// whole units of `unit` elements, in parallel when the current context has
-/// more than one thread and there are at least `2 * grain` units.
+/// whole units of `unit` elements (the last chunk also takes any partial
+/// unit), in parallel when the current context has more than one thread
+/// and there are at least `2 * grain` units.
 pub fn par_chunks_mut<T: Send>(data: &mut [T], unit: usize, grain: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     let unit = unit.max(1);
     let units = data.len() / unit;
-    let n = pieces(units, grain);
-    if n == 1 {
+    let Some((pool, n)) = split(units, grain) else {
         f(0, data);
         return;
-    }
-    let pool = CURRENT.with(|c| c.borrow().as_ref().map(|(p, _)| p.clone())).expect("threads() > 1 implies a pool");
+    };
     let f = &f;
     pool.in_place_scope(|s| {
         let mut rest = data;
-        let mut first = 0;
         for i in 0..n {
-            let take = units * (i + 1) / n - units * i / n;
-            let len = if i == n - 1 { rest.len() } else { take * unit };
+            let (start, end) = (units * i / n, units * (i + 1) / n);
+            let len = if i == n - 1 { rest.len() } else { (end - start) * unit };
             let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(len);
             rest = tail;
-            let start = first;
-            first += take;
             if i == n - 1 {
                 f(start, chunk);
             } else {
@@ -140,12 +135,10 @@ pub fn par_chunks_mut<T: Send>(data: &mut [T], unit: usize, grain: usize, f: imp
 /// [`par_chunks_mut`] decides. For callers whose outputs are not one
 /// contiguous slice per range (they must still write disjoint elements).
 pub fn par_ranges(units: usize, grain: usize, f: impl Fn(Range<usize>) + Sync) {
-    let n = pieces(units, grain);
-    if n == 1 {
+    let Some((pool, n)) = split(units, grain) else {
         f(0..units);
         return;
-    }
-    let pool = CURRENT.with(|c| c.borrow().as_ref().map(|(p, _)| p.clone())).expect("threads() > 1 implies a pool");
+    };
     let f = &f;
     pool.in_place_scope(|s| {
         for i in 1..n {

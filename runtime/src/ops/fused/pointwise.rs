@@ -13,6 +13,7 @@ use crate::ops::OpImpl;
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// The binary operations a pointwise program may use (exact IEEE f32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,18 +64,28 @@ pub struct Pointwise {
 
 /// A step's value: one number, or the whole output's worth (an input of
 /// the output's shape is read in place).
-/// Where an input instruction with one value per element reads: the input
-/// itself, or the input broadcast to the output shape.
-enum Source<'a> {
-    Input(&'a [f32]),
-    Broadcast(Vec<f32>),
-}
-
 /// An operand within one block: a value for every element, or one block.
 #[derive(Clone, Copy)]
 enum Operand<'a> {
     Scalar(f32),
     Block(&'a [f32]),
+}
+
+/// Value `j` for the block of `len` elements at `start`: a scalar, a slice
+/// of an input, or the buffer an earlier instruction wrote.
+fn operand<'a>(
+    scalars: &[Option<f32>],
+    sources: &'a [Option<Cow<[f32]>>],
+    buffers: &'a [Vec<f32>],
+    j: usize,
+    start: usize,
+    len: usize,
+) -> Operand<'a> {
+    match (&scalars[j], &sources[j]) {
+        (Some(s), _) => Operand::Scalar(*s),
+        (None, Some(v)) => Operand::Block(&v[start..start + len]),
+        (None, None) => Operand::Block(&buffers[j][..len]),
+    }
 }
 
 /// Elements one block covers: every value of a block stays in L1 while the
@@ -120,7 +131,9 @@ impl OpImpl for Pointwise {
         let program = &self.program;
         // Inputs, and the values that are the same for every element (folded
         // here with the arithmetic the blocks use).
-        let mut sources: Vec<Option<Source>> = Vec::with_capacity(program.len());
+        // Inputs with one value per element: the input itself, or the input
+        // broadcast to the output shape.
+        let mut sources: Vec<Option<Cow<[f32]>>> = Vec::with_capacity(program.len());
         let mut scalars: Vec<Option<f32>> = Vec::with_capacity(program.len());
         for ins in program {
             let (source, scalar) = match *ins {
@@ -130,11 +143,11 @@ impl OpImpl for Pointwise {
                     if xs.len() == 1 {
                         (None, Some(xs[0]))
                     } else if x.shape == out_shape.as_slice() {
-                        (Some(Source::Input(xs)), None)
+                        (Some(Cow::Borrowed(xs)), None)
                     } else {
                         let map = broadcast_index_map(&broadcast_strides(x.shape, &out_shape), &out_shape);
                         ensure_op!(map.iter().all(|&i| i < xs.len()), "Pointwise: input {k} does not broadcast");
-                        (Some(Source::Broadcast(map.iter().map(|&i| xs[i]).collect())), None)
+                        (Some(Cow::Owned(map.iter().map(|&i| xs[i]).collect())), None)
                     }
                 }
                 Instr::Const(c) => (None, Some(c)),
@@ -157,13 +170,7 @@ impl OpImpl for Pointwise {
             out.fill(*s);
             return Ok(());
         }
-        for source in sources.iter().flatten() {
-            let len = match source {
-                Source::Input(v) => v.len(),
-                Source::Broadcast(v) => v.len(),
-            };
-            ensure_op!(len == n, "Pointwise: an input has the wrong size");
-        }
+        ensure_op!(sources.iter().flatten().all(|v| v.len() == n), "Pointwise: an input has the wrong size");
         let last = program.len() - 1;
         // The mode is read here, on the run's thread, not on the workers.
         let math = crate::math::mode();
@@ -171,29 +178,23 @@ impl OpImpl for Pointwise {
             let mut buffers = vec![vec![0f32; BLOCK]; program.len()];
             for (b, out_block) in chunk.chunks_mut(BLOCK).enumerate() {
                 let (start, len) = ((first + b) * BLOCK, out_block.len());
+                // Inputs are read in place; every other value that is not a
+                // scalar gets its buffer.
                 for i in 0..program.len() {
-                    if scalars[i].is_some() {
+                    if scalars[i].is_some() || sources[i].is_some() {
                         continue;
                     }
                     let (done, rest) = buffers.split_at_mut(i);
                     let dst = &mut rest[0][..len];
-                    let operand = |j: usize| match (&scalars[j], &sources[j]) {
-                        (Some(s), _) => Operand::Scalar(*s),
-                        (None, Some(Source::Input(v))) => Operand::Block(&v[start..start + len]),
-                        (None, Some(Source::Broadcast(v))) => Operand::Block(&v[start..start + len]),
-                        _ => Operand::Block(&done[j][..len]),
-                    };
+                    let value = |j: usize| operand(&scalars, &sources, done, j, start, len);
                     match program[i] {
-                        Instr::Input(_) | Instr::Const(_) => {
-                            let Operand::Block(v) = operand(i) else { unreachable!("scalars were skipped") };
-                            dst.copy_from_slice(v);
-                        }
+                        Instr::Input(_) | Instr::Const(_) => unreachable!("inputs and constants were skipped"),
                         Instr::Unary(k, a) => {
-                            let Operand::Block(v) = operand(a) else { unreachable!("a unary of a scalar is a scalar") };
+                            let Operand::Block(v) = value(a) else { unreachable!("a unary of a scalar is a scalar") };
                             dst.copy_from_slice(v);
                             apply_in_place_f32_in(math, k, dst);
                         }
-                        Instr::Binary(op, a, b) => match (operand(a), operand(b)) {
+                        Instr::Binary(op, a, b) => match (value(a), value(b)) {
                             (Operand::Block(x), Operand::Block(y)) => {
                                 dst.iter_mut().zip(x.iter().zip(y)).for_each(|(o, (&x, &y))| *o = op.apply(x, y))
                             }
@@ -207,7 +208,10 @@ impl OpImpl for Pointwise {
                         },
                     }
                 }
-                out_block.copy_from_slice(&buffers[last][..len]);
+                let Operand::Block(result) = operand(&scalars, &sources, &buffers, last, start, len) else {
+                    unreachable!("a scalar result was filled above")
+                };
+                out_block.copy_from_slice(result);
             }
         });
         Ok(())

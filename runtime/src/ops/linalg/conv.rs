@@ -142,6 +142,12 @@ impl ConvGeometry {
         Ok(self)
     }
 
+    /// How many planes one thread's share of a per-plane loop (taps times
+    /// outputs each: im2col, depthwise, pooling) should have at least.
+    pub fn planes_per_piece(&self) -> usize {
+        (1 << 14) / (self.k_size * self.out_size).max(1)
+    }
+
     /// Whether every group sees exactly one input channel.
     pub fn is_depthwise(&self) -> bool {
         self.group > 1 && self.c == self.group
@@ -235,7 +241,7 @@ fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
                 match &taps {
                     None => gemm(&args, w_g, x_g, y_g),
                     Some(taps) => {
-                        crate::parallel::par_chunks_mut(cols, block, (1 << 14) / block.max(1), |c0, chunk| {
+                        crate::parallel::par_chunks_mut(cols, block, g.planes_per_piece(), |c0, chunk| {
                             im2col(g, taps, &x_g[c0 * g.in_size..], chunk)
                         });
                         gemm(&args, w_g, cols, y_g);
@@ -397,8 +403,7 @@ fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
     let taps = TapRows::new(g);
     let s = taps.stride;
     let rows = taps.valid_by_output_row();
-    let grain = (1 << 14) / (g.out_size * g.k_size).max(1);
-    crate::parallel::par_chunks_mut(y, g.out_size, grain, |first, planes| {
+    crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece(), |first, planes| {
         for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
             let (n, m) = ((first + i) / g.m, (first + i) % g.m);
             let xp = &x[(n * g.c + m / mg) * g.in_size..][..g.in_size];

@@ -1,6 +1,8 @@
 //! The one place CPU matrix multiplies happen: C = alpha * A·B + beta * C with
 //! arbitrary strides, through `matrixmultiply`'s cache-blocked SIMD kernels.
 
+use std::ops::Range;
+
 /// A strided matrix operand: `ptr[i * rs + j * cs]`.
 #[derive(Clone, Copy, Debug)]
 pub struct GemmArgs {
@@ -98,10 +100,8 @@ pub fn gemm_f64(args: &GemmArgs, a: &[f64], b: &[f64], c: &mut [f64]) {
 /// nothing, for other layouts.
 fn gemv_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) -> bool {
     let (m, k, n) = (args.m, args.k, args.n);
-    let (rsa, csa, rsb, csb) = (args.rsa as usize, args.csa as usize, args.rsb as usize, args.csb as usize);
-    let injective = args.rsc >= 1 && args.csc >= 1 && (args.rsc >= n as isize * args.csc || args.csc >= m as isize * args.rsc);
-    let dot = csa == 1 && rsb == 1;
-    if !injective || !(dot || csb == 1) {
+    let dot = args.csa == 1 && args.rsb == 1;
+    if !c_is_injective(args) || !(dot || args.csb == 1) {
         return false;
     }
     let (alpha, beta) = (args.alpha, args.beta);
@@ -114,79 +114,68 @@ fn gemv_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) -> bool {
     };
     let grain = MACS_PER_PIECE.div_ceil((m * k).max(1));
     crate::parallel::par_ranges(n, grain, |cols| {
-        if dot {
-            for i in 0..m {
-                let row = &a[i * rsa..][..k];
-                for j in cols.clone() {
-                    store(i, j, dot_f32(row, &b[j * csb..][..k]));
-                }
-            }
-        } else {
-            let mut acc = vec![0f32; cols.len()];
-            for i in 0..m {
-                acc.fill(0.0);
-                for p in 0..k {
-                    axpy_f32(a[i * rsa + p * csa], &b[p * rsb + cols.start..][..cols.len()], &mut acc);
-                }
-                for (j, &v) in cols.clone().zip(&acc) {
-                    store(i, j, v);
-                }
-            }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { gemv_columns_avx2(args, a, b, cols, &store) };
         }
+        gemv_columns(args, a, b, cols, &store)
     });
     true
 }
 
-/// Σ x·y with 16 running sums (vectorized 8 lanes wide on AVX2).
-fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { dot_f32_avx2(x, y) };
-    }
-    dot_f32_body(x, y)
-}
-
+/// [`gemv_columns`] vectorized 8 lanes wide.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dot_f32_avx2(x: &[f32], y: &[f32]) -> f32 {
-    dot_f32_body(x, y)
+unsafe fn gemv_columns_avx2(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store: &impl Fn(usize, usize, f32)) {
+    gemv_columns(args, a, b, cols, store)
 }
 
+/// The columns `cols` of every row of C for [`gemv_f32`], given to `store`.
 #[inline(always)]
-fn dot_f32_body(x: &[f32], y: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let (xs, ys) = (x.chunks_exact(16), y.chunks_exact(16));
-    let tail: f32 = xs.remainder().iter().zip(ys.remainder()).map(|(a, b)| a * b).sum();
-    for (xc, yc) in xs.zip(ys) {
-        for l in 0..16 {
-            acc[l] += xc[l] * yc[l];
+fn gemv_columns(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store: &impl Fn(usize, usize, f32)) {
+    let (m, k) = (args.m, args.k);
+    let (rsa, csa, rsb, csb) = (args.rsa as usize, args.csa as usize, args.rsb as usize, args.csb as usize);
+    if csa == 1 && rsb == 1 {
+        // Dot products of A's rows with B's columns, 16 running sums.
+        for i in 0..m {
+            let row = &a[i * rsa..][..k];
+            for j in cols.clone() {
+                let col = &b[j * csb..][..k];
+                let mut acc = [0f32; 16];
+                let (xs, ys) = (row.chunks_exact(16), col.chunks_exact(16));
+                let tail: f32 = xs.remainder().iter().zip(ys.remainder()).map(|(x, y)| x * y).sum();
+                for (xc, yc) in xs.zip(ys) {
+                    for l in 0..16 {
+                        acc[l] += xc[l] * yc[l];
+                    }
+                }
+                store(i, j, acc.iter().sum::<f32>() + tail);
+            }
+        }
+    } else {
+        // Each row of C as a sum of A-scaled rows of B (contiguous).
+        let mut acc = vec![0f32; cols.len()];
+        for i in 0..m {
+            acc.fill(0.0);
+            for p in 0..k {
+                let (av, brow) = (a[i * rsa + p * csa], &b[p * rsb + cols.start..][..cols.len()]);
+                for (o, &v) in acc.iter_mut().zip(brow) {
+                    *o += av * v;
+                }
+            }
+            for (j, &v) in cols.clone().zip(&acc) {
+                store(i, j, v);
+            }
         }
     }
-    acc.iter().sum::<f32>() + tail
 }
 
-/// acc += alpha · x.
-fn axpy_f32(alpha: f32, x: &[f32], acc: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { axpy_f32_avx2(alpha, x, acc) };
-    }
-    axpy_f32_body(alpha, x, acc)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn axpy_f32_avx2(alpha: f32, x: &[f32], acc: &mut [f32]) {
-    axpy_f32_body(alpha, x, acc)
-}
-
-#[inline(always)]
-fn axpy_f32_body(alpha: f32, x: &[f32], acc: &mut [f32]) {
-    for (o, &v) in acc.iter_mut().zip(x) {
-        *o += alpha * v;
-    }
+/// Whether no two elements (i, j) of C share an address, so that blocks of
+/// C given to different threads are disjoint.
+fn c_is_injective(args: &GemmArgs) -> bool {
+    let (m, n) = (args.m as isize, args.n as isize);
+    args.rsc >= 1 && args.csc >= 1 && (args.rsc >= n * args.csc || args.csc >= m * args.rsc)
 }
 
 /// Multiply-adds one thread's share of a product should have at least.
@@ -217,9 +206,7 @@ impl<T> Shared<T> {
 /// not depend on the thread count.
 fn split<T>(args: &GemmArgs, a: &[T], b: &[T], c: &mut [T], run: impl Fn(&GemmArgs, *const T, *const T, *mut T) + Sync) {
     let (m, n) = (args.m, args.n);
-    // Blocks of C are disjoint only when no two (i, j) share an address.
-    let injective = args.rsc >= 1 && args.csc >= 1 && (args.rsc >= n as isize * args.csc || args.csc >= m as isize * args.rsc);
-    if crate::parallel::threads() == 1 || !injective {
+    if crate::parallel::threads() == 1 || !c_is_injective(args) {
         run(args, a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
         return;
     }

@@ -160,9 +160,8 @@ impl Pool {
 /// threads.
 fn max_pool<T: Element>(g: &ConvGeometry, x: &[T], y: &mut [T], indices: Option<&mut [i64]>, column_major: bool) {
     let taps = TapRows::new(g);
-    let grain = (1 << 14) / (g.out_size * g.k_size).max(1);
     let Some(ind) = indices else {
-        crate::parallel::par_chunks_mut(y, g.out_size, grain, |first, planes| {
+        crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece(), |first, planes| {
             for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
                 max_plane(&taps, &x[(first + i) * g.in_size..][..g.in_size], yp, None);
             }
@@ -238,8 +237,7 @@ fn sum_pool<T: Element>(
 ) {
     let taps = TapRows::new(g);
     let s = taps.stride;
-    let grain = (1 << 14) / (g.out_size * g.k_size).max(1);
-    crate::parallel::par_chunks_mut(y, g.out_size, grain, |first, planes| {
+    crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece(), |first, planes| {
         let mut acc = vec![0f64; g.out_size];
         for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
             let xp = &x[(first + i) * g.in_size..][..g.in_size];
