@@ -73,7 +73,9 @@ impl Epilogue {
         });
     }
 
-    fn apply_block(&self, math: Math, out: &mut [f32], residual: Option<&[f32]>) {
+    /// Applies residual and activation to one block on this thread, in the
+    /// given math mode.
+    pub(crate) fn apply_block(&self, math: Math, out: &mut [f32], residual: Option<&[f32]>) {
         if let Some(r) = residual {
             for (o, &r) in out.iter_mut().zip(r) {
                 *o += r;

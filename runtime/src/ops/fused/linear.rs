@@ -82,13 +82,25 @@ impl OpImpl for Linear {
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let residual = if self.epilogue.residual { Some(input(inputs, 3, self.name())?.as_slice::<f32>()?) } else { None };
+        if let LinearKind::Conv(conv) = &self.kind {
+            // The convolution applies the epilogue to each finished run of
+            // outputs while it is in cache. The mode is read here, on the
+            // run's thread, not on the workers.
+            let math = crate::math::mode();
+            let epilogue = &self.epilogue;
+            let finish = |start: usize, run: &mut [f32]| {
+                epilogue.apply_block(math, run, residual.map(|r| &r[start..start + run.len()]));
+            };
+            let finish: &(dyn Fn(usize, &mut [f32]) + Sync) = if epilogue.is_empty() { &|_, _| {} } else { &finish };
+            return conv.eval_then(&self.product_inputs(inputs), outputs, finish);
+        }
         self.product().eval(&self.product_inputs(inputs), outputs)?;
         let out = &mut outputs[0];
         if let (LinearKind::MatMul(_), true) = (&self.kind, self.bias) {
             let b = input(inputs, 2, self.name())?;
             add_broadcast_bias(out, b)?;
         }
-        let residual = if self.epilogue.residual { Some(input(inputs, 3, self.name())?.as_slice::<f32>()?) } else { None };
         let o = out.as_mut_slice::<f32>()?;
         self.epilogue.apply(o, residual);
         Ok(())

@@ -11,6 +11,7 @@
 //! matrix. Depthwise convolutions (one input channel per group) run as a
 //! direct loop instead.
 
+use super::depthwise::DepthwisePlan;
 use super::num::{narrow_into, widen, with_scratch, GemmFn, Scalar};
 use super::window::{unflatten, valid_range, Window};
 use super::GemmArgs;
@@ -173,6 +174,19 @@ impl OpImpl for Conv {
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.eval_then(inputs, outputs, &|_, _| {})
+    }
+}
+
+impl Conv {
+    /// Evaluates the convolution; f32 outputs then go through `finish`
+    /// while they are in cache (other types never call it).
+    pub(crate) fn eval_then(
+        &self,
+        inputs: &[Option<TensorView<'_>>],
+        outputs: &mut [TensorViewMut<'_>],
+        finish: Finish<'_, f32>,
+    ) -> Result<()> {
         let x = input(inputs, 0, "Conv")?;
         let w = input(inputs, 1, "Conv")?;
         let b = opt_input(inputs, 2);
@@ -180,7 +194,8 @@ impl OpImpl for Conv {
         let out = &mut outputs[0];
         match x.dtype {
             DType::F32 => {
-                conv::<f32>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?)
+                let b = b.map(|b| b.as_slice()).transpose()?;
+                conv_then::<f32>(&g, x.as_slice()?, w.as_slice()?, b, out.as_mut_slice()?, finish)
             }
             DType::F64 => {
                 conv::<f64>(&g, x.as_slice()?, w.as_slice()?, b.map(|b| b.as_slice()).transpose()?, out.as_mut_slice()?)
@@ -198,15 +213,25 @@ impl OpImpl for Conv {
     }
 }
 
+/// What a fused layer applies to finished outputs (its epilogue): called
+/// with the offset of a run of output elements and the run, on the thread
+/// that computed it, while the run is still in cache.
+pub(crate) type Finish<'a, T> = &'a (dyn Fn(usize, &mut [T]) + Sync);
+
 /// Runs a convolution whose shapes `g` describes on contiguous NC... data.
 pub(crate) fn conv<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) {
+    conv_then(g, x, w, bias, y, &|_, _| {})
+}
+
+/// [`conv`], then `finish` on every output element once.
+pub(crate) fn conv_then<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], finish: Finish<'_, T>) {
     if g.n == 0 || g.m == 0 || g.out_size == 0 {
         return;
     }
     if g.is_depthwise() {
-        depthwise(g, x, w, bias, y);
+        depthwise(g, x, w, bias, y, finish);
     } else {
-        conv_gemm(g, x, w, bias, y, T::GEMM);
+        conv_gemm(g, x, w, bias, y, T::GEMM, finish);
     }
 }
 
@@ -220,7 +245,15 @@ fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
 /// The im2col + matrix multiply path, one multiply per sample and group.
 /// The im2col matrix is written by the context's threads, channel blocks
 /// apiece; the multiply splits itself (see `gemm_kernel`).
-fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], gemm: GemmFn<T>) {
+fn conv_gemm<T: Scalar>(
+    g: &ConvGeometry,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    y: &mut [T],
+    gemm: GemmFn<T>,
+    finish: Finish<'_, T>,
+) {
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let kdim = cg * g.k_size;
     let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
@@ -234,7 +267,8 @@ fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
             for grp in 0..g.group {
                 let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
                 let w_g = &w[grp * mg * kdim..][..mg * kdim];
-                let y_g = &mut y[(n * g.m + grp * mg) * g.out_size..][..mg * g.out_size];
+                let offset = (n * g.m + grp * mg) * g.out_size;
+                let y_g = &mut y[offset..][..mg * g.out_size];
                 if let Some(b) = bias {
                     init_with_bias(y_g, Some(&b[grp * mg..][..mg]), g.out_size);
                 }
@@ -247,6 +281,7 @@ fn conv_gemm<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
                         gemm(&args, w_g, cols, y_g);
                     }
                 }
+                crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
             }
         }
     });
@@ -397,8 +432,29 @@ pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, taps: &TapRows, x: &[T], cols:
 /// Depthwise convolution as a direct loop: every output channel reads one
 /// input channel, so each kernel tap is a scaled, shifted add of the input
 /// plane into the output plane. Planes are split over the context's
-/// threads.
-fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) {
+/// threads. One and two spatial axes run the blocked kernel of
+/// `depthwise.rs`; more run the generic tap-row walk below.
+fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], finish: Finish<'_, T>) {
+    let mg = g.m / g.group;
+    if let Some(plan) = DepthwisePlan::new(g) {
+        crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece(), |first, planes| {
+            let mut scratch = vec![T::default(); plan.scratch_len()];
+            for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
+                let (n, m) = ((first + i) / g.m, (first + i) % g.m);
+                let xp = &x[(n * g.c + m / mg) * g.in_size..][..g.in_size];
+                let b = bias.map_or(T::default(), |b| b[m]);
+                plan.plane(xp, &w[m * g.k_size..][..g.k_size], b, &mut scratch, yp);
+                finish((first + i) * g.out_size, yp);
+            }
+        });
+    } else {
+        depthwise_tap_rows(g, x, w, bias, y, finish);
+    }
+}
+
+/// The generic depthwise loop: output row by output row, each tap a
+/// strided run (see [`TapRows::valid_by_output_row`]).
+fn depthwise_tap_rows<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], finish: Finish<'_, T>) {
     let mg = g.m / g.group;
     let taps = TapRows::new(g);
     let s = taps.stride;
@@ -409,6 +465,7 @@ fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
             let xp = &x[(n * g.c + m / mg) * g.in_size..][..g.in_size];
             yp.fill(bias.map_or(T::default(), |b| b[m]));
             depthwise_plane(&rows, s, &w[m * g.k_size..][..g.k_size], xp, yp);
+            finish((first + i) * g.out_size, yp);
         }
     });
 }
@@ -496,6 +553,61 @@ mod tests {
         let op = Conv { kernel_shape: vec![1], strides: vec![1], pads: vec![0, 0], dilations: vec![1], group: 1 };
         let y = run(op, x, w, None);
         assert_eq!(y.as_slice::<f32>().unwrap(), &[11., 32., 94., 278.]);
+    }
+
+    /// The blocked depthwise kernel against the generic tap-row walk, bit
+    /// for bit, over strides, dilations, asymmetric pads, widths below,
+    /// between and above the block sizes, kernels wider than the input,
+    /// one and two spatial axes, and special values (-0, inf, NaN).
+    #[test]
+    fn blocked_depthwise_matches_the_tap_row_walk_bit_for_bit() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut cases = 0;
+        for case in 0..400 {
+            let two_d = case % 4 != 0;
+            let rank = if two_d { 2 } else { 1 };
+            let mut pick = |n: u64| (next() % n) as usize;
+            let kernel: Vec<usize> = (0..rank).map(|_| 1 + pick(5)).collect();
+            let strides: Vec<usize> = (0..rank).map(|_| 1 + pick(3)).collect();
+            let dilations: Vec<usize> = (0..rank).map(|_| 1 + pick(2)).collect();
+            let pads: Vec<usize> = (0..2 * rank).map(|_| pick(4)).collect();
+            let spatial: Vec<usize> = (0..rank).map(|d| if d + 1 == rank { 1 + pick(80) } else { 1 + pick(9) }).collect();
+            let channels = 1 + pick(3);
+            let op = Conv { kernel_shape: kernel, strides, pads, dilations, group: channels };
+            let mut xs = vec![2, channels];
+            xs.extend(&spatial);
+            let mut ws = vec![channels, 1];
+            ws.extend(&op.kernel_shape);
+            let Ok(g) = op.geometry(&xs, &ws, Some(&[channels]), "Conv") else { continue };
+            if g.out_size == 0 {
+                continue;
+            }
+            let mut value = |_| match next() % 400 {
+                0 => -0.0,
+                1 => f32::INFINITY,
+                2 => f32::NAN,
+                v => (v as f32 - 200.0) / 7.0,
+            };
+            let x: Vec<f32> = (0..xs.iter().product::<usize>()).map(&mut value).collect();
+            let w: Vec<f32> = (0..ws.iter().product::<usize>()).map(&mut value).collect();
+            let b: Vec<f32> = (0..channels).map(&mut value).collect();
+            let len = g.output_shape().iter().product();
+            let (mut blocked, mut walked) = (vec![0f32; len], vec![0f32; len]);
+            depthwise(&g, &x, &w, Some(&b), &mut blocked, &|_, _| {});
+            depthwise_tap_rows(&g, &x, &w, Some(&b), &mut walked, &|_, _| {});
+            // Rust leaves the sign and payload of a NaN result unspecified
+            // (the compiler may commute an addition), so NaNs compare as one.
+            let bits = |v: &[f32]| v.iter().map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() }).collect::<Vec<_>>();
+            assert_eq!(bits(&blocked), bits(&walked), "{op:?} on {xs:?}");
+            cases += 1;
+        }
+        assert!(cases > 300, "only {cases} geometries were valid");
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod matmul;
 mod gemm;
 mod einsum;
 mod conv;
+mod depthwise;
 mod conv_transpose;
 mod deform_conv;
 pub(crate) mod integer;

@@ -1,0 +1,265 @@
+//! The depthwise convolution kernel for one and two spatial axes: every
+//! output channel reads one input channel, so each output row is a sum of
+//! scaled, shifted input rows.
+//!
+//! Each input row is first copied into `stride` zero-padded phase rows
+//! (phase `p` holds every `stride`-th element from `p`), so that a kernel
+//! column reads a contiguous run of a phase row at a fixed shift from the
+//! output column, for every output column, without bounds checks. Output
+//! columns run in blocks whose accumulators stay in registers across all
+//! taps: blocks of 32 and 8 where every kernel column reads inside the
+//! input (the interior), masked blocks of 8 at the edges, where a lane
+//! keeps its accumulator for a tap that reads padding.
+//!
+//! Each output element starts from its bias and adds its taps in tap order
+//! with separate multiplies and adds, skipping taps that read padding,
+//! exactly as the generic loop in `conv.rs` does, so the result is
+//! bit-identical to it whatever the block sizes.
+
+use super::conv::ConvGeometry;
+use super::num::Scalar;
+use super::window::valid_range;
+
+/// Where kernel column `kw` reads in the padded phase rows.
+#[derive(Clone, Copy, Debug)]
+struct TapColumn {
+    /// The output columns `lo..hi` read inside the input row.
+    lo: u32,
+    hi: u32,
+    /// Output column `ox` reads element `ox + start` of the column's phase
+    /// row, counted from the start of the row's phases.
+    start: usize,
+}
+
+/// The widest block of output columns.
+const WIDE: usize = 32;
+/// The block of output columns at the edges and after the wide blocks.
+const NARROW: usize = 8;
+
+/// The per-call geometry of a depthwise convolution with at most two
+/// spatial axes (a 1-D one is a 2-D one of height 1).
+pub(crate) struct DepthwisePlan {
+    kh: usize,
+    kw: usize,
+    stride_h: usize,
+    dilation_h: usize,
+    pad_top: usize,
+    ih: usize,
+    iw: usize,
+    oh: usize,
+    ow: usize,
+    stride_w: usize,
+    /// Zeros before the data in each phase row.
+    left: usize,
+    /// Elements of one padded phase row.
+    row_len: usize,
+    columns: Vec<TapColumn>,
+    /// The output columns every kernel column reads inside the input.
+    interior: (usize, usize),
+}
+
+impl DepthwisePlan {
+    /// The plan of a depthwise convolution with one or two spatial axes;
+    /// `None` for more axes, or when the padded copy of a plane would be
+    /// much larger than its input and output (absurd pads).
+    pub fn new(g: &ConvGeometry) -> Option<DepthwisePlan> {
+        let win = &g.win;
+        let (h, w) = match win.rank() {
+            1 => (None, 0),
+            2 => (Some(0), 1),
+            _ => return None,
+        };
+        let (kh, stride_h, dilation_h, pad_top, ih, oh) = match h {
+            Some(d) => {
+                (win.kernel_shape[d], win.strides[d], win.dilations[d], win.pad_begin(d), g.in_spatial[d], g.out_spatial[d])
+            }
+            None => (1, 1, 1, 0, 1, 1),
+        };
+        let (iw, ow, s) = (g.in_spatial[w], g.out_spatial[w], win.strides[w]);
+        if u32::try_from(ow.checked_add(WIDE)?).is_err() {
+            return None;
+        }
+        // Kernel column k reads input column ox * s + offset, which is
+        // element ox + offset.div_euclid(s) of phase offset.rem_euclid(s).
+        let offsets: Vec<isize> =
+            (0..win.kernel_shape[w]).map(|k| (k * win.dilations[w]) as isize - win.pad_begin(w) as isize).collect();
+        let shifts = offsets.iter().map(|o| o.div_euclid(s as isize));
+        let left = shifts.clone().map(|q| -q).max().unwrap_or(0).max(0) as usize;
+        let right = shifts.max().unwrap_or(0).max(0) as usize;
+        let phase_len = iw.div_ceil(s);
+        let blocks = ow.next_multiple_of(NARROW);
+        let row_len = left + phase_len.max(blocks + right);
+        let columns: Vec<TapColumn> = offsets
+            .iter()
+            .map(|&o| {
+                let (lo, hi) = valid_range(ow, iw, s, o);
+                let (phase, shift) = (o.rem_euclid(s as isize) as usize, o.div_euclid(s as isize));
+                let start = (phase * row_len + left) as isize + shift;
+                TapColumn { lo: lo as u32, hi: hi as u32, start: start as usize }
+            })
+            .collect();
+        let lo = columns.iter().map(|c| c.lo as usize).max().unwrap_or(0);
+        let hi = columns.iter().map(|c| c.hi as usize).min().unwrap_or(0).max(lo);
+        let plan = DepthwisePlan {
+            kh,
+            kw: columns.len(),
+            stride_h,
+            dilation_h,
+            pad_top,
+            ih,
+            iw,
+            oh,
+            ow,
+            stride_w: s,
+            left,
+            row_len,
+            columns,
+            interior: (lo, hi),
+        };
+        let scratch = ih.checked_mul(s)?.checked_mul(row_len)?;
+        (scratch <= 4 * (g.in_size + g.out_size) + 4096).then_some(plan)
+    }
+
+    /// Elements of the padded phase rows of one input plane.
+    pub fn scratch_len(&self) -> usize {
+        self.ih * self.stride_w * self.row_len
+    }
+
+    /// Computes one output plane `y` from input plane `x`, the channel's
+    /// taps `w` (row-major, `kh x kw`) and its bias. `scratch` holds
+    /// [`Self::scratch_len`] elements.
+    pub fn plane<T: Scalar>(&self, x: &[T], w: &[T], bias: T, scratch: &mut [T], y: &mut [T]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.plane_avx2(x, w, bias, scratch, y) };
+        }
+        self.plane_body(x, w, bias, scratch, y)
+    }
+
+    /// [`Self::plane_body`] compiled for AVX2: the same multiplies and adds
+    /// (no FMA), 8 lanes wide.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn plane_avx2<T: Scalar>(&self, x: &[T], w: &[T], bias: T, scratch: &mut [T], y: &mut [T]) {
+        self.plane_body(x, w, bias, scratch, y)
+    }
+
+    #[inline(always)]
+    fn plane_body<T: Scalar>(&self, x: &[T], w: &[T], bias: T, scratch: &mut [T], y: &mut [T]) {
+        let x = self.split_phases(x, scratch);
+        let rows_len = self.stride_w * self.row_len;
+        let mut rows = Vec::with_capacity(self.kh);
+        let (lo, hi) = self.interior;
+        for (oy, yr) in y.chunks_exact_mut(self.ow).enumerate().take(self.oh) {
+            // The kernel rows that read inside the input, with the offset
+            // of their input row's phases in `x`.
+            rows.clear();
+            for k in 0..self.kh {
+                let iy = (oy * self.stride_h + k * self.dilation_h) as isize - self.pad_top as isize;
+                if (0..self.ih as isize).contains(&iy) {
+                    rows.push((k, iy as usize * rows_len));
+                }
+            }
+            let row = Row { plan: self, rows: &rows, x, w, bias };
+            let mut ox = 0;
+            while ox < lo {
+                let n = NARROW.min(self.ow - ox);
+                yr[ox..ox + n].copy_from_slice(&row.masked(ox)[..n]);
+                ox += NARROW;
+            }
+            while ox + WIDE <= hi {
+                yr[ox..ox + WIDE].copy_from_slice(&row.block::<WIDE>(ox));
+                ox += WIDE;
+            }
+            while ox + NARROW <= hi {
+                yr[ox..ox + NARROW].copy_from_slice(&row.block::<NARROW>(ox));
+                ox += NARROW;
+            }
+            while ox < self.ow {
+                let n = NARROW.min(self.ow - ox);
+                yr[ox..ox + n].copy_from_slice(&row.masked(ox)[..n]);
+                ox += NARROW;
+            }
+        }
+    }
+
+    /// Writes the padded phase rows of every input row of `x` into
+    /// `scratch`: row `iy`, phase `p` holds `x[iy][p], x[iy][p + s], ...`
+    /// after `left` zeros, zeros after them.
+    fn split_phases<'a, T: Scalar>(&self, x: &[T], scratch: &'a mut [T]) -> &'a [T] {
+        let (s, len) = (self.stride_w, self.row_len);
+        for (xr, phases) in x.chunks_exact(self.iw).zip(scratch.chunks_exact_mut(s * len)) {
+            for (p, dst) in phases.chunks_exact_mut(len).enumerate() {
+                dst[..self.left].fill(T::default());
+                let data = &mut dst[self.left..];
+                let n = (self.iw + s - 1 - p.min(self.iw)) / s;
+                if s == 1 {
+                    data[..n].copy_from_slice(xr);
+                } else {
+                    // Whole strides first (a fixed-distance gather the
+                    // compiler vectorizes), then the row's ragged end.
+                    let src = &xr[p.min(self.iw)..];
+                    let whole = src.len() / s;
+                    for (d, chunk) in data[..whole].iter_mut().zip(src.chunks_exact(s)) {
+                        *d = chunk[0];
+                    }
+                    if whole < n {
+                        data[whole] = src[whole * s];
+                    }
+                }
+                data[n..].fill(T::default());
+            }
+        }
+        scratch
+    }
+}
+
+/// One output row's view of the plan: the kernel rows that read inside
+/// the input, and the operands.
+struct Row<'a, T> {
+    plan: &'a DepthwisePlan,
+    rows: &'a [(usize, usize)],
+    x: &'a [T],
+    w: &'a [T],
+    bias: T,
+}
+
+impl<T: Scalar> Row<'_, T> {
+    /// Output columns `ox..ox + L`, all inside the interior.
+    #[inline(always)]
+    fn block<const L: usize>(&self, ox: usize) -> [T; L] {
+        let p = self.plan;
+        let mut acc = [self.bias; L];
+        for &(k, base) in self.rows {
+            for (c, &wv) in p.columns.iter().zip(&self.w[k * p.kw..][..p.kw]) {
+                let src = &self.x[base + c.start + ox..][..L];
+                for (a, &v) in acc.iter_mut().zip(src) {
+                    *a = a.sadd(wv.smul(v));
+                }
+            }
+        }
+        acc
+    }
+
+    /// Output columns `ox..ox + NARROW` (some may lie past the row's end),
+    /// each lane skipping the kernel columns that read padding for it.
+    #[inline(always)]
+    fn masked(&self, ox: usize) -> [T; NARROW] {
+        let p = self.plan;
+        let mut acc = [self.bias; NARROW];
+        for &(k, base) in self.rows {
+            for (c, &wv) in p.columns.iter().zip(&self.w[k * p.kw..][..p.kw]) {
+                let src = &self.x[base + c.start + ox..][..NARROW];
+                for (i, (a, &v)) in acc.iter_mut().zip(src).enumerate() {
+                    let sum = a.sadd(wv.smul(v));
+                    // A select without branches, so that it vectorizes.
+                    let o = (ox + i) as u32;
+                    let inside = (o >= c.lo) & (o < c.hi);
+                    *a = if inside { sum } else { *a };
+                }
+            }
+        }
+        acc
+    }
+}
