@@ -436,7 +436,7 @@ pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, taps: &TapRows, x: &[T], cols:
 /// `depthwise.rs`; more run the generic tap-row walk below.
 fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], finish: Finish<'_, T>) {
     let mg = g.m / g.group;
-    if let Some(plan) = DepthwisePlan::new(g) {
+    if let Some(plan) = DepthwisePlan::new(&g.win, &g.in_spatial, &g.out_spatial) {
         crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece(), |first, planes| {
             let mut scratch = vec![T::default(); plan.scratch_len()];
             for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {

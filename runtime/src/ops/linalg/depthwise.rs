@@ -16,9 +16,8 @@
 //! exactly as the generic loop in `conv.rs` does, so the result is
 //! bit-identical to it whatever the block sizes.
 
-use super::conv::ConvGeometry;
 use super::num::Scalar;
-use super::window::valid_range;
+use super::window::{valid_range, Window};
 
 /// Where kernel column `kw` reads in the padded phase rows.
 #[derive(Clone, Copy, Debug)]
@@ -59,23 +58,21 @@ pub(crate) struct DepthwisePlan {
 }
 
 impl DepthwisePlan {
-    /// The plan of a depthwise convolution with one or two spatial axes;
-    /// `None` for more axes, or when the padded copy of a plane would be
-    /// much larger than its input and output (absurd pads).
-    pub fn new(g: &ConvGeometry) -> Option<DepthwisePlan> {
-        let win = &g.win;
+    /// The plan of a depthwise convolution `win` from input planes of
+    /// shape `in_spatial` to output planes of shape `out_spatial`; `None`
+    /// for more than two spatial axes, or when the padded copy of a plane
+    /// would be much larger than its input and output (absurd pads).
+    pub fn new(win: &Window, in_spatial: &[usize], out_spatial: &[usize]) -> Option<DepthwisePlan> {
         let (h, w) = match win.rank() {
             1 => (None, 0),
             2 => (Some(0), 1),
             _ => return None,
         };
         let (kh, stride_h, dilation_h, pad_top, ih, oh) = match h {
-            Some(d) => {
-                (win.kernel_shape[d], win.strides[d], win.dilations[d], win.pad_begin(d), g.in_spatial[d], g.out_spatial[d])
-            }
+            Some(d) => (win.kernel_shape[d], win.strides[d], win.dilations[d], win.pad_begin(d), in_spatial[d], out_spatial[d]),
             None => (1, 1, 1, 0, 1, 1),
         };
-        let (iw, ow, s) = (g.in_spatial[w], g.out_spatial[w], win.strides[w]);
+        let (iw, ow, s) = (in_spatial[w], out_spatial[w], win.strides[w]);
         if u32::try_from(ow.checked_add(WIDE)?).is_err() {
             return None;
         }
@@ -117,7 +114,8 @@ impl DepthwisePlan {
             interior: (lo, hi),
         };
         let scratch = ih.checked_mul(s)?.checked_mul(row_len)?;
-        (scratch <= 4 * (g.in_size + g.out_size) + 4096).then_some(plan)
+        let planes = in_spatial.iter().product::<usize>() + out_spatial.iter().product::<usize>();
+        (scratch <= 4 * planes + 4096).then_some(plan)
     }
 
     /// Elements of the padded phase rows of one input plane.
