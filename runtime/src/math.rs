@@ -10,7 +10,10 @@
 //!   weight once, instead of packing it on every call: the sums are
 //!   reordered;
 //! - Sigmoid and SiLU use [`exp`], a vectorizable e^x within 2 ulp, instead
-//!   of libm's.
+//!   of libm's;
+//! - the recurrent layers (LSTM, GRU, RNN) compute their gates in f32 over
+//!   whole gate rows, with [`exp`]-based sigmoid and [`tanh`], instead of
+//!   element by element in f64.
 //!
 //! f16/bf16 storage, int8 and everything else are the same in both modes.
 //! A context sets its mode for the duration of a run on the calling thread
@@ -93,6 +96,43 @@ pub fn exp(x: f32) -> f32 {
 #[inline(always)]
 pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
+}
+
+/// tanh(x) within a few ulp: an odd Taylor polynomial of degree 9 below
+/// |x| = 0.3 (where `1 - e^-2|x|` would cancel), `(1 - e) / (1 + e)` with
+/// `e = e^-2|x|` through [`exp`] above; both are computed and one selected,
+/// so loops over it vectorize.
+#[inline(always)]
+pub fn tanh(x: f32) -> f32 {
+    let x2 = x * x;
+    let p = 62.0 / 2835.0;
+    let p = p * x2 - 17.0 / 315.0;
+    let p = p * x2 + 2.0 / 15.0;
+    let p = p * x2 - 1.0 / 3.0;
+    let small = x + x * x2 * p;
+    let e = exp(-2.0 * x.abs());
+    let large = ((1.0 - e) / (1.0 + e)).copysign(x);
+    if x.abs() < 0.3 {
+        small
+    } else {
+        large
+    }
+}
+
+/// `v = tanh(v)` over `data`, 8 lanes wide where the CPU has AVX2.
+pub fn tanh_in_place(data: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { tanh_in_place_avx2(data) };
+    }
+    data.iter_mut().for_each(|v| *v = tanh(*v));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tanh_in_place_avx2(data: &mut [f32]) {
+    data.iter_mut().for_each(|v| *v = tanh(*v));
 }
 
 /// `v = sigmoid(v)` over `data`, 8 lanes wide where the CPU has AVX2.

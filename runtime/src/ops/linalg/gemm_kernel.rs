@@ -154,18 +154,44 @@ fn gemv_columns(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store
             }
         }
     } else {
-        // Each row of C as a sum of A-scaled rows of B (contiguous).
-        let mut acc = vec![0f32; cols.len()];
-        for i in 0..m {
-            acc.fill(0.0);
+        // Each row of C as a sum of A-scaled rows of B (contiguous), over
+        // blocks of 32, 8 and 1 columns whose sums stay in registers for
+        // all of k (each column sums in k order whatever its block).
+        #[inline(always)]
+        fn block<const L: usize>(
+            a: &[f32],
+            b: &[f32],
+            (i, j): (usize, usize),
+            (rsa, csa, rsb): (usize, usize, usize),
+            k: usize,
+        ) -> [f32; L] {
+            let mut acc = [0f32; L];
             for p in 0..k {
-                let (av, brow) = (a[i * rsa + p * csa], &b[p * rsb + cols.start..][..cols.len()]);
+                let (av, brow) = (a[i * rsa + p * csa], &b[p * rsb + j..][..L]);
                 for (o, &v) in acc.iter_mut().zip(brow) {
                     *o += av * v;
                 }
             }
-            for (j, &v) in cols.clone().zip(&acc) {
-                store(i, j, v);
+            acc
+        }
+        let strides = (rsa, csa, rsb);
+        for i in 0..m {
+            let mut j = cols.start;
+            while j < cols.end {
+                let width = match cols.end - j {
+                    32.. => 32,
+                    8..=31 => 8,
+                    _ => 1,
+                };
+                let sums: &[f32] = match width {
+                    32 => &block::<32>(a, b, (i, j), strides, k),
+                    8 => &block::<8>(a, b, (i, j), strides, k),
+                    _ => &block::<1>(a, b, (i, j), strides, k),
+                };
+                for (l, &v) in sums.iter().enumerate() {
+                    store(i, j + l, v);
+                }
+                j += width;
             }
         }
     }

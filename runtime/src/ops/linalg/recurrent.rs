@@ -20,6 +20,7 @@ use super::gemm_kernel::GemmArgs;
 use super::num::Scalar;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::math::{self, Math};
 use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
@@ -339,6 +340,9 @@ impl Recurrent {
         let mut y = vec![F::default(); t_len * d.dirs * n * h];
         let mut xw = vec![F::default(); t_len * n * gh];
         let mut hr = vec![F::default(); n * gh];
+        // The fast gate math (f32 only); the mode is read on the run's thread.
+        let mut fast = (std::any::TypeId::of::<F>() == std::any::TypeId::of::<f32>() && crate::math::mode() == Math::Fast)
+            .then(|| FastCell::new(self, h));
         let clip = |v: f64| match self.clip {
             Some(c) => v.clamp(-(c as f64), c as f64),
             None => v,
@@ -374,9 +378,28 @@ impl Recurrent {
             let cd = &mut cs[dir * n * h..][..n * h];
             let mut prev = vec![F::default(); h];
             let mut scaled = vec![0f64; h];
+            // The fast mode reads R^T [H, rec_cols] row-major, so that the
+            // small-batch product updates whole rows of gates.
+            let rt: Option<Vec<F>> = fast.is_some().then(|| {
+                let mut rt = vec![F::default(); h * rec_cols];
+                for (j, row) in rd.chunks_exact(h).take(rec_cols).enumerate() {
+                    for (k, &v) in row.iter().enumerate() {
+                        rt[k * rec_cols + j] = v;
+                    }
+                }
+                rt
+            });
             for s in 0..t_len {
-                let args = GemmArgs { rsb: 1, csb: h as isize, rsc: gh as isize, ..GemmArgs::row_major(n, h, rec_cols) };
-                F::GEMM(&args, hd, rd, &mut hr);
+                match &rt {
+                    Some(rt) => {
+                        let args = GemmArgs { rsc: gh as isize, ..GemmArgs::row_major(n, h, rec_cols) };
+                        F::GEMM(&args, hd, rt, &mut hr);
+                    }
+                    None => {
+                        let args = GemmArgs { rsb: 1, csb: h as isize, rsc: gh as isize, ..GemmArgs::row_major(n, h, rec_cols) };
+                        F::GEMM(&args, hd, rd, &mut hr);
+                    }
+                }
                 for bi in 0..n {
                     if s >= lens[bi] {
                         continue;
@@ -386,6 +409,21 @@ impl Recurrent {
                     let rr = &hr[bi * gh..][..gh];
                     let hrow = &mut hd[bi * h..][..h];
                     prev.copy_from_slice(hrow);
+                    if let Some(fc) = fast.as_mut() {
+                        let step = FastStep {
+                            acts,
+                            xr: as_f32(xr),
+                            rr: as_f32(rr),
+                            rd: as_f32(rd),
+                            rb: as_f32(rb),
+                            peep: peep.as_deref().map(|p| &as_f32(p)[dir * 3 * h..][..3 * h]),
+                            prev: as_f32(&prev),
+                        };
+                        let crow = self.cell.is_lstm().then(|| as_f32_mut(&mut cd[bi * h..][..h]));
+                        fc.step(&step, as_f32_mut(hrow), crow);
+                        y[((t * d.dirs + dir) * n + bi) * h..][..h].copy_from_slice(hrow);
+                        continue;
+                    }
                     let pre = |j: usize| xr[j].to_f64() + rr[j].to_f64();
                     match self.cell {
                         RecurrentCell::Rnn => {
@@ -453,6 +491,156 @@ impl Recurrent {
         }
         Ok(())
     }
+}
+
+/// `s` as f32 values; only called where `F` is f32.
+fn as_f32<F: 'static>(s: &[F]) -> &[f32] {
+    assert!(std::any::TypeId::of::<F>() == std::any::TypeId::of::<f32>());
+    // SAFETY: F is f32.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
+}
+
+/// `s` as f32 values; only called where `F` is f32.
+fn as_f32_mut<F: 'static>(s: &mut [F]) -> &mut [f32] {
+    assert!(std::any::TypeId::of::<F>() == std::any::TypeId::of::<f32>());
+    // SAFETY: F is f32.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) }
+}
+
+/// What one batch entry's step reads in the fast gate math: its input
+/// projection row `xr` (biases folded in), its recurrent product row `rr`,
+/// the direction's `R` and biases, the peepholes `[3H]`, and the previous
+/// hidden state.
+struct FastStep<'a> {
+    acts: &'a [RecurrentActivation],
+    xr: &'a [f32],
+    rr: &'a [f32],
+    rd: &'a [f32],
+    rb: &'a [f32],
+    peep: Option<&'a [f32]>,
+    prev: &'a [f32],
+}
+
+/// The fast mode's gate math: each step's gates in f32, a whole gate row
+/// at a time, so that additions, products and the [`math::sigmoid`] and
+/// [`math::tanh`] activations vectorize. Same formulas as the reference,
+/// in f32 instead of f64.
+struct FastCell {
+    cell: RecurrentCell,
+    clip: Option<f32>,
+    hidden: usize,
+    gates: Vec<f32>,
+    tmp: Vec<f32>,
+}
+
+impl FastCell {
+    fn new(layer: &Recurrent, hidden: usize) -> FastCell {
+        let gates = vec![0f32; layer.cell.gates() * hidden];
+        FastCell { cell: layer.cell, clip: layer.clip, hidden, gates, tmp: vec![0f32; hidden] }
+    }
+
+    fn step(&mut self, s: &FastStep<'_>, hrow: &mut [f32], crow: Option<&mut [f32]>) {
+        let h = self.hidden;
+        let (acts, clip) = (s.acts, self.clip);
+        let apply = |k: usize, v: &mut [f32]| match acts[k] {
+            RecurrentActivation::Sigmoid => math::sigmoid_in_place(v),
+            RecurrentActivation::Tanh => math::tanh_in_place(v),
+            a => v.iter_mut().for_each(|x| *x = a.apply(*x as f64) as f32),
+        };
+        // Pre-activations are clipped; the LSTM's cell state is not.
+        let activate = |k: usize, v: &mut [f32]| {
+            if let Some(c) = clip {
+                v.iter_mut().for_each(|x| *x = x.clamp(-c, c));
+            }
+            apply(k, v)
+        };
+        match self.cell {
+            RecurrentCell::Rnn => {
+                add_into(hrow, &s.xr[..h], &s.rr[..h]);
+                activate(0, hrow);
+            }
+            RecurrentCell::Gru { linear_before_reset } => {
+                let (zr, cand) = self.gates.split_at_mut(2 * h);
+                add_into(zr, &s.xr[..2 * h], &s.rr[..2 * h]);
+                activate(0, zr);
+                let (z, r) = zr.split_at(h);
+                if linear_before_reset {
+                    for (j, c) in cand.iter_mut().enumerate() {
+                        let rbh = s.rb.get(2 * h + j).copied().unwrap_or(0.0);
+                        *c = s.xr[2 * h + j] + r[j] * (s.rr[2 * h + j] + rbh);
+                    }
+                } else {
+                    // (r * h_prev) R_h^T.
+                    for ((t, &rg), &p) in self.tmp.iter_mut().zip(r).zip(s.prev) {
+                        *t = rg * p;
+                    }
+                    let rh = &s.rd[2 * h * h..];
+                    for (j, c) in cand.iter_mut().enumerate() {
+                        *c = s.xr[2 * h + j] + dot(&rh[j * h..][..h], &self.tmp);
+                    }
+                }
+                activate(1, cand);
+                for (j, v) in hrow.iter_mut().enumerate() {
+                    *v = (1.0 - z[j]) * cand[j] + z[j] * s.prev[j];
+                }
+            }
+            RecurrentCell::Lstm { input_forget } => {
+                let Some(crow) = crow else { return };
+                let g = &mut self.gates[..4 * h];
+                add_into(g, &s.xr[..4 * h], &s.rr[..4 * h]);
+                let (i, rest) = g.split_at_mut(h);
+                let (o, rest) = rest.split_at_mut(h);
+                let (f, cg) = rest.split_at_mut(h);
+                if let Some(p) = s.peep {
+                    for j in 0..h {
+                        i[j] += p[j] * crow[j];
+                        f[j] += p[2 * h + j] * crow[j];
+                    }
+                }
+                activate(0, i);
+                if input_forget {
+                    f.iter_mut().zip(&*i).for_each(|(f, &i)| *f = 1.0 - i);
+                } else {
+                    activate(0, f);
+                }
+                activate(1, cg);
+                for j in 0..h {
+                    crow[j] = f[j] * crow[j] + i[j] * cg[j];
+                }
+                if let Some(p) = s.peep {
+                    for j in 0..h {
+                        o[j] += p[h + j] * crow[j];
+                    }
+                }
+                activate(0, o);
+                self.tmp.copy_from_slice(crow);
+                apply(2, &mut self.tmp);
+                for j in 0..h {
+                    hrow[j] = o[j] * self.tmp[j];
+                }
+            }
+        }
+    }
+}
+
+/// `out = a + b`.
+fn add_into(out: &mut [f32], a: &[f32], b: &[f32]) {
+    for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
+        *o = a + b;
+    }
+}
+
+/// Σ a·b with 8 partial sums, so that it vectorizes.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ac.zip(bc) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]
