@@ -254,7 +254,7 @@ struct CpuArgs {
     threads: Option<u64>,
     /// On the CPU executor, the reference f32 arithmetic (bit-reproducible)
     /// instead of the faster kernels whose results differ within tested
-    /// bounds (small-batch matrix products, Sigmoid and SiLU).
+    /// bounds (small-batch matrix products, Sigmoid, SiLU, recurrent layers).
     #[arg(long)]
     exact: bool,
 }
