@@ -11,7 +11,7 @@
 //! matrix. Depthwise convolutions (one input channel per group) run as a
 //! direct loop instead.
 
-use super::depthwise::DepthwisePlan;
+use super::depthwise::{small_planes, DepthwisePlan, SmallPlanes};
 use super::num::{narrow_into, widen, with_scratch, GemmFn, Scalar};
 use super::window::{unflatten, valid_range, Window};
 use super::GemmArgs;
@@ -436,7 +436,20 @@ pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, taps: &TapRows, x: &[T], cols:
 /// `depthwise.rs`; more run the generic tap-row walk below.
 fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T], finish: Finish<'_, T>) {
     let mg = g.m / g.group;
-    if let Some(plan) = DepthwisePlan::new(&g.win, &g.in_spatial, &g.out_spatial) {
+    let small =
+        SmallPlanes { win: &g.win, in_spatial: &g.in_spatial, out_spatial: &g.out_spatial, in_channels: g.c, out_channels: g.m };
+    if small.applies() {
+        // Sample by sample, vectorized across channels.
+        let sample = g.m * g.out_size;
+        let grain = (1 << 14) / (sample * g.k_size).max(1);
+        crate::parallel::par_chunks_mut(y, sample, grain, |first, samples| {
+            for (i, ys) in samples.chunks_exact_mut(sample).enumerate() {
+                let n = first + i;
+                let xs = &x[n * g.c * g.in_size..][..g.c * g.in_size];
+                small_planes(&small, xs, w, bias, ys, &|offset, plane| finish(n * sample + offset, plane));
+            }
+        });
+    } else if let Some(plan) = DepthwisePlan::new(&g.win, &g.in_spatial, &g.out_spatial) {
         crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece(), |first, planes| {
             let mut scratch = vec![T::default(); plan.scratch_len()];
             for (i, yp) in planes.chunks_exact_mut(g.out_size).enumerate() {
@@ -577,14 +590,18 @@ mod tests {
             let strides: Vec<usize> = (0..rank).map(|_| 1 + pick(3)).collect();
             let dilations: Vec<usize> = (0..rank).map(|_| 1 + pick(2)).collect();
             let pads: Vec<usize> = (0..2 * rank).map(|_| pick(4)).collect();
-            let spatial: Vec<usize> = (0..rank).map(|d| if d + 1 == rank { 1 + pick(80) } else { 1 + pick(9) }).collect();
-            let channels = 1 + pick(3);
+            let spatial: Vec<usize> = (0..rank)
+                .map(|d| if d + 1 == rank { 1 + pick(if case % 3 == 0 { 12 } else { 80 }) } else { 1 + pick(9) })
+                .collect();
+            let channels = 1 + pick(20);
+            // Output channels per input channel.
+            let multiplier = 1 + pick(2);
             let op = Conv { kernel_shape: kernel, strides, pads, dilations, group: channels };
             let mut xs = vec![2, channels];
             xs.extend(&spatial);
-            let mut ws = vec![channels, 1];
+            let mut ws = vec![channels * multiplier, 1];
             ws.extend(&op.kernel_shape);
-            let Ok(g) = op.geometry(&xs, &ws, Some(&[channels]), "Conv") else { continue };
+            let Ok(g) = op.geometry(&xs, &ws, Some(&[channels * multiplier]), "Conv") else { continue };
             if g.out_size == 0 {
                 continue;
             }
@@ -596,7 +613,7 @@ mod tests {
             };
             let x: Vec<f32> = (0..xs.iter().product::<usize>()).map(&mut value).collect();
             let w: Vec<f32> = (0..ws.iter().product::<usize>()).map(&mut value).collect();
-            let b: Vec<f32> = (0..channels).map(&mut value).collect();
+            let b: Vec<f32> = (0..channels * multiplier).map(&mut value).collect();
             let len = g.output_shape().iter().product();
             let (mut blocked, mut walked) = (vec![0f32; len], vec![0f32; len]);
             depthwise(&g, &x, &w, Some(&b), &mut blocked, &|_, _| {});
@@ -605,6 +622,14 @@ mod tests {
             // (the compiler may commute an addition), so NaNs compare as one.
             let bits = |v: &[f32]| v.iter().map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() }).collect::<Vec<_>>();
             assert_eq!(bits(&blocked), bits(&walked), "{op:?} on {xs:?}");
+            // The epilogue sees every output element once, at its offset.
+            let seen = std::sync::atomic::AtomicUsize::new(0);
+            depthwise(&g, &x, &w, Some(&b), &mut blocked, &|offset, run| {
+                seen.fetch_add(run.len(), std::sync::atomic::Ordering::Relaxed);
+                run.iter_mut().enumerate().for_each(|(i, v)| *v = (offset + i) as f32);
+            });
+            assert_eq!(seen.into_inner(), len);
+            assert!(blocked.iter().enumerate().all(|(i, &v)| v == i as f32), "{op:?} on {xs:?}: epilogue offsets");
             cases += 1;
         }
         assert!(cases > 300, "only {cases} geometries were valid");
