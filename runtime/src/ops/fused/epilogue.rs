@@ -90,9 +90,13 @@ impl Epilogue {
                     *v *= UnaryKind::Sigmoid.apply_f32(*v);
                 }
             }
-            Some(a @ Activation::Clip { .. }) => {
+            Some(Activation::Clip { min, max }) => {
+                // Infinite bounds for absent ones change nothing (NaN stays
+                // NaN); selects instead of branches, so that it vectorizes.
+                let (lo, hi) = (min.unwrap_or(f32::NEG_INFINITY), max.unwrap_or(f32::INFINITY));
                 for v in out.iter_mut() {
-                    *v = a.apply(*v);
+                    let x = if *v < lo { lo } else { *v };
+                    *v = if x > hi { hi } else { x };
                 }
             }
         }

@@ -137,20 +137,29 @@ fn gemv_columns(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store
     let (m, k) = (args.m, args.k);
     let (rsa, csa, rsb, csb) = (args.rsa as usize, args.csa as usize, args.rsb as usize, args.csb as usize);
     if csa == 1 && rsb == 1 {
-        // Dot products of A's rows with B's columns, 16 running sums.
-        for i in 0..m {
-            let row = &a[i * rsa..][..k];
+        // Dot products of A's rows with B's columns, 16 running sums each.
+        // Up to 4 rows of A share one pass over a column of B (a weight
+        // row), which is then read from memory once.
+        const ROWS: usize = 4;
+        for i0 in (0..m).step_by(ROWS) {
+            let rows = ROWS.min(m - i0);
+            let whole = k / 16 * 16;
             for j in cols.clone() {
                 let col = &b[j * csb..][..k];
-                let mut acc = [0f32; 16];
-                let (xs, ys) = (row.chunks_exact(16), col.chunks_exact(16));
-                let tail: f32 = xs.remainder().iter().zip(ys.remainder()).map(|(x, y)| x * y).sum();
-                for (xc, yc) in xs.zip(ys) {
-                    for l in 0..16 {
-                        acc[l] += xc[l] * yc[l];
+                let mut acc = [[0f32; 16]; ROWS];
+                for (p, yc) in col[..whole].chunks_exact(16).enumerate() {
+                    for (r, acc) in acc.iter_mut().enumerate().take(rows) {
+                        let xc = &a[(i0 + r) * rsa + p * 16..][..16];
+                        for l in 0..16 {
+                            acc[l] += xc[l] * yc[l];
+                        }
                     }
                 }
-                store(i, j, acc.iter().sum::<f32>() + tail);
+                for (r, acc) in acc.iter().enumerate().take(rows) {
+                    let row = &a[(i0 + r) * rsa..][..k];
+                    let tail: f32 = row[whole..].iter().zip(&col[whole..]).map(|(x, y)| x * y).sum();
+                    store(i0 + r, j, acc.iter().sum::<f32>() + tail);
+                }
             }
         }
     } else {
@@ -174,15 +183,17 @@ fn gemv_columns(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store
             }
             acc
         }
+        // Column blocks outermost: a block of B is read from memory once
+        // and from cache for the other rows of A.
         let strides = (rsa, csa, rsb);
-        for i in 0..m {
-            let mut j = cols.start;
-            while j < cols.end {
-                let width = match cols.end - j {
-                    32.. => 32,
-                    8..=31 => 8,
-                    _ => 1,
-                };
+        let mut j = cols.start;
+        while j < cols.end {
+            let width = match cols.end - j {
+                32.. => 32,
+                8..=31 => 8,
+                _ => 1,
+            };
+            for i in 0..m {
                 let sums: &[f32] = match width {
                     32 => &block::<32>(a, b, (i, j), strides, k),
                     8 => &block::<8>(a, b, (i, j), strides, k),
@@ -191,8 +202,8 @@ fn gemv_columns(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store
                 for (l, &v) in sums.iter().enumerate() {
                     store(i, j + l, v);
                 }
-                j += width;
             }
+            j += width;
         }
     }
 }
