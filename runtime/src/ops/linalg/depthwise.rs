@@ -22,7 +22,7 @@
 //! bit-identical to it whatever the block sizes.
 
 use super::num::Scalar;
-use super::window::{valid_range, Window};
+use super::window::{plane_axes, valid_range, Window, WindowAxis};
 
 /// Where kernel column `kw` reads in the padded phase rows.
 #[derive(Clone, Copy, Debug)]
@@ -46,14 +46,10 @@ const NARROW: usize = 8;
 /// The per-call geometry of a depthwise convolution with at most two
 /// spatial axes (a 1-D one is a 2-D one of height 1).
 pub(crate) struct DepthwisePlan {
-    kh: usize,
+    /// The vertical axis.
+    h: WindowAxis,
     kw: usize,
-    stride_h: usize,
-    dilation_h: usize,
-    pad_top: usize,
-    ih: usize,
     iw: usize,
-    oh: usize,
     ow: usize,
     stride_w: usize,
     /// Zeros before the data in each phase row.
@@ -72,16 +68,8 @@ impl DepthwisePlan {
     /// [`SMALL_ROW`], or when the padded copy of a plane would be much
     /// larger than its input and output (absurd pads).
     pub fn new(win: &Window, in_spatial: &[usize], out_spatial: &[usize]) -> Option<DepthwisePlan> {
-        let (h, w) = match win.rank() {
-            1 => (None, 0),
-            2 => (Some(0), 1),
-            _ => return None,
-        };
-        let (kh, stride_h, dilation_h, pad_top, ih, oh) = match h {
-            Some(d) => (win.kernel_shape[d], win.strides[d], win.dilations[d], win.pad_begin(d), in_spatial[d], out_spatial[d]),
-            None => (1, 1, 1, 0, 1, 1),
-        };
-        let (iw, ow, s) = (in_spatial[w], out_spatial[w], win.strides[w]);
+        let (h, w) = plane_axes(win, in_spatial, out_spatial)?;
+        let (iw, ow, s) = (w.input, w.output, w.stride);
         // Narrower rows are mostly masked edge blocks; [`small_planes`] is
         // faster there (one thread, full MobileNetV3-small 6.7 -> 5.1 ms
         // with 7- and 14-wide rows moved over; 28-wide rows are about even
@@ -91,8 +79,7 @@ impl DepthwisePlan {
         }
         // Kernel column k reads input column ox * s + offset, which is
         // element ox + offset.div_euclid(s) of phase offset.rem_euclid(s).
-        let offsets: Vec<isize> =
-            (0..win.kernel_shape[w]).map(|k| (k * win.dilations[w]) as isize - win.pad_begin(w) as isize).collect();
+        let offsets: Vec<isize> = (0..w.kernel).map(|k| (k * w.dilation) as isize - w.pad_begin as isize).collect();
         let shifts = offsets.iter().map(|o| o.div_euclid(s as isize));
         let left = shifts.clone().map(|q| -q).max().unwrap_or(0).max(0) as usize;
         let right = shifts.max().unwrap_or(0).max(0) as usize;
@@ -110,30 +97,15 @@ impl DepthwisePlan {
             .collect();
         let lo = columns.iter().map(|c| c.lo as usize).max().unwrap_or(0);
         let hi = columns.iter().map(|c| c.hi as usize).min().unwrap_or(0).max(lo);
-        let plan = DepthwisePlan {
-            kh,
-            kw: columns.len(),
-            stride_h,
-            dilation_h,
-            pad_top,
-            ih,
-            iw,
-            oh,
-            ow,
-            stride_w: s,
-            left,
-            row_len,
-            columns,
-            interior: (lo, hi),
-        };
-        let scratch = ih.checked_mul(s)?.checked_mul(row_len)?;
+        let plan = DepthwisePlan { h, kw: columns.len(), iw, ow, stride_w: s, left, row_len, columns, interior: (lo, hi) };
+        let scratch = h.input.checked_mul(s)?.checked_mul(row_len)?;
         let planes = in_spatial.iter().product::<usize>() + out_spatial.iter().product::<usize>();
         (scratch <= 4 * planes + 4096).then_some(plan)
     }
 
     /// Elements of the padded phase rows of one input plane.
     pub fn scratch_len(&self) -> usize {
-        self.ih * self.stride_w * self.row_len
+        self.h.input * self.stride_w * self.row_len
     }
 
     /// Computes one output plane `y` from input plane `x`, the channel's
@@ -160,18 +132,13 @@ impl DepthwisePlan {
     fn plane_body<T: Scalar>(&self, x: &[T], w: &[T], bias: T, scratch: &mut [T], y: &mut [T]) {
         let x = self.split_phases(x, scratch);
         let rows_len = self.stride_w * self.row_len;
-        let mut rows = Vec::with_capacity(self.kh);
+        let mut rows = Vec::with_capacity(self.h.kernel);
         let (lo, hi) = self.interior;
-        for (oy, yr) in y.chunks_exact_mut(self.ow).enumerate().take(self.oh) {
+        for (oy, yr) in y.chunks_exact_mut(self.ow).enumerate().take(self.h.output) {
             // The kernel rows that read inside the input, with the offset
             // of their input row's phases in `x`.
             rows.clear();
-            for k in 0..self.kh {
-                let iy = (oy * self.stride_h + k * self.dilation_h) as isize - self.pad_top as isize;
-                if (0..self.ih as isize).contains(&iy) {
-                    rows.push((k, iy as usize * rows_len));
-                }
-            }
+            rows.extend((0..self.h.kernel).filter_map(|k| Some((k, self.h.input_of(oy, k)? * rows_len))));
             let row = Row { plan: self, rows: &rows, x, w, bias };
             let mut ox = 0;
             while ox < lo {
@@ -358,19 +325,8 @@ fn small_planes_body<T: Scalar>(
     y: &mut [T],
     finish: &(dyn Fn(usize, &mut [T]) + Sync),
 ) {
-    let win = s.win;
-    let two_d = win.rank() == 2;
-    let axis = |d: usize| {
-        if two_d {
-            (win.kernel_shape[d], win.strides[d], win.dilations[d], win.pad_begin(d), s.in_spatial[d], s.out_spatial[d])
-        } else if d == 0 {
-            (1, 1, 1, 0, 1, 1)
-        } else {
-            (win.kernel_shape[0], win.strides[0], win.dilations[0], win.pad_begin(0), s.in_spatial[0], s.out_spatial[0])
-        }
-    };
-    let (kh, sh, dh, ph, ih, oh) = axis(0);
-    let (kw, sw, dw, pw, iw, ow) = axis(1);
+    let Some((h, w_axis)) = plane_axes(s.win, s.in_spatial, s.out_spatial) else { return };
+    let (ih, iw, oh, ow, kh, kw) = (h.input, w_axis.input, h.output, w_axis.output, h.kernel, w_axis.kernel);
     let (channels, per_input) = (s.out_channels, s.out_channels / s.in_channels.max(1));
     let (in_size, out_size, taps) = (ih * iw, oh * ow, kh * kw);
     // xt[pos][m] and wt[tap][m].
@@ -394,16 +350,10 @@ fn small_planes_body<T: Scalar>(
                 None => acc.fill(T::default()),
             }
             for ky in 0..kh {
-                let iy = (oy * sh + ky * dh) as isize - ph as isize;
-                if !(0..ih as isize).contains(&iy) {
-                    continue;
-                }
+                let Some(iy) = h.input_of(oy, ky) else { continue };
                 for kx in 0..kw {
-                    let ix = (ox * sw + kx * dw) as isize - pw as isize;
-                    if !(0..iw as isize).contains(&ix) {
-                        continue;
-                    }
-                    let src = &xt[(iy as usize * iw + ix as usize) * channels..][..channels];
+                    let Some(ix) = w_axis.input_of(ox, kx) else { continue };
+                    let src = &xt[(iy * iw + ix) * channels..][..channels];
                     let wv = &wt[(ky * kw + kx) * channels..][..channels];
                     for ((a, &wv), &v) in acc.iter_mut().zip(wv).zip(src) {
                         *a = a.sadd(wv.smul(v));

@@ -95,6 +95,46 @@ pub fn valid_range(out_len: usize, in_len: usize, stride: usize, offset: isize) 
     (lo, hi)
 }
 
+/// One spatial axis of a window over planes of at most two axes.
+#[derive(Clone, Copy, Debug)]
+pub struct WindowAxis {
+    pub kernel: usize,
+    pub stride: usize,
+    pub dilation: usize,
+    pub pad_begin: usize,
+    pub input: usize,
+    pub output: usize,
+}
+
+impl WindowAxis {
+    /// The input position tap `k` of output position `o` reads, or `None`
+    /// in padding.
+    #[inline]
+    pub fn input_of(&self, o: usize, k: usize) -> Option<usize> {
+        let i = (o * self.stride + k * self.dilation) as isize - self.pad_begin as isize;
+        (0..self.input as isize).contains(&i).then_some(i as usize)
+    }
+}
+
+/// The (height, width) axes of a window over one- or two-axis planes (a
+/// one-axis plane is a two-axis one of height 1); `None` for other ranks.
+pub fn plane_axes(win: &Window, in_spatial: &[usize], out_spatial: &[usize]) -> Option<(WindowAxis, WindowAxis)> {
+    let axis = |d: usize| WindowAxis {
+        kernel: win.kernel_shape[d],
+        stride: win.strides[d],
+        dilation: win.dilations[d],
+        pad_begin: win.pad_begin(d),
+        input: in_spatial[d],
+        output: out_spatial[d],
+    };
+    let flat = WindowAxis { kernel: 1, stride: 1, dilation: 1, pad_begin: 0, input: 1, output: 1 };
+    match win.rank() {
+        1 => Some((flat, axis(0))),
+        2 => Some((axis(0), axis(1))),
+        _ => None,
+    }
+}
+
 /// Converts a flat index into per-dimension indices of `shape` (row-major).
 pub fn unflatten(mut flat: usize, shape: &[usize], out: &mut [usize]) {
     for d in (0..shape.len()).rev() {
