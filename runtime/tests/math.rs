@@ -161,3 +161,29 @@ fn fast_recurrent_layers_are_within_1e_5_of_the_reference() {
         }
     }
 }
+
+/// The in-place loops (fused multiply-adds where the CPU has FMA) keep the
+/// scalar functions' bounds and special values.
+#[test]
+fn in_place_tanh_sigmoid_and_silu_keep_their_bounds() {
+    let xs: Vec<f32> = (0..=400_000).map(|i| -20.0 + i as f32 * 1e-4).chain([1e-30, -3e-8, 0.3, -0.3]).collect();
+    let (mut t, mut s, mut u) = (xs.clone(), xs.clone(), xs.clone());
+    math::tanh_in_place(&mut t);
+    math::sigmoid_in_place(&mut s);
+    math::silu_in_place(&mut u);
+    let (mut wt, mut ws, mut wu) = (0, 0, 0);
+    for (i, &x) in xs.iter().enumerate() {
+        let x64 = x as f64;
+        let sig = 1.0 / (1.0 + (-x64).exp());
+        wt = wt.max(ulps(t[i], x64.tanh() as f32));
+        ws = ws.max(ulps(s[i], sig as f32));
+        wu = wu.max(ulps(u[i], (x64 * sig) as f32));
+    }
+    assert!(wt <= 4 && ws <= 4 && wu <= 5, "worst ulp: tanh {wt}, sigmoid {ws}, silu {wu}");
+    let mut special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 200.0, -200.0];
+    math::tanh_in_place(&mut special);
+    assert!(special[0].is_nan() && special[1..] == [1.0, -1.0, 1.0, -1.0]);
+    let mut special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 200.0, -200.0];
+    math::sigmoid_in_place(&mut special);
+    assert!(special[0].is_nan() && special[1..] == [1.0, 0.0, 1.0, 0.0]);
+}
