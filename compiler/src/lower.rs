@@ -96,7 +96,16 @@ pub fn lower(graph: &Graph, opts: LowerOptions) -> Result<Lowered> {
 }
 
 fn assign_memory(plan: &mut Plan, opts: LowerOptions) -> Result<()> {
-    let ranges = plan.live_ranges();
+    let mut ranges = plan.live_ranges();
+    // An input binding keeps its bytes for the whole run, as TensorRT's do:
+    // a context may execute again without copying its inputs in (a CUDA
+    // graph replay, `time_enqueues`), and a caller's input is never clobbered.
+    let end = plan.layers.len();
+    for &i in &plan.inputs {
+        if let Some((_, last)) = &mut ranges[i] {
+            *last = end;
+        }
+    }
     let (arena_ids, intervals): (Vec<TensorId>, Vec<Interval>) = ranges
         .iter()
         .enumerate()
