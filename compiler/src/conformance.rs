@@ -141,11 +141,20 @@ pub fn run_case(dir: &Path, tol: Tolerance) -> Outcome {
     run_case_on(dir, tol, None)
 }
 
-/// Runs one case directory; with `gpu_sm`, a case that passes on the CPU is
-/// also built for that SM and run on the CUDA executor (GPU 0), whose
+/// How a case is built for the GPU it also runs on.
+#[derive(Clone, Copy, Debug)]
+pub struct GpuBuild {
+    /// The SM of GPU 0.
+    pub sm: u32,
+    /// The tuning level (`--opt-level`); `None` is the build's default.
+    pub opt_level: Option<u8>,
+}
+
+/// Runs one case directory; with `gpu`, a case that passes on the CPU is
+/// also built for that GPU and run on the CUDA executor (GPU 0), whose
 /// outputs must match the CPU executor's within [`GPU_TOLERANCE`].
-pub fn run_case_on(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Outcome {
-    match std::panic::catch_unwind(|| run_case_inner(dir, tol, gpu_sm)) {
+pub fn run_case_on(dir: &Path, tol: Tolerance, gpu: Option<GpuBuild>) -> Outcome {
+    match std::panic::catch_unwind(|| run_case_inner(dir, tol, gpu)) {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => Outcome::Failed(e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ")),
         Err(p) => Outcome::Failed(format!("PANIC: {}", crate::panic_message(p.as_ref()))),
@@ -173,7 +182,7 @@ fn numbered(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     v
 }
 
-fn run_case_inner(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Result<Outcome> {
+fn run_case_inner(dir: &Path, tol: Tolerance, gpu: Option<GpuBuild>) -> Result<Outcome> {
     let model_path = dir.join("model.onnx");
     let bytes = std::fs::read(&model_path).with_context(|| format!("cannot read {}", model_path.display()))?;
     let model = onnx::decode(&bytes)?;
@@ -270,9 +279,10 @@ fn run_case_inner(dir: &Path, tol: Tolerance, gpu_sm: Option<u32>) -> Result<Out
             compare(name, unopt, want, tol).context("with all passes disabled")?;
             compare(name, ours, unopt, Tolerance { rtol: 1e-5, atol: 1e-6 }).context("passes on vs off")?;
         }
-        if let Some(sm) = gpu_sm {
+        if let Some(gpu) = gpu {
             let mut gpu_opts = opts.clone();
-            gpu_opts.target = trtc_runtime::Target::Cuda { sm, gpu_name: None };
+            gpu_opts.target = trtc_runtime::Target::Cuda { sm: gpu.sm, gpu_name: None };
+            gpu_opts.tuning.opt_level = gpu.opt_level;
             let built = crate::build::build_graph(graph_for_gpu.clone(), &gpu_opts).context("building for the GPU")?;
             let engine = Engine::from_bytes(&built.engine)?;
             let gpu = engine.cuda(0).context("loading the engine on the GPU")?;

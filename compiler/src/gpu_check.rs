@@ -11,7 +11,7 @@
 //! compared with the CPU executor.
 //!
 //! Usage: `trtc gpu-check [--filter SUBSTR] [--json FILE] [--conformance ROOT]
-//! [--no-models] [--list]` (a hidden subcommand of the `trtc` binary, so the
+//! [--no-models] [--list] [--opt-level N]` (a hidden subcommand of the `trtc` binary, so the
 //! device check carries one binary); exit status 1 when any model or case
 //! fails.
 //! `--list` prints the model cases (`PATH MODE`, one a line) so that a script
@@ -19,6 +19,7 @@
 //! its process unusable, and would fail every later case with it.
 
 use crate::build::{build_graph, BuildOptions};
+use crate::conformance::GpuBuild;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use trtc_runtime::{Engine, Target, Tensor};
@@ -85,10 +86,17 @@ fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Re
     Ok(found)
 }
 
-fn check(case: &Case, sm: u32) -> Result<(f64, f64, usize, usize)> {
+/// The build options of a model case.
+fn build_options(case: &Case, gpu: GpuBuild) -> BuildOptions {
     let mut opts = BuildOptions::default();
     opts.precision.fp16 = case.mode == "fp16";
-    opts.target = Target::Cuda { sm, gpu_name: None };
+    opts.target = Target::Cuda { sm: gpu.sm, gpu_name: None };
+    opts.tuning.opt_level = gpu.opt_level;
+    opts
+}
+
+fn check(case: &Case, gpu: GpuBuild) -> Result<(f64, f64, usize, usize)> {
+    let opts = build_options(case, gpu);
     let graph = crate::frontend::onnx::import_file(&case.model, &opts.import)?;
     let built = build_graph(graph, &opts)?;
     let engine = Engine::from_bytes(&built.engine)?;
@@ -118,6 +126,9 @@ pub struct GpuCheckOptions {
     pub conformance: Option<PathBuf>,
     /// Write the model results as JSON to this file.
     pub json: Option<PathBuf>,
+    /// The tuning level of every build (`--opt-level`); `None` tunes as
+    /// `trtc build` does by default, 0 takes the heuristic tactics (fast).
+    pub opt_level: Option<u8>,
 }
 
 /// One model case's result in the JSON file.
@@ -161,6 +172,7 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
         }
     };
     println!("GPU: {} (sm_{}), driver {}", gpu.name, gpu.sm, gpu.driver_version);
+    let build = GpuBuild { sm: gpu.sm, opt_level: opts.opt_level };
     let (mut passed, mut failed) = (0, 0);
     let mut json: Vec<CaseReport> = Vec::new();
     println!("{:<28} {:<5} {:>10} {:>8} {:>6} {:>5}  result", "model", "mode", "max err", "replay", "gpu", "host");
@@ -169,7 +181,7 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
     for (case, name) in cases.iter().zip(&names).filter(|(c, _)| format!("{} {}", c.model.display(), c.mode).contains(filter)) {
         let tol = if case.mode == "fp32" { 3e-3 } else { 1e-2 };
         let start = std::time::Instant::now();
-        let r = std::panic::catch_unwind(|| check(case, gpu.sm))
+        let r = std::panic::catch_unwind(|| check(case, build))
             .unwrap_or_else(|p| Err(anyhow::anyhow!("PANIC: {}", crate::panic_message(p.as_ref()))));
         let (line, ok) = match r {
             Ok((err, replay, dev, host)) => {
@@ -181,10 +193,7 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
                 );
                 if !ok {
                     // Name the first layer that differs.
-                    let mut opts = BuildOptions::default();
-                    opts.precision.fp16 = case.mode == "fp16";
-                    opts.target = Target::Cuda { sm: gpu.sm, gpu_name: None };
-                    let bad = crate::build::build_file(&case.model, &opts)
+                    let bad = crate::build::build_file(&case.model, &build_options(case, build))
                         .and_then(|b| Ok(Engine::from_bytes(&b.engine)?))
                         .and_then(|e| first_bad_layer(&e, &inputs_of(&case.model)?, tol));
                     line.push_str(&match bad {
@@ -218,7 +227,7 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
         });
         let (mut ok, mut bad, mut skipped) = (0, 0, 0);
         for (name, dir) in cases.iter().filter(|(n, _)| n.contains(filter.as_str())) {
-            match crate::conformance::run_case_on(dir, crate::conformance::Tolerance::default(), Some(gpu.sm)) {
+            match crate::conformance::run_case_on(dir, crate::conformance::Tolerance::default(), Some(build)) {
                 crate::conformance::Outcome::Passed => ok += 1,
                 crate::conformance::Outcome::Skipped(_) => skipped += 1,
                 crate::conformance::Outcome::Failed(why) => {

@@ -57,6 +57,10 @@ struct GpuCheckArgs {
     /// Write the model results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// The tuning level of every build, as `trtc build --opt-level` (0: the
+    /// heuristic tactics, no timing; the default tunes).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=5))]
+    opt_level: Option<u8>,
 }
 
 #[derive(clap::Args)]
@@ -977,6 +981,7 @@ fn main() {
             list: a.list,
             conformance: a.conformance,
             json: a.json,
+            opt_level: a.opt_level,
         })),
     })
     .unwrap_or_else(|e| {

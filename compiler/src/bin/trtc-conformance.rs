@@ -48,7 +48,7 @@ fn main() {
     };
     let gpu_sm = if gpu {
         match trtc::cuda::present_gpu() {
-            Ok(d) => Some(d.sm),
+            Ok(d) => Some(conformance::GpuBuild { sm: d.sm, opt_level: None }),
             Err(e) => {
                 eprintln!("error: --gpu: {e:#}");
                 std::process::exit(1);
