@@ -36,7 +36,7 @@ pub use dtype::DType;
 pub use engine::{BindingInfo, Engine, Target};
 pub use error::{Error, Result};
 #[cfg(feature = "cuda")]
-pub use executor::cuda::{CudaEngine, CudaExecutionContext};
+pub use executor::cuda::{ContextKeepAlive, CudaEngine, CudaExecutionContext};
 pub use executor::ExecutionContext;
 pub use ops::Op;
 pub use tensor::{Tensor, TensorType, TensorView, TensorViewMut};

@@ -26,11 +26,14 @@ pub struct GpuMeasure {
     /// Untimed runs, then timed runs (the median is kept).
     pub warmup: usize,
     pub runs: usize,
+    /// Taken at the first measurement: without it, every candidate's engine
+    /// would create and destroy the GPU's CUDA context.
+    keep_alive: Option<trtc_runtime::ContextKeepAlive>,
 }
 
 impl GpuMeasure {
     pub fn new(ordinal: usize, sm: u32) -> GpuMeasure {
-        GpuMeasure { ordinal, sm, warmup: 3, runs: 10 }
+        GpuMeasure { ordinal, sm, warmup: 3, runs: 10, keep_alive: None }
     }
 }
 
@@ -115,6 +118,9 @@ impl Measure for GpuMeasure {
         let engine = Engine::from_bytes(&bytes)?;
         // No GPU (or another one) means nothing can be timed: an error, so
         // that the tuner falls back instead of recording a failed run.
+        if self.keep_alive.is_none() {
+            self.keep_alive = Some(trtc_runtime::ContextKeepAlive::new(self.ordinal)?);
+        }
         let gpu = engine.cuda(self.ordinal)?;
         let mut ctx = gpu.create_context()?;
         ctx.set_cuda_graph(false);

@@ -109,6 +109,24 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
     })
 }
 
+/// Holds GPU `ordinal`'s primary CUDA context alive while it lives. The
+/// driver destroys a primary context when its last user releases it, and
+/// creating one costs a large part of a second; a program that loads and
+/// drops many engines in turn (the autotuner loads one per candidate) holds
+/// one of these so that the context is created once.
+pub struct ContextKeepAlive {
+    _ctx: Arc<CudaContext>,
+}
+
+impl ContextKeepAlive {
+    pub fn new(ordinal: usize) -> Result<ContextKeepAlive> {
+        device_info(ordinal)?;
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| cuda_error(format!("cannot create a CUDA context on GPU {ordinal}"), e))?;
+        Ok(ContextKeepAlive { _ctx: ctx })
+    }
+}
+
 /// An engine loaded on one GPU: its modules and weights. Shared by every
 /// thread that runs the engine on that GPU (`Send + Sync`); each thread runs
 /// it through its own [`CudaExecutionContext`].
