@@ -21,6 +21,7 @@ use crate::ops::{input, opt_input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 /// A convolution. All fields are normalized: one entry per spatial axis in
 /// `kernel_shape`, `strides` and `dilations`; `pads` holds the begin pads of
@@ -231,7 +232,7 @@ pub(crate) fn conv_then<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Opt
     if g.is_depthwise() {
         depthwise(g, x, w, bias, y, finish);
     } else {
-        conv_gemm(g, x, w, bias, y, T::GEMM, finish);
+        conv_gemm(g, x, w, bias, y, Im2colGemm { gemm: T::GEMM, max_im2col: MAX_IM2COL }, finish);
     }
 }
 
@@ -240,6 +241,14 @@ fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
     for (ch, yp) in y.chunks_exact_mut(plane.max(1)).enumerate() {
         yp.fill(bias.map_or(T::default(), |b| b[ch]));
     }
+}
+
+/// How [`conv_gemm`] multiplies: the matrix multiply, and the most
+/// elements of im2col matrix it builds at once.
+#[derive(Clone, Copy)]
+struct Im2colGemm<T> {
+    gemm: GemmFn<T>,
+    max_im2col: usize,
 }
 
 /// The im2col + matrix multiply path, one multiply per sample and group.
@@ -251,17 +260,18 @@ fn conv_gemm<T: Scalar>(
     w: &[T],
     bias: Option<&[T]>,
     y: &mut [T],
-    gemm: GemmFn<T>,
+    how: Im2colGemm<T>,
     finish: Finish<'_, T>,
 ) {
+    let Im2colGemm { gemm, max_im2col } = how;
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let kdim = cg * g.k_size;
     let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
     args.beta = if bias.is_some() { 1.0 } else { 0.0 };
     let pointwise = g.is_pointwise();
     let taps = (!pointwise).then(|| TapRows::new(g));
-    let scratch_len = if pointwise { 0 } else { kdim * g.out_size };
-    let block = g.k_size * g.out_size;
+    let width = im2col_block_width(kdim, g.out_size, max_im2col);
+    let scratch_len = if pointwise { 0 } else { kdim * width };
     with_scratch::<T, _>(scratch_len, |cols| {
         for n in 0..g.n {
             for grp in 0..g.group {
@@ -275,10 +285,18 @@ fn conv_gemm<T: Scalar>(
                 match &taps {
                     None => gemm(&args, w_g, x_g, y_g),
                     Some(taps) => {
-                        crate::parallel::par_chunks_mut(cols, block, g.planes_per_piece(), |c0, chunk| {
-                            im2col(g, taps, &x_g[c0 * g.in_size..], chunk)
-                        });
-                        gemm(&args, w_g, cols, y_g);
+                        // Output positions j0..j0 + n at a time; one block
+                        // unless the im2col matrix would exceed max_im2col.
+                        for j0 in (0..g.out_size).step_by(width) {
+                            let n = width.min(g.out_size - j0);
+                            let cols = &mut cols[..kdim * n];
+                            let columns = j0..j0 + n;
+                            crate::parallel::par_chunks_mut(cols, g.k_size * n, g.planes_per_piece(), |c0, chunk| {
+                                im2col(g, taps, &x_g[c0 * g.in_size..], columns.clone(), chunk)
+                            });
+                            let block = GemmArgs { n, rsb: n as isize, ..args };
+                            gemm(&block, w_g, cols, &mut y_g[j0..]);
+                        }
                     }
                 }
                 crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
@@ -406,23 +424,62 @@ impl TapRows {
     }
 }
 
-/// Writes the im2col rows `[K, O]` of each of the input channel planes in
-/// `x` into `cols` (one `K·O` block per channel, as many as `cols` holds).
-pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, taps: &TapRows, x: &[T], cols: &mut [T]) {
+/// The largest im2col matrix one multiply reads, in elements (64 MiB of
+/// f32). A larger one (a 3x3 convolution of 64 channels at 1024x1024 would
+/// need 2.4 GB) is built and multiplied a block of output positions at a
+/// time. Every output element gets the same sum either way: the multiply's
+/// order over k does not depend on how many columns it is given (the
+/// thread split of `gemm_kernel` relies on the same).
+const MAX_IM2COL: usize = 1 << 24;
+
+/// Output positions per im2col block: all of them when `kdim × out_size`
+/// fits in `max` elements, else the width of the fewest blocks of nearly
+/// equal width that fit (at least one position each).
+fn im2col_block_width(kdim: usize, out_size: usize, max: usize) -> usize {
+    let fit = (max / kdim.max(1)).max(1);
+    if out_size <= fit {
+        return out_size.max(1);
+    }
+    // Balanced blocks, so that no block is a narrow remainder.
+    out_size.div_ceil(out_size.div_ceil(fit))
+}
+
+/// Writes the im2col rows `[K, columns]` (output positions `columns` of
+/// every kernel tap) of each of the input channel planes in `x` into
+/// `cols`: one `K·n` block per channel, as many as `cols` holds.
+pub(crate) fn im2col<T: Scalar>(g: &ConvGeometry, taps: &TapRows, x: &[T], columns: Range<usize>, cols: &mut [T]) {
     let zero = T::default();
     let s = taps.stride;
-    for (ci, block) in cols.chunks_exact_mut(g.k_size * g.out_size).enumerate() {
+    let n = columns.len();
+    let whole = n == g.out_size;
+    for (ci, block) in cols.chunks_exact_mut(g.k_size * n).enumerate() {
         let xp = &x[ci * g.in_size..][..g.in_size];
         for r in &taps.rows {
-            let seg = &mut block[r.tap * g.out_size + r.out_row..][..taps.width];
-            seg[..r.lo].fill(zero);
-            seg[r.hi..].fill(zero);
-            let dst = &mut seg[r.lo..r.hi];
-            if s == 1 {
-                dst.copy_from_slice(&xp[r.input..r.input + dst.len()]);
+            // The part of the row inside `columns`, as positions of the row.
+            let (first, last) = if whole {
+                (0, taps.width)
             } else {
-                for (v, &x) in dst.iter_mut().zip(xp[r.input..].iter().step_by(s)) {
-                    *v = x;
+                let first = columns.start.max(r.out_row) - r.out_row;
+                let last = columns.end.min(r.out_row + taps.width).saturating_sub(r.out_row);
+                if first >= last {
+                    continue;
+                }
+                (first, last)
+            };
+            let at = r.tap * n + r.out_row + first - columns.start;
+            let seg = &mut block[at..][..last - first];
+            let (lo, hi) = (r.lo.clamp(first, last) - first, r.hi.clamp(first, last) - first);
+            seg[..lo].fill(zero);
+            seg[hi.max(lo)..].fill(zero);
+            if lo < hi {
+                let dst = &mut seg[lo..hi];
+                let start = r.input + (first + lo - r.lo) * s;
+                if s == 1 {
+                    dst.copy_from_slice(&xp[start..start + dst.len()]);
+                } else {
+                    for (v, &x) in dst.iter_mut().zip(xp[start..].iter().step_by(s)) {
+                        *v = x;
+                    }
                 }
             }
         }
@@ -633,6 +690,67 @@ mod tests {
             cases += 1;
         }
         assert!(cases > 300, "only {cases} geometries were valid");
+    }
+
+    /// The im2col path in column blocks (a tiny `max_im2col`) against one
+    /// block, bit for bit: 1-, 2- and 3-axis windows with strides, dilations
+    /// and asymmetric pads, groups, block widths that cut output rows
+    /// anywhere, down to one output position per block.
+    #[test]
+    fn im2col_in_column_blocks_matches_one_block_bit_for_bit() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut cases = 0;
+        for case in 0..150 {
+            let rank = 1 + case % 3;
+            let mut pick = |n: u64| (next() % n) as usize;
+            let kernel: Vec<usize> = (0..rank).map(|_| 1 + pick(3)).collect();
+            let strides: Vec<usize> = (0..rank).map(|_| 1 + pick(2)).collect();
+            let dilations: Vec<usize> = (0..rank).map(|_| 1 + pick(2)).collect();
+            let pads: Vec<usize> = (0..2 * rank).map(|_| pick(3)).collect();
+            let spatial: Vec<usize> = (0..rank).map(|_| 1 + pick(if rank == 3 { 5 } else { 12 })).collect();
+            let group = 1 + pick(2);
+            let (c, m) = (group * (1 + pick(3)), group * (1 + pick(4)));
+            let op = Conv { kernel_shape: kernel, strides, pads, dilations, group };
+            let mut xs = vec![1 + pick(2), c];
+            xs.extend(&spatial);
+            let mut ws = vec![m, c / group];
+            ws.extend(&op.kernel_shape);
+            let Ok(g) = op.geometry(&xs, &ws, Some(&[m]), "Conv") else { continue };
+            if g.out_size == 0 || g.is_pointwise() || g.is_depthwise() {
+                continue;
+            }
+            // From one output position per block up to nearly all of them.
+            let per_block = 1 + pick(g.out_size as u64);
+            let mut value = |_| (next() % 1000) as f32 / 37.0 - 13.0;
+            let x: Vec<f32> = (0..xs.iter().product::<usize>()).map(&mut value).collect();
+            let w: Vec<f32> = (0..ws.iter().product::<usize>()).map(&mut value).collect();
+            let b: Vec<f32> = (0..m).map(&mut value).collect();
+            let len = g.output_shape().iter().product();
+            let kdim = c / group * g.k_size;
+            let mut whole = vec![0f32; len];
+            let one_block = Im2colGemm { gemm: f32::GEMM, max_im2col: usize::MAX };
+            conv_gemm(&g, &x, &w, Some(&b), &mut whole, one_block, &|_, _| {});
+            assert!(im2col_block_width(kdim, g.out_size, kdim * per_block) <= per_block);
+            let mut blocked = vec![0f32; len];
+            let blocks = Im2colGemm { gemm: f32::GEMM, max_im2col: kdim * per_block };
+            conv_gemm(&g, &x, &w, Some(&b), &mut blocked, blocks, &|_, _| {});
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&blocked), bits(&whole), "{op:?} on {xs:?}, {per_block} positions a block");
+            cases += 1;
+        }
+        assert!(cases > 80, "only {cases} geometries were valid");
+        // The widths: one block when it fits, else the fewest balanced ones.
+        assert_eq!(im2col_block_width(9, 100, 900), 100);
+        assert_eq!(im2col_block_width(9, 100, 899), 50);
+        assert_eq!(im2col_block_width(9, 100, 9 * 34), 34);
+        assert_eq!(im2col_block_width(9, 100, 8), 1);
+        assert_eq!(im2col_block_width(9, 0, 8), 1);
     }
 
     #[test]
