@@ -584,6 +584,16 @@ mod tests {
     use crate::ops::Op;
     use crate::tensor::Tensor;
 
+    /// A xorshift64 generator: the random geometries and values below.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     fn run(op: Conv, x: Tensor, w: Tensor, b: Option<Tensor>) -> Tensor {
         let op: Op = op.into();
         op.eval_owned(&[Some(&x), Some(&w), b.as_ref()]).unwrap().remove(0)
@@ -631,13 +641,7 @@ mod tests {
     /// one and two spatial axes, and special values (-0, inf, NaN).
     #[test]
     fn blocked_depthwise_matches_the_tap_row_walk_bit_for_bit() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut cases = 0;
         for case in 0..400 {
             let two_d = case % 4 != 0;
@@ -698,13 +702,7 @@ mod tests {
     /// anywhere, down to one output position per block.
     #[test]
     fn im2col_in_column_blocks_matches_one_block_bit_for_bit() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut cases = 0;
         for case in 0..150 {
             let rank = 1 + case % 3;
