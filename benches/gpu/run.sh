@@ -62,8 +62,8 @@ log "GPU tests: ONNX conformance cases that pass on the CPU, CUDA vs CPU executo
 mkdir -p /tmp/conf && tar xzf .dev/onnx-backend.tgz -C /tmp/conf
 climit=100; quick && climit=60
 printf '%s\n' a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P Q R S T U V W X Y Z | \
-    xargs -P 8 -I L sh -c "timeout $climit trtc gpu-check --opt-level 0 --no-models --filter /test_L \
-        --conformance /tmp/conf/onnx-backend-1.16.2 > $R/conformance_gpu.L.txt 2>&1 || true"
+    xargs -P 8 -I {} sh -c "timeout $climit trtc gpu-check --opt-level 0 --no-models --filter /test_{} \
+        --conformance /tmp/conf/onnx-backend-1.16.2 > $R/conformance_gpu.{}.txt 2>&1 || true"
 cat "$R"/conformance_gpu.*.txt > "$R/conformance_gpu.txt"
 grep "^conformance FAIL" "$R/conformance_gpu.txt" | head -30
 awk '/^conformance on the GPU/ { p += $5; f += $7; s += $9; n++ }
