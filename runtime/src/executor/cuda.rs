@@ -111,7 +111,7 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
 
 /// Holds GPU `ordinal`'s primary CUDA context alive while it lives. The
 /// driver destroys a primary context when its last user releases it, and
-/// creating one costs a large part of a second; a program that loads and
+/// creating one is not cheap; a program that loads and
 /// drops many engines in turn (the autotuner loads one per candidate) holds
 /// one of these so that the context is created once.
 pub struct ContextKeepAlive {
@@ -121,10 +121,13 @@ pub struct ContextKeepAlive {
 impl ContextKeepAlive {
     pub fn new(ordinal: usize) -> Result<ContextKeepAlive> {
         device_info(ordinal)?;
-        let ctx =
-            CudaContext::new(ordinal).map_err(|e| cuda_error(format!("cannot create a CUDA context on GPU {ordinal}"), e))?;
-        Ok(ContextKeepAlive { _ctx: ctx })
+        Ok(ContextKeepAlive { _ctx: primary_context(ordinal)? })
     }
+}
+
+/// GPU `ordinal`'s primary context (created if no one holds it).
+fn primary_context(ordinal: usize) -> Result<Arc<CudaContext>> {
+    CudaContext::new(ordinal).map_err(|e| cuda_error(format!("cannot create a CUDA context on GPU {ordinal}"), e))
 }
 
 /// An engine loaded on one GPU: its modules and weights. Shared by every
@@ -180,8 +183,7 @@ impl<'e> CudaEngine<'e> {
                 table.sm, device.name, device.sm, device.sm
             )));
         }
-        let ctx =
-            CudaContext::new(ordinal).map_err(|e| cuda_error(format!("cannot create a CUDA context on GPU {ordinal}"), e))?;
+        let ctx = primary_context(ordinal)?;
         // SAFETY: the executor orders every use of its buffers itself: all
         // work of a context is on its one stream, weights are written once
         // (synchronously) before any launch, and buffers are freed only
