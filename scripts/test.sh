@@ -3,7 +3,8 @@
 # ONNX conformance suite, NVRTC, a venv with tritonclient), checks
 # formatting, lints and the module layering, fuzzes each parser of untrusted
 # input for TRTC_FUZZ_SECONDS (default 60) per target, then `cargo test` over
-# the whole workspace (no GPU needed). Arguments go to `cargo test`.
+# the whole workspace (no GPU needed), then the Python package's tests
+# (scripts/test-python.sh). Arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-conformance.sh
@@ -46,3 +47,6 @@ fi
 
 cargo test --workspace --locked "$@"
 disk "the tests"
+
+bash scripts/test-python.sh
+disk "the Python package's tests"

@@ -24,6 +24,23 @@ pub struct Int8Options {
     /// A calibration cache (`--calib-cache FILE`): read when it exists
     /// (no calibration runs), written after calibrating otherwise.
     pub cache: Option<PathBuf>,
+    /// Batches given in memory (the Python API's calibrators), used when
+    /// there is no `calib_dir`.
+    pub batches: Vec<Batch>,
+    /// Scales given in memory (a Python calibrator's
+    /// `read_calibration_cache`), used as an existing cache file would be.
+    pub cache_given: Option<CalibrationCache>,
+}
+
+impl Int8Options {
+    /// The calibration batches: `calib_dir`'s files, else those given in
+    /// memory (maybe none).
+    fn load_batches(&self, inputs: &[(String, trtc_runtime::TensorType)]) -> Result<Vec<Batch>> {
+        match &self.calib_dir {
+            Some(dir) => calib::load_batches(dir, inputs, self.calib.max_batches),
+            None => Ok(self.batches.iter().take(self.calib.max_batches.unwrap_or(usize::MAX)).cloned().collect()),
+        }
+    }
 }
 
 /// Everything `trtc build` can be asked.
@@ -79,10 +96,12 @@ impl BuildOptions {
         }
         if self.precision.int8 {
             flags.push("--int8".into());
-            // An existing cache decides the scales, whatever the calibrator.
-            match &self.int8.cache {
-                Some(p) if p.exists() => flags.push("--calib-cache (reused)".into()),
-                _ => flags.push(format!("--calibrator {}", self.int8.calib.calibrator)),
+            // With a cache the scales are the cache's, whether made by this
+            // build or reused, so both give the same engine.
+            if self.int8.cache.is_some() || self.int8.cache_given.is_some() {
+                flags.push("--calib-cache".into());
+            } else {
+                flags.push(format!("--calibrator {}", self.int8.calib.calibrator));
             }
         }
         for (pattern, p) in &self.precision.layer_precisions {
@@ -113,18 +132,21 @@ pub struct Built {
 
 /// Calibration scales for an INT8 build of the optimized FP32 `graph`.
 fn calibration(graph: &Graph, opts: &Int8Options) -> Result<(CalibrationCache, bool)> {
+    if let Some(cache) = &opts.cache_given {
+        return Ok((cache.clone(), true));
+    }
     if let Some(path) = &opts.cache {
         if path.exists() {
             return Ok((calib::read_cache(path)?, true));
         }
     }
-    let Some(dir) = &opts.calib_dir else {
+    if opts.calib_dir.is_none() && opts.batches.is_empty() {
         match &opts.cache {
             Some(p) => bail!("--int8: the calibration cache {} does not exist; give --calib DIR to create it", p.display()),
             None => bail!("--int8 needs calibration data: --calib DIR (batches as .npz/.npy), or --calib-cache FILE"),
         }
-    };
-    let batches = calib::load_batches(dir, &calib::graph_inputs(graph), opts.calib.max_batches)?;
+    }
+    let batches = opts.load_batches(&calib::graph_inputs(graph))?;
     let cache = calibrate(graph, &batches, &opts.calib)?;
     if let Some(path) = &opts.cache {
         calib::write_cache(path, &cache)?;
@@ -142,19 +164,20 @@ pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Resul
 
 /// The observed max |x| of every f32 tensor of the FP32 graph, for FP16
 /// builds, and what it was observed on: the calibration batches when
-/// `--calib DIR` is given; else 4 random batches (uniform in [-1, 1)) when
+/// `--calib DIR` (or batches in memory) are given; else 4 random batches (uniform in [-1, 1)) when
 /// every input is a float; else nothing.
 fn observe_ranges(graph: &Graph, data: &Int8Options) -> Result<(BTreeMap<String, f32>, String)> {
     let inputs = calib::graph_inputs(graph);
-    if let Some(dir) = &data.calib_dir {
-        let batches = calib::load_batches(dir, &inputs, data.calib.max_batches)?;
+    if data.calib_dir.is_some() || !data.batches.is_empty() {
+        let batches = data.load_batches(&inputs)?;
         let engine = Engine::from_bytes(&calibration_engine(graph)?)?;
         let ranges = calib::observe_ranges(&engine, &batches).context("observing tensor ranges for FP16")?;
         let n = batches.len();
-        return Ok((
-            ranges,
-            format!("tensor ranges observed on {n} batch{} of {}", if n == 1 { "" } else { "es" }, dir.display()),
-        ));
+        let source = match &data.calib_dir {
+            Some(dir) => dir.display().to_string(),
+            None => "the calibrator's data".into(),
+        };
+        return Ok((ranges, format!("tensor ranges observed on {n} batch{} of {source}", if n == 1 { "" } else { "es" })));
     }
     if !inputs.iter().all(|(_, t)| t.dtype.is_float()) {
         return Ok((
@@ -195,6 +218,7 @@ fn calibration_engine(graph: &Graph) -> Result<Vec<u8>> {
 
 /// Optimizes an imported graph and compiles it into engine bytes.
 pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
+    let flags = opts.provenance_flags();
     let imported_nodes = graph.op_count();
     let pass_stats = crate::passes::optimize(&mut graph, &opts.passes)?;
     let reference = graph.clone();
@@ -214,8 +238,7 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
             (Some(table), Some(report))
         }
     };
-    let engine =
-        Engine::serialize(opts.target.clone(), opts.provenance_flags(), &lowered.plan, &lowered.weights, table.as_ref())?;
+    let engine = Engine::serialize(opts.target.clone(), flags, &lowered.plan, &lowered.weights, table.as_ref())?;
     Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, engine })
 }
 

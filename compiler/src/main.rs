@@ -106,6 +106,7 @@ impl CalibFlags {
                 progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             },
             cache: self.calib_cache.clone(),
+            ..Default::default()
         })
     }
 }

@@ -360,6 +360,11 @@ pub struct TensorViewMut<'a> {
     pub bytes: &'a mut [u8],
 }
 
+/// Views of named tensors, for the executors' `run_views`.
+pub fn views<'a>(tensors: &[(&'a str, &'a Tensor)]) -> Vec<(&'a str, TensorView<'a>)> {
+    tensors.iter().map(|&(n, t)| (n, t.view())).collect()
+}
+
 /// 8-bit floats, decoded exactly.
 fn float8_f64(bytes: &[u8], format: crate::float8::Float8) -> Vec<f64> {
     bytes.iter().map(|&b| f64::from(format.decode(b))).collect()
@@ -372,6 +377,17 @@ fn elements_f64<T: Element>(bytes: &[u8]) -> Vec<f64> {
 }
 
 impl<'a> TensorView<'a> {
+    /// A view of `bytes` (little-endian elements, any alignment) as a
+    /// tensor of `dtype` and `shape`; the byte count must match exactly.
+    pub fn new(dtype: DType, shape: &'a [usize], bytes: &'a [u8]) -> Result<TensorView<'a>> {
+        let ty = TensorType::new(dtype, shape);
+        match ty.checked_bytes() {
+            Some(n) if n == bytes.len() => Ok(TensorView { dtype, shape, bytes }),
+            Some(n) => Err(Error::invalid(format!("a {ty} tensor has {n} bytes, not {}", bytes.len()))),
+            None => Err(Error::invalid(format!("the size of a {ty} tensor overflows"))),
+        }
+    }
+
     pub fn ty(&self) -> TensorType {
         TensorType::new(self.dtype, self.shape)
     }

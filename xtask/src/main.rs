@@ -18,6 +18,7 @@ const CRATE_ROOTS: &[&str] = &[
     "compiler/src/main.rs",
     "server/src/lib.rs",
     "server/src/main.rs",
+    "python/src/lib.rs",
     "xtask/src/main.rs",
 ];
 

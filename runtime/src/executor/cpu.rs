@@ -61,7 +61,13 @@ impl<'e> ExecutionContext<'e> {
     /// Runs the engine on host tensors given by binding name and returns the
     /// outputs by name, in binding order.
     pub fn run(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
-        self.run_observed(inputs, |_, _| {})
+        self.run_views(&crate::tensor::views(inputs))
+    }
+
+    /// Like [`ExecutionContext::run`] on borrowed input bytes (a caller's
+    /// arrays, read in place): the only copy is the one into the arena.
+    pub fn run_views(&mut self, inputs: &[(&str, TensorView<'_>)]) -> Result<Vec<(String, Tensor)>> {
+        self.run_observed_views(inputs, |_, _| {})
     }
 
     /// Like [`ExecutionContext::run`], and calls `observe` after each layer
@@ -70,6 +76,14 @@ impl<'e> ExecutionContext<'e> {
     pub fn run_observed(
         &mut self,
         inputs: &[(&str, &Tensor)],
+        observe: impl FnMut(&Layer, &[TensorView<'_>]),
+    ) -> Result<Vec<(String, Tensor)>> {
+        self.run_observed_views(&crate::tensor::views(inputs), observe)
+    }
+
+    fn run_observed_views(
+        &mut self,
+        inputs: &[(&str, TensorView<'_>)],
         mut observe: impl FnMut(&Layer, &[TensorView<'_>]),
     ) -> Result<Vec<(String, Tensor)>> {
         let plan = self.engine.plan();
@@ -126,7 +140,7 @@ impl<'e> ExecutionContext<'e> {
         Ok(plan.outputs.iter().map(|(name, id)| (name.clone(), read(*id).to_owned())).collect())
     }
 
-    fn bind_inputs(&mut self, inputs: &[(&str, &Tensor)]) -> Result<()> {
+    fn bind_inputs(&mut self, inputs: &[(&str, TensorView<'_>)]) -> Result<()> {
         let plan = self.engine.plan();
         for (name, _) in inputs {
             let known =
@@ -141,7 +155,7 @@ impl<'e> ExecutionContext<'e> {
                 let desc = &plan.tensors[f.value];
                 let Storage::Weight { offset } = desc.storage else { unreachable!("validated") };
                 let want = &self.engine.weights()[offset as usize..offset as usize + desc.ty.bytes()];
-                if t.ty() != &desc.ty || t.bytes() != want {
+                if t.ty() != desc.ty || t.bytes != want {
                     return Err(Error::Binding(format!(
                         "input '{}' is a shape input fixed when the engine was built; rebuild to change it",
                         f.name
@@ -158,12 +172,12 @@ impl<'e> ExecutionContext<'e> {
             if found.next().is_some() {
                 return Err(Error::Binding(format!("input '{}' given twice", desc.name)));
             }
-            if t.ty() != &desc.ty {
+            if t.ty() != desc.ty {
                 return Err(Error::Binding(format!("input '{}' must be {}, got {}", desc.name, desc.ty, t.ty())));
             }
             let Storage::Arena { offset } = desc.storage else { unreachable!("validated") };
             let n = desc.ty.bytes();
-            self.arena.as_mut_slice()[offset as usize..offset as usize + n].copy_from_slice(t.bytes());
+            self.arena.as_mut_slice()[offset as usize..offset as usize + n].copy_from_slice(t.bytes);
         }
         Ok(())
     }

@@ -204,6 +204,12 @@ impl<'a> CudaExecutionContext<'a> {
     /// the plan (replaying the CUDA graph after the first run), copies out,
     /// and waits.
     pub fn run(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
+        self.run_views(&crate::tensor::views(inputs))
+    }
+
+    /// Like [`CudaExecutionContext::run`] on borrowed input bytes (a
+    /// caller's arrays, copied to the GPU from where they are).
+    pub fn run_views(&mut self, inputs: &[(&str, TensorView<'_>)]) -> Result<Vec<(String, Tensor)>> {
         self.engine.bind()?;
         let bound = check_host_inputs(self.engine.engine(), inputs)?;
         self.upload_inputs(&bound)?;
@@ -223,7 +229,7 @@ impl<'a> CudaExecutionContext<'a> {
         mut observe: impl FnMut(usize, &[Tensor]) -> Result<()>,
     ) -> Result<Vec<(String, Tensor)>> {
         self.engine.bind()?;
-        let bound = check_host_inputs(self.engine.engine(), inputs)?;
+        let bound = check_host_inputs(self.engine.engine(), &crate::tensor::views(inputs))?;
         self.upload_inputs(&bound)?;
         self.sync(|| "copying the inputs to the GPU".into())?;
         let plan = self.engine.engine().plan();
@@ -525,9 +531,9 @@ impl<'a> CudaExecutionContext<'a> {
     }
 
     /// Queues the copies of checked inputs into the arena.
-    fn upload_inputs(&self, bound: &[(TensorId, &Tensor)]) -> Result<()> {
+    fn upload_inputs(&self, bound: &[(TensorId, TensorView<'_>)]) -> Result<()> {
         for (id, t) in bound {
-            if let Err(e) = self.upload(*id, t.bytes()) {
+            if let Err(e) = self.upload(*id, t.bytes) {
                 let _ = self.stream.synchronize();
                 return Err(e);
             }
@@ -600,7 +606,7 @@ fn is_known_input(plan: &Plan, name: &str) -> bool {
 /// The checks and messages of the CPU executor's input binding: unknown
 /// names, fixed inputs with another value, missing, repeated or mistyped
 /// inputs. Returns the arena tensor and value of each input binding.
-fn check_host_inputs<'t>(engine: &Engine, inputs: &[(&str, &'t Tensor)]) -> Result<Vec<(TensorId, &'t Tensor)>> {
+fn check_host_inputs<'t>(engine: &Engine, inputs: &[(&str, TensorView<'t>)]) -> Result<Vec<(TensorId, TensorView<'t>)>> {
     let plan = engine.plan();
     for (name, _) in inputs {
         if !is_known_input(plan, name) {
@@ -612,7 +618,7 @@ fn check_host_inputs<'t>(engine: &Engine, inputs: &[(&str, &'t Tensor)]) -> Resu
             let desc = &plan.tensors[f.value];
             let Storage::Weight { offset } = desc.storage else { unreachable!("validated") };
             let want = &engine.weights()[offset as usize..offset as usize + desc.ty.bytes()];
-            if t.ty() != &desc.ty || t.bytes() != want {
+            if t.ty() != desc.ty || t.bytes != want {
                 return Err(Error::Binding(format!(
                     "input '{}' is a shape input fixed when the engine was built; rebuild to change it",
                     f.name
@@ -630,7 +636,7 @@ fn check_host_inputs<'t>(engine: &Engine, inputs: &[(&str, &'t Tensor)]) -> Resu
         if found.next().is_some() {
             return Err(Error::Binding(format!("input '{}' given twice", desc.name)));
         }
-        if t.ty() != &desc.ty {
+        if t.ty() != desc.ty {
             return Err(Error::Binding(format!("input '{}' must be {}, got {}", desc.name, desc.ty, t.ty())));
         }
         bound.push((id, *t));

@@ -1,0 +1,182 @@
+//! `trtc.Context`: runs an engine, on the CPU executor or on a GPU.
+
+use crate::convert;
+use crate::errors::{self, Kind};
+use crate::gpu::GpuEngine;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyMapping};
+use std::sync::{Arc, Mutex};
+use trtc_runtime::{CudaExecutionContext, ExecutionContext, Tensor, TensorView};
+
+/// Where a context runs.
+pub enum Place {
+    Cpu,
+    Gpu(Arc<GpuEngine>),
+}
+
+/// How a CPU context runs its layers.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuOptions {
+    /// Threads per layer; every core when `None`.
+    pub threads: Option<usize>,
+    /// The reference f32 arithmetic instead of the faster kernels.
+    pub exact: bool,
+}
+
+type CpuContextOf<'a> = ExecutionContext<'a>;
+type GpuContextOf<'a> = CudaExecutionContext<'a>;
+
+self_cell::self_cell!(
+    struct CpuCell {
+        owner: Arc<trtc_runtime::Engine>,
+        #[not_covariant]
+        dependent: CpuContextOf,
+    }
+);
+
+self_cell::self_cell!(
+    struct GpuCell {
+        owner: Arc<GpuEngine>,
+        #[not_covariant]
+        dependent: GpuContextOf,
+    }
+);
+
+enum Inner {
+    Cpu(CpuCell),
+    Gpu(GpuCell),
+}
+
+impl Inner {
+    fn run(&mut self, inputs: &[(&str, TensorView<'_>)]) -> trtc_runtime::Result<Vec<(String, Tensor)>> {
+        match self {
+            Inner::Cpu(c) => c.with_dependent_mut(|_, ctx| ctx.run_views(inputs)),
+            Inner::Gpu(c) => c.with_dependent_mut(|_, ctx| ctx.run_views(inputs)),
+        }
+    }
+}
+
+/// Runs one engine: its activation memory and, on a GPU, its stream. One
+/// per thread: calls on one context from several threads take turns.
+#[pyclass(module = "trtc", name = "Context", frozen)]
+pub struct Context {
+    /// The `trtc.Engine`, kept alive and returned by the `engine` getter.
+    engine: Py<PyAny>,
+    runtime: Arc<trtc_runtime::Engine>,
+    device: &'static str,
+    threads: usize,
+    inner: Mutex<Inner>,
+}
+
+impl Context {
+    pub fn new(engine: Py<PyAny>, runtime: Arc<trtc_runtime::Engine>, place: Place, cpu: CpuOptions) -> PyResult<Context> {
+        let (inner, device, threads) = match place {
+            Place::Cpu => {
+                let threads = cpu.threads.unwrap_or_else(trtc_runtime::parallel::machine_threads);
+                let cell = CpuCell::try_new(runtime.clone(), |e| {
+                    let mut ctx = e.create_context()?;
+                    ctx.set_threads(threads)?;
+                    ctx.set_math(if cpu.exact { trtc_runtime::math::Math::Exact } else { trtc_runtime::math::Math::Fast });
+                    Ok::<_, trtc_runtime::Error>(ctx)
+                })
+                .map_err(errors::runtime)?;
+                (Inner::Cpu(cell), "cpu", threads)
+            }
+            Place::Gpu(gpu) => {
+                let cell = GpuCell::try_new(gpu, |g| g.borrow_dependent().create_context()).map_err(errors::runtime)?;
+                (Inner::Gpu(cell), "cuda:0", 0)
+            }
+        };
+        Ok(Context { engine, runtime, device, threads, inner: Mutex::new(inner) })
+    }
+}
+
+#[pymethods]
+impl Context {
+    /// Runs the engine. `inputs` maps input names to arrays (any
+    /// array-like; numpy arrays of the binding's dtype are read in place),
+    /// or is one array for an engine with one input. Returns the outputs
+    /// by name, in binding order, as new numpy arrays. The GIL is released
+    /// while the engine runs.
+    fn run<'py>(&self, py: Python<'py>, inputs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let arrays = input_arrays(py, &self.runtime, inputs)?;
+        let views =
+            arrays.iter().map(|(name, dtype, a)| Ok((name.as_str(), convert::view(a, *dtype)?))).collect::<PyResult<Vec<_>>>()?;
+        let outputs = py.detach(|| {
+            errors::no_panic(|| {
+                let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                inner.run(&views).map_err(errors::runtime)
+            })
+        })?;
+        let dict = PyDict::new(py);
+        for (name, t) in &outputs {
+            dict.set_item(name, convert::output_array(py, t)?)?;
+        }
+        Ok(dict)
+    }
+
+    /// The engine this context runs.
+    #[getter]
+    fn engine(&self, py: Python<'_>) -> Py<PyAny> {
+        self.engine.clone_ref(py)
+    }
+
+    /// `cpu` or `cuda:0`.
+    #[getter]
+    fn device(&self) -> &'static str {
+        self.device
+    }
+
+    /// Threads each CPU layer may use (0 on a GPU).
+    #[getter]
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Context(device={:?}, threads={})", self.device, self.threads)
+    }
+}
+
+/// The inputs as C-contiguous arrays of their bindings' dtypes, by name.
+/// Names that are not inputs are passed on for the executor to refuse with
+/// its own message (fixed shape inputs are accepted there).
+fn input_arrays<'py>(
+    py: Python<'py>,
+    engine: &trtc_runtime::Engine,
+    inputs: &Bound<'py, PyAny>,
+) -> PyResult<Vec<(String, trtc_runtime::DType, Bound<'py, PyAny>)>> {
+    let plan = engine.plan();
+    let dtype_of = |name: &str| -> Option<trtc_runtime::DType> {
+        let bound = engine.inputs().iter().find(|b| b.name == name).map(|b| b.ty.dtype);
+        bound.or_else(|| plan.fixed_inputs.iter().find(|f| f.name == name).map(|f| plan.tensors[f.value].ty.dtype))
+    };
+    let mut out = Vec::new();
+    if let Ok(mapping) = inputs.cast::<PyMapping>() {
+        for item in mapping.items()?.iter() {
+            let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
+            let name: String = key.extract().map_err(|_| {
+                errors::error(
+                    Kind::Binding,
+                    format!("input names are strings, not {}", key.get_type().name().map(|n| n.to_string()).unwrap_or_default()),
+                )
+            })?;
+            let Some(dtype) = dtype_of(&name) else {
+                let names: Vec<&str> = engine.inputs().iter().map(|b| b.name.as_str()).collect();
+                return Err(errors::error(Kind::Binding, format!("unknown input '{name}'; the engine's inputs are {names:?}")));
+            };
+            let array = convert::input_array(py, &name, &value, dtype)?;
+            out.push((name, dtype, array));
+        }
+    } else {
+        let [only] = engine.inputs() else {
+            return Err(errors::error(
+                Kind::Binding,
+                format!("this engine has {} inputs: pass a dict of arrays by input name", engine.inputs().len()),
+            ));
+        };
+        let array = convert::input_array(py, &only.name, inputs, only.ty.dtype)?;
+        out.push((only.name.clone(), only.ty.dtype, array));
+    }
+    Ok(out)
+}
