@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Turn a folder of images into INT8 calibration batches for trtc.
+"""Turn a folder of images into INT8 calibration batches for trtc, or
+calibrate and build an engine from them directly (--build).
 
     trtc build model.onnx --int8 --calib DIR ...
 
@@ -43,6 +44,15 @@ Examples:
     # a 1x3x32x32 model (e.g. testdata/models/example_cnn.onnx)
     python scripts/calib_images.py imgs calib --batch 1 --resize 32 --crop 32
     trtc build testdata/models/example_cnn.onnx --int8 --calib calib ...
+
+With --build MODEL the batches go straight into the trtc Python package
+(``pip install ./python``): a ``trtc.EntropyCalibrator`` (or --calibrator
+minmax / percentile=P) reads them one at a time as ``trtc.build(MODEL,
+int8=True, calibrator=...)`` calibrates, and OUT is the engine written; the
+example of a calibration script on the module:
+
+    python scripts/calib_images.py imgs model.engine --build model.onnx --batch 1 \
+        --resize 32 --crop 32 --calib-cache model.cache
 
 Exit status: 0 on success, 1 if nothing could be written (no images found,
 no readable image, or fewer images than one batch without --keep-partial),
@@ -161,7 +171,7 @@ def main(argv=None) -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument("images", type=Path, help="folder of images")
-    ap.add_argument("out", type=Path, help="output folder (created)")
+    ap.add_argument("out", type=Path, help="output folder (created); with --build, the engine file to write")
     ap.add_argument("--batch", type=positive_int, default=8, help="images per batch file (the engine's batch size)")
     ap.add_argument("--resize", type=int, default=256, help="shorter side after resizing (bilinear); 0 = no resize")
     ap.add_argument("--crop", default="224", help="center crop size: N or H,W")
@@ -176,7 +186,16 @@ def main(argv=None) -> int:
     ap.add_argument("--no-exif", dest="exif", action="store_false", help="ignore the EXIF orientation tag")
     ap.add_argument("--overwrite", action="store_true", help="allow writing into an output folder that already holds batch files")
     ap.add_argument("--quiet", "-q", action="store_true", help="only print warnings and errors")
+    ap.add_argument("--build", type=Path, metavar="MODEL", default=None,
+                    help="calibrate and build MODEL (.onnx) into the INT8 engine OUT with the trtc Python package, "
+                         "instead of writing batch files")
+    ap.add_argument("--calibrator", default="entropy", help="with --build: entropy, minmax or percentile[=P]")
+    ap.add_argument("--calib-cache", type=Path, default=None,
+                    help="with --build: the calibration cache, reused when it exists, written otherwise")
+    ap.add_argument("--fp16", action="store_true", help="with --build: layers not in int8 run in fp16")
     args = ap.parse_args(argv)
+    if args.build is None and (args.calib_cache is not None or args.fp16 or args.calibrator != "entropy"):
+        ap.error("--calibrator, --calib-cache and --fp16 go with --build")
 
     try:
         args.mean = parse_floats3(args.mean, "mean")
@@ -221,26 +240,60 @@ def main(argv=None) -> int:
         random.Random(args.seed).shuffle(paths)
     found = len(paths)
 
-    if args.out.exists() and not args.out.is_dir():
-        print(f"error: {args.out} exists and is not a directory", file=sys.stderr)
-        return 1
-    args.out.mkdir(parents=True, exist_ok=True)
-    stale = sorted(args.out.glob("batch_*.np[yz]"))
-    if stale and not args.overwrite:
-        print(f"error: {args.out} already holds {len(stale)} batch file(s) (e.g. {stale[0].name}); "
-              "pass --overwrite or choose an empty folder", file=sys.stderr)
-        return 1
-    for p in stale:
-        p.unlink()
+    if args.build is None:
+        if args.out.exists() and not args.out.is_dir():
+            print(f"error: {args.out} exists and is not a directory", file=sys.stderr)
+            return 1
+        args.out.mkdir(parents=True, exist_ok=True)
+        stale = sorted(args.out.glob("batch_*.np[yz]"))
+        if stale and not args.overwrite:
+            print(f"error: {args.out} already holds {len(stale)} batch file(s) (e.g. {stale[0].name}); "
+                  "pass --overwrite or choose an empty folder", file=sys.stderr)
+            return 1
+        for p in stale:
+            p.unlink()
 
     shape = (3, args.crop_h, args.crop_w)
-    pending: list[np.ndarray] = []
-    used = skipped = written = 0
-    ext = "." + args.format
+    stats = {"used": 0, "skipped": 0, "dropped": 0, "last": None}
 
-    def flush(batch: list[np.ndarray]) -> None:
-        nonlocal written
-        arr = np.stack(batch).astype(np.float32, copy=False)
+    def batches():
+        """The batches, as float32 NCHW arrays, read one at a time."""
+        pending: list[np.ndarray] = []
+        for p in paths:
+            if args.limit is not None and stats["used"] >= args.limit:
+                break
+            try:
+                x = preprocess(p, args)
+            except Exception as e:  # noqa: BLE001 - any decode error: skip the file
+                stats["skipped"] += 1
+                warn(f"skipping unreadable image {p}: {type(e).__name__}: {e}")
+                continue
+            assert x.shape == shape, (x.shape, shape)
+            pending.append(x)
+            stats["used"] += 1
+            if len(pending) == args.batch:
+                yield np.stack(pending).astype(np.float32, copy=False)
+                pending = []
+        if pending:
+            if args.keep_partial:
+                info(f"last batch holds {len(pending)} of {args.batch} images (kept: --keep-partial)")
+                stats["last"] = len(pending)
+                yield np.stack(pending).astype(np.float32, copy=False)
+            else:
+                stats["dropped"] = len(pending)
+                warn(f"dropped the last {len(pending)} image(s): they do not fill a batch of {args.batch} "
+                     "(engines have a static batch size; pass --keep-partial to keep them)")
+
+    def summary() -> str:
+        return (f"{found} image file(s) found, {stats['used']} used, {stats['skipped']} unreadable (skipped), "
+                f"{stats['dropped']} dropped (partial batch)")
+
+    if args.build is not None:
+        return build_engine(args, batches(), summary, info)
+
+    written = 0
+    ext = "." + args.format
+    for arr in batches():
         path = args.out / f"batch_{written:05d}{ext}"
         if args.format == "npz":
             np.savez(path, **{args.input_name: arr})
@@ -248,42 +301,51 @@ def main(argv=None) -> int:
             np.save(path, arr)
         written += 1
 
-    for p in paths:
-        if args.limit is not None and used >= args.limit:
-            break
-        try:
-            x = preprocess(p, args)
-        except Exception as e:  # noqa: BLE001 - any decode error: skip the file
-            skipped += 1
-            warn(f"skipping unreadable image {p}: {type(e).__name__}: {e}")
-            continue
-        assert x.shape == shape, (x.shape, shape)
-        pending.append(x)
-        used += 1
-        if len(pending) == args.batch:
-            flush(pending)
-            pending = []
-
-    dropped = 0
-    if pending:
-        if args.keep_partial:
-            info(f"last batch holds {len(pending)} of {args.batch} images (kept: --keep-partial)")
-            flush(pending)
-        else:
-            dropped = len(pending)
-            warn(f"dropped the last {dropped} image(s): they do not fill a batch of {args.batch} "
-                 "(engines have a static batch size; pass --keep-partial to keep them)")
-
-    summary = (f"{found} image file(s) found, {used} used, {skipped} unreadable (skipped), "
-               f"{dropped} dropped (partial batch)")
     if written == 0:
-        print(f"error: no batch written: {summary}", file=sys.stderr)
+        print(f"error: no batch written: {summary()}", file=sys.stderr)
         return 1
-    info(summary)
+    info(summary())
     info(f"wrote {written} batch file(s) to {args.out}/ (batch_00000{ext} .. batch_{written - 1:05d}{ext}), "
          f"float32 NCHW [{args.batch}, {shape[0]}, {shape[1]}, {shape[2]}]"
-         + (f" (the last one [{len(pending)}, ...])" if pending and args.keep_partial else "")
+         + (f" (the last one [{stats['last']}, ...])" if stats["last"] else "")
          + (f", key {args.input_name!r}" if args.format == "npz" else ""))
+    return 0
+
+
+def build_engine(args, batches, summary, info) -> int:
+    """--build: calibrates and builds the engine in this process through the
+    trtc Python package, the batches fed by a calibrator as they are read
+    (nothing written but the engine and, with --calib-cache, the cache)."""
+    try:
+        import trtc
+    except ImportError:
+        print("error: --build needs the trtc Python package (pip install ./python)", file=sys.stderr)
+        return 1
+    name = args.calibrator.split("=", 1)[0]
+    if name == "entropy":
+        calibrator = trtc.EntropyCalibrator(batches, cache_file=args.calib_cache)
+    elif name == "minmax":
+        calibrator = trtc.MinMaxCalibrator(batches, cache_file=args.calib_cache)
+    elif name == "percentile":
+        p = args.calibrator.split("=", 1)[1] if "=" in args.calibrator else "99.99"
+        try:
+            calibrator = trtc.PercentileCalibrator(batches, float(p), cache_file=args.calib_cache)
+        except ValueError as e:
+            print(f"error: --calibrator {args.calibrator}: {e}", file=sys.stderr)
+            return 2
+    else:
+        print(f"error: --calibrator {args.calibrator}: expected entropy, minmax or percentile[=P]", file=sys.stderr)
+        return 2
+    try:
+        engine = trtc.build(args.build, int8=True, fp16=args.fp16, calibrator=calibrator)
+        engine.save(args.out)
+    except trtc.Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    info(summary())
+    layers = engine.inspect()["layers"]
+    int8 = sum(1 for layer in layers if layer["precision"] == "int8")
+    info(f"built {args.out}: {len(layers)} layers, {int8} in int8")
     return 0
 
 

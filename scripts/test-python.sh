@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 venv=.cache/python-venv
 rm -rf $venv
 python3 -m venv $venv
-$venv/bin/pip install --quiet --disable-pip-version-check "pytest==8.4.2"
+$venv/bin/pip install --quiet --disable-pip-version-check "pytest==8.4.2" "pillow==11.3.0" "pyyaml==6.0.2" "ray[serve]==2.60.0"
 MATURIN_PEP517_ARGS="--profile ${TRTC_PYTHON_PROFILE:-dev}" \
   $venv/bin/pip install --quiet --disable-pip-version-check ./python
 # The CLI the tests compare with: cargo test built it; build it otherwise.
