@@ -10,7 +10,7 @@ calibrator against the CLI's (issue 16).
    testdata/models/example_cnn.onnx.
 2. Calibration: `trtc build --int8 --calib DIR` against `trtc.build(...,
    int8=True, calibrator=trtc.EntropyCalibrator(batches))` on the same
-   batches (resnet18_dynamo, 32 random batches), wall time of each, median of
+   batches (resnet18_dynamo, 128 random batches), wall time of each, median of
    the rounds.
 
 Usage (a venv with the package, numpy and onnx; build both in release):
@@ -86,7 +86,7 @@ def calibration(trtc_bin, rounds, work):
     model = ROOT / "testdata" / "models" / "resnet18_dynamo.onnx"
     shape = trtc.build(model).inputs[0].shape
     rng = np.random.default_rng(1)
-    batches = [rng.uniform(-1, 1, size=shape).astype(np.float32) for _ in range(32)]
+    batches = [rng.uniform(-1, 1, size=shape).astype(np.float32) for _ in range(128)]
     calib = work / "calib"
     calib.mkdir(exist_ok=True)
     for i, b in enumerate(batches):
@@ -101,7 +101,7 @@ def calibration(trtc_bin, rounds, work):
         py.append(time.perf_counter() - t)
     assert engine.serialize() == (work / "cli.engine").read_bytes(), "the two engines differ"
     c, p = statistics.median(cli), statistics.median(py)
-    print(f"| resnet18_dynamo, 32 batches of {list(shape)} | {c:.3f} s | {p:.3f} s | {p / c:.2f}× |")
+    print(f"| resnet18_dynamo, 128 batches of {list(shape)} | {c:.3f} s | {p:.3f} s | {p / c:.2f}× |")
 
 
 def main():

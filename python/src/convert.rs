@@ -58,7 +58,7 @@ pub fn input_array<'py>(py: Python<'py>, name: &str, value: &Bound<'py, PyAny>, 
         return Err(errors::error(
             Kind::Binding,
             format!(
-                "input '{name}' must be {want} (numpy {np_name}), got a {} array (convert it with .astype(numpy.{np_name}))",
+                "input '{name}' must be {want} (numpy {np_name}), got an array of {} (convert it with .astype(numpy.{np_name}))",
                 dtype.str()?
             ),
         ));

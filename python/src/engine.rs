@@ -160,9 +160,15 @@ impl Engine {
             },
             "auto" => crate::context::Place::Cpu,
             other => {
-                return Err(errors::error(Kind::Device, format!("device '{other}': expected 'auto', 'cpu' or 'cuda'")));
+                return Err(errors::error(Kind::Argument, format!("device '{other}': expected 'auto', 'cpu' or 'cuda'")));
             }
         };
+        if let Some(t) = threads {
+            let max = trtc_runtime::parallel::MAX_THREADS;
+            if t == 0 || t > max {
+                return Err(errors::error(Kind::Argument, format!("threads must be between 1 and {max}, got {t}")));
+            }
+        }
         let options = crate::context::CpuOptions { threads, exact };
         let owner = slf.clone().into_any().unbind();
         let engine = this.engine.clone();

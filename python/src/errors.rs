@@ -21,6 +21,8 @@ pub enum Kind {
     Device,
     /// A file that cannot be read or written.
     File,
+    /// An argument value trtc cannot use.
+    Argument,
     /// A bug in trtc (a caught panic).
     Internal,
 }
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Execution => "ExecutionError",
             Kind::Device => "DeviceError",
             Kind::File => "FileError",
+            Kind::Argument => "ArgumentError",
             Kind::Internal => "InternalError",
         }
     }

@@ -27,7 +27,7 @@ def bert():
 
 
 def test_the_exceptions_derive_from_trtc_error_and_the_builtins():
-    for cls in (trtc.BuildError, trtc.EngineError, trtc.BindingError, trtc.ExecutionError, trtc.DeviceError, trtc.FileError):
+    for cls in (trtc.BuildError, trtc.EngineError, trtc.BindingError, trtc.ExecutionError, trtc.DeviceError, trtc.FileError, trtc.ArgumentError):
         assert issubclass(cls, trtc.Error)
     assert issubclass(trtc.FileError, OSError)
     assert issubclass(trtc.BindingError, ValueError)
@@ -185,6 +185,15 @@ def test_gpu_requests_without_a_gpu(engine):
     with pytest.raises(trtc.DeviceError) as err:
         engine.create_context(device="cuda")
     assert "built for the CPU" in one_line(err)
-    with pytest.raises(trtc.DeviceError) as err:
+    with pytest.raises(trtc.ArgumentError) as err:
         engine.create_context(device="tpu")
     assert "expected 'auto', 'cpu' or 'cuda'" in one_line(err)
+
+
+def test_bad_thread_counts(engine):
+    for threads in (0, 10**6):
+        with pytest.raises(trtc.ArgumentError) as err:
+            engine.create_context(threads=threads)
+        assert "threads must be between 1 and" in one_line(err)
+    with pytest.raises(OverflowError):
+        engine.create_context(threads=-1)

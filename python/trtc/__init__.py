@@ -11,6 +11,7 @@ one-line messages as the ``trtc`` command.
 """
 
 from ._errors import (
+    ArgumentError,
     BindingError,
     BuildError,
     DeviceError,
@@ -24,6 +25,7 @@ from ._trtc import Binding, Context, Engine, __version__, build
 from .calibration import Calibrator, EntropyCalibrator, MinMaxCalibrator, PercentileCalibrator
 
 __all__ = [
+    "ArgumentError",
     "Binding",
     "BindingError",
     "BuildError",

@@ -25,6 +25,10 @@ class DeviceError(Error):
     """A device is absent or failed (no GPU, CUDA's libraries missing, a CUDA error)."""
 
 
+class ArgumentError(Error, ValueError):
+    """An argument has a value trtc cannot use (a thread count, a device name)."""
+
+
 class FileError(Error, OSError):
     """A file could not be read or written."""
 
