@@ -20,7 +20,7 @@ OUT=${OUT:-/tmp/trtc-gpu-out}
 # script with SIGTERM), with the table and the test summaries beside it.
 R=/tmp/trtc-gpu-run
 rm -rf "$R" && mkdir -p "$R" "$OUT"
-pack() { tar czf "$OUT/gpu-run.tgz" -C "$R" . 2>/dev/null; cp "$R"/table.md "$R"/gpu_check.txt "$R"/smoke.txt "$OUT"/ 2>/dev/null; }
+pack() { tar czf "$OUT/gpu-run.tgz" -C "$R" . 2>/dev/null; cp "$R"/table.md "$R"/gpu_check.txt "$R"/smoke.txt "$R"/python.txt "$OUT"/ 2>/dev/null; }
 trap pack EXIT
 trap 'exit 143' TERM
 BIN=.dev/bin
@@ -38,6 +38,14 @@ timeout 60 trtc build testdata/models/example_cnn.onnx -o /tmp/smoke.engine --ta
 timeout 30 trtc run /tmp/smoke.engine --inputs testdata/models/example_cnn.inputs.npz --device cuda --save-outputs /tmp/smoke.gpu.npz 2>&1 | tail -8 | tee -a "$R/smoke.txt"
 timeout 30 trtc run /tmp/smoke.engine --inputs testdata/models/example_cnn.inputs.npz --device cpu --save-outputs /tmp/smoke.cpu.npz 2>&1 | tail -3 | tee -a "$R/smoke.txt"
 timeout 30 trtc bench /tmp/smoke.engine --device cuda --iterations 20 2>&1 | tail -8 | tee -a "$R/smoke.txt"
+
+log "the Python package on the GPU: host arrays and torch CUDA tensors (run_device)"
+if ls .dev/wheels/trtc-*.whl >/dev/null 2>&1; then
+    rm -rf /tmp/trtcpy && python3 -m zipfile -e .dev/wheels/trtc-*.whl /tmp/trtcpy
+    PYTHONPATH=/tmp/trtcpy timeout 60 python3 benches/gpu/python_check.py 2>&1 | tail -25 | tee "$R/python.txt"
+else
+    echo "SKIPPED: no wheel in .dev/wheels (run benches/gpu/prepare.sh)" | tee "$R/python.txt"
+fi
 
 log "GPU tests: testdata models (fp32, fp16, int8), CUDA vs CPU executor, heuristic tactics, one process per case"
 # One process per case: a kernel fault poisons its process's CUDA context.

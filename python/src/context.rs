@@ -115,6 +115,75 @@ impl Context {
         Ok(dict)
     }
 
+    /// Runs the engine on arrays already on the GPU, with no copy through
+    /// the host: `inputs` and `outputs` map binding names to objects with
+    /// `__cuda_array_interface__` (CuPy arrays, PyTorch CUDA tensors) on the
+    /// context's GPU, C-contiguous, of each binding's dtype and shape. Every
+    /// input must be given; `outputs` may name a subset of the outputs,
+    /// which are written in place. Waits for all pending work on the GPU
+    /// first (the arrays' producers, on any stream), and for the engine's
+    /// work before returning. Returns `outputs` as a dict.
+    fn run_device<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: &Bound<'py, PyMapping>,
+        outputs: &Bound<'py, PyMapping>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        if self.device == "cpu" {
+            return Err(errors::error(Kind::Argument, "run_device needs a context on a GPU (create_context(device='cuda'))"));
+        }
+        let engine = &self.runtime;
+        let plan = engine.plan();
+        let mut ins = Vec::new();
+        for item in inputs.items()?.iter() {
+            let (name, value): (String, Bound<'py, PyAny>) = item.extract()?;
+            let ty = match engine.inputs().iter().find(|b| b.name == name) {
+                Some(b) => b.ty.clone(),
+                None => match plan.fixed_inputs.iter().find(|f| f.name == name) {
+                    Some(f) => plan.tensors[f.value].ty.clone(),
+                    None => {
+                        let names: Vec<&str> = engine.inputs().iter().map(|b| b.name.as_str()).collect();
+                        return Err(errors::error(
+                            Kind::Binding,
+                            format!("unknown input '{name}'; the engine's inputs are {names:?}"),
+                        ));
+                    }
+                },
+            };
+            ins.push((name.clone(), convert::device_address(py, &format!("input {name}"), &value, &ty, false)?));
+        }
+        let dict = PyDict::new(py);
+        let mut outs = Vec::new();
+        for item in outputs.items()?.iter() {
+            let (name, value): (String, Bound<'py, PyAny>) = item.extract()?;
+            let Some(b) = engine.outputs().iter().find(|b| b.name == name) else {
+                let names: Vec<&str> = engine.outputs().iter().map(|b| b.name.as_str()).collect();
+                return Err(errors::error(Kind::Binding, format!("unknown output '{name}'; the engine's outputs are {names:?}")));
+            };
+            outs.push((name.clone(), convert::device_address(py, &format!("output {name}"), &value, &b.ty, true)?));
+            dict.set_item(&name, &value)?;
+        }
+        py.detach(|| {
+            errors::no_panic(|| {
+                let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                let Inner::Gpu(cell) = &mut *inner else { unreachable!("checked above: a GPU context") };
+                cell.with_dependent_mut(|gpu, ctx| {
+                    let ins: Vec<(&str, u64)> = ins.iter().map(|(n, a)| (n.as_str(), *a)).collect();
+                    let outs: Vec<(&str, u64)> = outs.iter().map(|(n, a)| (n.as_str(), *a)).collect();
+                    gpu.borrow_dependent().synchronize_device()?;
+                    // SAFETY: each address is a live, C-contiguous device array of
+                    // its binding's type and size (checked above from its
+                    // __cuda_array_interface__), kept alive by the caller's
+                    // objects for this call, which waits for the work to finish.
+                    unsafe { ctx.enqueue_device(&ins, &outs)? };
+                    ctx.synchronize()
+                })
+                .map_err(errors::runtime)
+            })
+        })?;
+        Ok(dict)
+    }
+
     /// The engine this context runs.
     #[getter]
     fn engine(&self, py: Python<'_>) -> Py<PyAny> {

@@ -129,3 +129,71 @@ pub fn output_array<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
         DType::Bool => typed::<u8>(py, t)?.call_method1("view", ("bool",)),
     }
 }
+
+/// The device address of `value`, an array on the GPU given for the binding
+/// `name` of type `ty`: an object with `__cuda_array_interface__` (CuPy
+/// arrays, PyTorch CUDA tensors, Numba device arrays), C-contiguous, of the
+/// binding's dtype and shape, and writable when it receives an output.
+pub fn device_address(
+    py: Python<'_>,
+    name: &str,
+    value: &Bound<'_, PyAny>,
+    ty: &trtc_runtime::TensorType,
+    writable: bool,
+) -> PyResult<u64> {
+    let bad = |why: String| errors::error(Kind::Binding, format!("'{name}': {why}"));
+    let Ok(cai) = value.getattr("__cuda_array_interface__") else {
+        let why = if value.hasattr("__dlpack__")? {
+            "a DLPack tensor without __cuda_array_interface__: wrap it, e.g. with cupy.from_dlpack(x)"
+        } else {
+            "not a GPU array (it has no __cuda_array_interface__; CuPy arrays and PyTorch CUDA tensors have one)"
+        };
+        return Err(bad(why.into()));
+    };
+    let item = |key: &str| cai.get_item(key).map_err(|_| bad(format!("__cuda_array_interface__ has no '{key}'")));
+    let shape: Vec<usize> =
+        item("shape")?.extract().map_err(|_| bad("__cuda_array_interface__ 'shape' is not a tuple of sizes".into()))?;
+    let typestr: String =
+        item("typestr")?.extract().map_err(|_| bad("__cuda_array_interface__ 'typestr' is not a string".into()))?;
+    let (address, readonly): (u64, bool) =
+        item("data")?.extract().map_err(|_| bad("__cuda_array_interface__ 'data' is not (address, read-only)".into()))?;
+    let want: String = numpy_dtype(py, ty.dtype)?.getattr("str")?.extract()?;
+    if typestr != want || shape != ty.shape {
+        let got: String = numpy_dtype_name_of(py, &typestr).unwrap_or(typestr);
+        return Err(bad(format!("must be {ty} (numpy {}), got a {got} array of shape {shape:?}", numpy_dtype_name(ty.dtype))));
+    }
+    if let Ok(strides) = cai.get_item("strides") {
+        if !strides.is_none() {
+            let strides: Vec<isize> =
+                strides.extract().map_err(|_| bad("__cuda_array_interface__ 'strides' is not a tuple".into()))?;
+            let mut expected = vec![0isize; shape.len()];
+            let mut step = ty.dtype.size() as isize;
+            for (i, &d) in shape.iter().enumerate().rev() {
+                expected[i] = step;
+                step *= d as isize;
+            }
+            let same = strides.iter().zip(&expected).zip(&shape).all(|((s, e), &d)| s == e || d == 1);
+            if strides.len() != shape.len() || !same {
+                return Err(bad("not C-contiguous (call .contiguous() or cupy.ascontiguousarray first)".into()));
+            }
+        }
+    }
+    if let Ok(mask) = cai.get_item("mask") {
+        if !mask.is_none() {
+            return Err(bad("masked arrays are not supported".into()));
+        }
+    }
+    if writable && readonly {
+        return Err(bad("the array is read-only and cannot receive an output".into()));
+    }
+    if address == 0 && ty.bytes() > 0 {
+        return Err(bad("null device address".into()));
+    }
+    Ok(address)
+}
+
+/// numpy's name of a dtype given by its `typestr` (`<f4` → float32).
+fn numpy_dtype_name_of(py: Python<'_>, typestr: &str) -> Option<String> {
+    let dtype = py.import("numpy").ok()?.getattr("dtype").ok()?.call1((typestr,)).ok()?;
+    dtype.getattr("name").ok()?.extract().ok()
+}

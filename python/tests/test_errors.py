@@ -197,3 +197,22 @@ def test_bad_thread_counts(engine):
         assert "threads must be between 1 and" in one_line(err)
     with pytest.raises(OverflowError):
         engine.create_context(threads=-1)
+
+
+def test_gpu_engines_on_a_machine_without_a_gpu(example_model):
+    engine = trtc.build(example_model, target="sm_90", opt_level=0)
+    assert engine.target == "sm_90"
+    try:
+        engine.create_context(device="cuda")
+    except trtc.DeviceError as err:
+        assert "\n" not in str(err)
+    else:
+        pytest.skip("this machine has a GPU that runs sm_90 engines")
+    # auto falls back to the CPU executor and says why, as `trtc run` does.
+    with pytest.warns(RuntimeWarning, match="running on the cpu"):
+        ctx = engine.create_context()
+    assert ctx.device == "cpu"
+    x = np.zeros(engine.inputs[0].shape, np.float32)
+    assert ctx.run(x)["logits"].shape == engine.outputs[0].shape
+    with pytest.raises(trtc.ArgumentError, match="needs a context on a GPU"):
+        ctx.run_device({"input": x}, {})

@@ -47,6 +47,22 @@ class Context:
         misshapen inputs, :class:`trtc.ExecutionError` when a layer fails.
         """
 
+    def run_device(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> Dict[str, Any]:
+        """Runs the engine on arrays already on the GPU, with no copy through
+        the host (a GPU context only).
+
+        ``inputs`` and ``outputs`` map binding names to objects with
+        ``__cuda_array_interface__`` (PyTorch CUDA tensors, CuPy arrays) on
+        the context's GPU, C-contiguous, of each binding's dtype and shape.
+        Every input must be given; ``outputs`` may name a subset of the
+        outputs, which are written in place. Waits for all pending work on
+        the GPU first (the arrays' producers, on any stream) and for the
+        engine's work before returning. Returns ``outputs`` as a dict.
+
+        Raises :class:`trtc.ArgumentError` on a CPU context,
+        :class:`trtc.BindingError` for unusable arrays.
+        """
+
 class Engine:
     """A loaded engine, shared by any number of contexts and threads."""
 
@@ -87,6 +103,10 @@ class Engine:
         every core; outputs do not depend on it). ``exact``: the CPU
         executor's bit-reproducible f32 arithmetic instead of its faster
         kernels (whose results differ within tested bounds).
+
+        Raises :class:`trtc.ArgumentError` for an unknown device or a thread
+        count outside 1..1024, :class:`trtc.DeviceError` when the GPU cannot
+        run the engine.
         """
 
 def build(

@@ -247,6 +247,14 @@ impl<'e> CudaEngine<'e> {
         self.engine.kernels().expect("checked in CudaEngine::new")
     }
 
+    /// Waits until all work queued in the engine's CUDA context is done, on
+    /// every stream: the device's primary context, which other libraries on
+    /// the same GPU (PyTorch, CuPy) share, so their pending writes to the
+    /// tensors given to [`CudaExecutionContext::enqueue_device`] are done too.
+    pub fn synchronize_device(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(|e| cuda_error("waiting for the GPU", e))
+    }
+
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
