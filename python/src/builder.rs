@@ -5,7 +5,7 @@ use crate::convert;
 use crate::engine::Engine;
 use crate::errors::{self, Kind};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyMapping, PyString};
+use pyo3::types::{PyBytes, PyList, PyMapping, PyString, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use trtc::build::BuildOptions;
@@ -30,7 +30,7 @@ fn build_error(message: impl Into<String>) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (
     model, *, fp16 = false, int8 = false, calibrator = None, calib_cache = None, calib_batches = None,
-    shapes = None, target = "cpu", opt_level = None, timing_cache = None, error_on_cache_miss = false,
+    shapes = None, profiles = None, target = "cpu", opt_level = None, timing_cache = None, error_on_cache_miss = false,
     layer_precision = None, disable_passes = None, progress = None
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -43,6 +43,7 @@ pub fn build(
     calib_cache: Option<PathBuf>,
     calib_batches: Option<usize>,
     shapes: Option<HashMap<String, Vec<usize>>>,
+    profiles: Option<&Bound<'_, PyAny>>,
     target: &str,
     opt_level: Option<u8>,
     timing_cache: Option<PathBuf>,
@@ -58,6 +59,11 @@ pub fn build(
             pyo3::exceptions::PyTypeError::new_err("model: expected a path (str or os.PathLike) or the model's bytes")
         })?)
     };
+    if profiles.is_some_and(|p| !p.is_none()) {
+        return Err(build_error(
+            "profiles: optimization profiles (shapes that vary at run time) are not supported yet; fix each input's shape with shapes={name: dims}",
+        ));
+    }
     let mut opts = BuildOptions::default();
     opts.import.shapes = shapes.unwrap_or_default().into_iter().collect();
     opts.target = match target.parse::<TargetSpec>().map_err(errors::build)? {
@@ -209,15 +215,33 @@ fn batches(py: Python<'_>, c: &Bound<'_, PyAny>, inputs: &[(String, TensorType)]
         return Err(build_error("the calibrator has no get_batch() method"));
     }
     let names = || inputs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
+    let get_batch = c.getattr("get_batch")?;
+    // TensorRT's calibrators take the input names: get_batch(names).
+    let wants_names: bool = py.import("trtc.calibration")?.getattr("_wants_names")?.call1((&get_batch,))?.extract()?;
+    let name_list = PyList::new(py, inputs.iter().map(|(n, _)| n.as_str()))?;
     let mut out = Vec::new();
     while max.is_none_or(|m| out.len() < m) {
-        let got = c.call_method0("get_batch")?;
+        let got = if wants_names { get_batch.call1((&name_list,))? } else { get_batch.call0()? };
         if got.is_none() {
             break;
         }
         let index = out.len();
         let mut batch = Vec::with_capacity(inputs.len());
-        if let Ok(m) = got.cast::<PyMapping>() {
+        let in_order = wants_names && (got.is_instance_of::<PyList>() || got.is_instance_of::<PyTuple>());
+        if in_order {
+            let arrays: Vec<Bound<'_, PyAny>> = got.extract()?;
+            if arrays.len() != inputs.len() {
+                return Err(build_error(format!(
+                    "calibration batch {index}: get_batch(names) returned {} arrays for {} inputs ({})",
+                    arrays.len(),
+                    inputs.len(),
+                    names()
+                )));
+            }
+            for ((name, ty), value) in inputs.iter().zip(&arrays) {
+                batch.push((name.clone(), batch_tensor(py, index, name, value, ty)?));
+            }
+        } else if let Ok(m) = got.cast::<PyMapping>() {
             for key in m.keys()?.iter() {
                 let key: String =
                     key.extract().map_err(|_| build_error(format!("calibration batch {index}: keys must be input names")))?;

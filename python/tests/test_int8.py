@@ -114,3 +114,30 @@ def test_fp16_observes_ranges_on_the_calibrator_batches(example_model):
     ref = trtc.build(example_model).create_context(exact=True).run(x)["logits"]
     out = engine.create_context().run(x)["logits"]
     assert np.max(np.abs(out - ref)) <= 1e-2 * np.max(np.abs(ref))
+
+
+def test_a_tensorrt_style_calibrator_gets_the_input_names(example_model):
+    """get_batch(names) as TensorRT calls it, returning arrays in that order."""
+    data = batches(3, (1, 3, 32, 32), seed=6)
+
+    class TensorRTStyle:
+        def __init__(self):
+            self.seen = []
+            self.left = list(data)
+
+        def get_batch(self, names):
+            self.seen.append(list(names))
+            return [self.left.pop(0)] if self.left else None
+
+    calibrator = TensorRTStyle()
+    a = trtc.build(example_model, int8=True, calibrator=calibrator)
+    assert calibrator.seen == [["input"]] * 4
+    b = trtc.build(example_model, int8=True, calibrator=trtc.EntropyCalibrator(data))
+    assert a.serialize() == b.serialize()
+
+    class WrongCount(TensorRTStyle):
+        def get_batch(self, names):
+            return [data[0], data[0]]
+
+    with pytest.raises(trtc.BuildError, match="returned 2 arrays for 1 inputs"):
+        trtc.build(example_model, int8=True, calibrator=WrongCount())

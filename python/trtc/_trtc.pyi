@@ -118,6 +118,7 @@ def build(
     calib_cache: Optional[PathLike] = None,
     calib_batches: Optional[int] = None,
     shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    profiles: Optional[Any] = None,
     target: str = "cpu",
     opt_level: Optional[int] = None,
     timing_cache: Optional[PathLike] = None,
@@ -137,6 +138,8 @@ def build(
       written after calibrating otherwise (``--calib-cache``).
     - ``calib_batches``: use at most this many batches (``--calib-batches``).
     - ``shapes``: input shapes resolving symbolic dimensions (``--shape``).
+    - ``profiles``: optimization profiles (min/opt/max shapes); not
+      supported yet: anything but ``None`` raises :class:`trtc.BuildError`.
     - ``target``: ``"cpu"``, ``"cuda"`` (the GPU of this machine) or
       ``"sm_XX"`` (no GPU needed).
     - ``opt_level``, ``timing_cache``, ``error_on_cache_miss``: GPU tactic

@@ -3,7 +3,10 @@
 ``trtc.build(..., int8=True, calibrator=c)`` accepts any object with
 
 - ``get_batch()``: the next batch, a dict of numpy arrays by input name (or
-  one array for a single-input model), or ``None`` when there are no more;
+  one array for a single-input model), or ``None`` when there are no more.
+  A ``get_batch(names)`` that takes the input names, as TensorRT's
+  calibrators do, is called with them (a list of str); it may return the
+  arrays in that order as a list;
 - optionally ``read_calibration_cache()``: the bytes of an earlier
   calibration (TensorRT's text format), or ``None`` to calibrate;
 - optionally ``write_calibration_cache(cache: bytes)``: called with the new
@@ -15,8 +18,20 @@ The classes here wrap any iterable of batches (a list, a generator, a
 DataLoader yielding numpy arrays) and keep the cache in a file.
 """
 
+import inspect
 import os
 from typing import Any, Iterable, Optional
+
+
+def _wants_names(get_batch) -> bool:
+    """Whether ``get_batch`` takes a required argument (TensorRT's
+    ``get_batch(self, names)``)."""
+    try:
+        params = inspect.signature(get_batch).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind in positional and p.default is inspect.Parameter.empty for p in params)
 
 
 class Calibrator:
