@@ -10,8 +10,9 @@
 //! 16+H u32          CRC-32 of the header bytes
 //! ... sections at 256-byte aligned offsets, each with its CRC-32 in the header:
 //!     PLAN (postcard-encoded `Plan`), WEIGHTS (raw tensors, 256-byte aligned),
-//!     and for GPU targets KERNELS (postcard-encoded `KernelTable`: cubins and
-//!     per-layer launches)
+//!     for GPU targets KERNELS (postcard-encoded `KernelTable`: cubins and
+//!     per-layer launches), and for engines whose input shapes vary PROFILES
+//!     (postcard-encoded `Vec<Profile>`)
 //! ```
 //!
 //! Nothing read from the file is trusted before it is checked: lengths are
@@ -21,6 +22,7 @@
 use crate::error::{Error, Result};
 use crate::kernels::KernelTable;
 use crate::plan::{Plan, TensorId};
+use crate::profile::Profile;
 use crate::tensor::{AlignedBytes, TensorType};
 use serde::{Deserialize, Serialize};
 
@@ -29,9 +31,10 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// Version 3 appended ops (Det, NegativeLogLikelihoodLoss, the recurrent
 /// layers LSTM/GRU/RNN, GridSample, Col2Im, DFT, STFT, RoiAlign) to their families;
 /// nothing else changed. Version 4 appended the 8-bit float and 4-bit
-/// integer dtypes and the CastNoSaturate and DeformConv ops. An older runtime refuses a
-/// newer engine by its version instead of failing to decode it.
-pub const FORMAT_VERSION: u32 = 4;
+/// integer dtypes and the CastNoSaturate and DeformConv ops. Version 5 added
+/// the optional PROFILES section (optimization profiles). An older runtime
+/// refuses a newer engine by its version instead of failing to decode it.
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).
@@ -66,6 +69,7 @@ pub enum SectionKind {
     Plan,
     Weights,
     Kernels,
+    Profiles,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +106,8 @@ pub struct Engine {
     plan: Plan,
     weights: AlignedBytes,
     kernels: Option<KernelTable>,
+    /// Empty for an engine of fixed shapes.
+    profiles: Vec<Profile>,
     inputs: Vec<BindingInfo>,
     outputs: Vec<BindingInfo>,
 }
@@ -195,11 +201,19 @@ impl Engine {
                 Some(table)
             }
         };
+        let profiles: Vec<Profile> = match optional_section(bytes, &header, SectionKind::Profiles)? {
+            None => Vec::new(),
+            Some(_) if format_version < 5 => return Err(Error::invalid("a PROFILES section in an engine of format version < 5")),
+            Some(p) => postcard::from_bytes(p).map_err(|e| Error::invalid(format!("profiles do not decode: {e}")))?,
+        };
+        for p in &profiles {
+            p.validate(&plan)?;
+        }
         let weights = AlignedBytes::from_bytes(weight_bytes);
         let binding = |id: TensorId, name: &str| BindingInfo { name: name.to_string(), ty: plan.tensors[id].ty.clone() };
         let inputs = plan.inputs.iter().map(|&i| binding(i, &plan.tensors[i].name)).collect();
         let outputs = plan.outputs.iter().map(|(n, i)| binding(*i, n)).collect();
-        Ok(Engine { header, format_version, plan, weights, kernels, inputs, outputs })
+        Ok(Engine { header, format_version, plan, weights, kernels, profiles, inputs, outputs })
     }
 
     /// Serializes a plan and its weights (and, for a GPU target, its kernel
@@ -212,6 +226,23 @@ impl Engine {
         weights: &[u8],
         kernels: Option<&KernelTable>,
     ) -> Result<Vec<u8>> {
+        Engine::serialize_with_profiles(target, build_flags, plan, weights, kernels, &[])
+    }
+
+    /// Like [`Engine::serialize`], for an engine whose input shapes vary
+    /// within `profiles` (planned at each input's maximum). With no
+    /// profiles, the same bytes as `serialize`.
+    pub fn serialize_with_profiles(
+        target: Target,
+        build_flags: Vec<String>,
+        plan: &Plan,
+        weights: &[u8],
+        kernels: Option<&KernelTable>,
+        profiles: &[Profile],
+    ) -> Result<Vec<u8>> {
+        for p in profiles {
+            p.validate(plan)?;
+        }
         let encode = |what: &str, r: std::result::Result<Vec<u8>, postcard::Error>| {
             r.map_err(|e| Error::invalid(format!("{what} does not encode: {e}")))
         };
@@ -222,6 +253,9 @@ impl Engine {
                 payloads.push((SectionKind::Kernels, encode("kernel table", postcard::to_stdvec(k))?))
             }
             _ => return Err(Error::invalid("a kernel table goes with a CUDA target and only with it")),
+        }
+        if !profiles.is_empty() {
+            payloads.push((SectionKind::Profiles, encode("profiles", postcard::to_stdvec(profiles))?));
         }
         // Weights last, so that a reader can map them at an aligned offset.
         let sections_for = |base: u64| {
@@ -284,6 +318,11 @@ impl Engine {
 
     /// Input bindings, in the ONNX model's order. Inputs fixed at build time
     /// are listed by [`Engine::fixed_inputs`] instead.
+    /// The optimization profiles (empty when every shape is fixed).
+    pub fn profiles(&self) -> &[Profile] {
+        &self.profiles
+    }
+
     pub fn inputs(&self) -> &[BindingInfo] {
         &self.inputs
     }

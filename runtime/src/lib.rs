@@ -28,6 +28,7 @@ pub mod tensor;
 pub mod ops;
 pub mod memory;
 pub mod plan;
+pub mod profile;
 pub mod kernels;
 pub mod engine;
 pub mod executor;

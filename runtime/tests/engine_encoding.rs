@@ -65,6 +65,7 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::plan::Plan,
         trtc_runtime::engine::Header,
         trtc_runtime::kernels::KernelTable,
+        trtc_runtime::profile::Profile,
     );
     let registry = tracer.registry().expect("every type of the plan is complete");
     let mut text = format!("FORMAT_VERSION = {}\n", trtc_runtime::engine::FORMAT_VERSION);

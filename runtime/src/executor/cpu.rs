@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 use crate::math::Math;
 use crate::parallel::Threads;
 use crate::plan::{Layer, Storage, TensorId};
-use crate::tensor::{AlignedBytes, Tensor, TensorView, TensorViewMut};
+use crate::tensor::{AlignedBytes, Tensor, TensorType, TensorView, TensorViewMut};
+use std::sync::Arc;
 
 /// Per-thread execution state of an engine: its activation arena, the
 /// threads its layers may use (one unless [`ExecutionContext::set_threads`]
@@ -19,6 +20,14 @@ pub struct ExecutionContext<'e> {
     arena: AlignedBytes,
     threads: Threads,
     math: Math,
+    /// For an engine with profiles: the last shapes bound.
+    bound: Option<BoundShapes>,
+}
+
+/// The input shapes of a run and every tensor's type at those shapes.
+struct BoundShapes {
+    inputs: Vec<Vec<usize>>,
+    types: Arc<Vec<TensorType>>,
 }
 
 impl<'e> ExecutionContext<'e> {
@@ -26,7 +35,7 @@ impl<'e> ExecutionContext<'e> {
         let bytes = usize::try_from(engine.plan().arena_bytes).map_err(|_| Error::invalid("arena too large"))?;
         let arena = AlignedBytes::try_zeroed(bytes)
             .map_err(|_| Error::Device(format!("cannot allocate the engine's {bytes}-byte activation arena")))?;
-        Ok(ExecutionContext { engine, arena, threads: Threads::single(), math: Math::Exact })
+        Ok(ExecutionContext { engine, arena, threads: Threads::single(), math: Math::Exact, bound: None })
     }
 
     pub fn engine(&self) -> &'e Engine {
@@ -87,13 +96,17 @@ impl<'e> ExecutionContext<'e> {
         mut observe: impl FnMut(&Layer, &[TensorView<'_>]),
     ) -> Result<Vec<(String, Tensor)>> {
         let plan = self.engine.plan();
-        self.bind_inputs(inputs)?;
+        let bound = self.bind_inputs(inputs)?;
+        // Every tensor's type in this run: the plan's, or for an engine
+        // with profiles, the types at the inputs' shapes.
+        let ty_of = |id: TensorId| -> &TensorType { bound.as_ref().map_or(&plan.tensors[id].ty, |b| &b[id]) };
         let base = self.arena.as_mut_ptr();
         let arena_len = self.arena.len();
         let weights = self.engine.weights();
         let read = |id: TensorId| -> TensorView<'_> {
             let t = &plan.tensors[id];
-            let n = t.ty.bytes();
+            let ty = ty_of(id);
+            let n = ty.bytes();
             let bytes = match t.storage {
                 // SAFETY: `Plan::validate` checked the range lies in the arena;
                 // no `&mut` to it exists while this layer runs (see below).
@@ -103,7 +116,7 @@ impl<'e> ExecutionContext<'e> {
                 },
                 Storage::Weight { offset } => &weights[offset as usize..offset as usize + n],
             };
-            TensorView { dtype: t.ty.dtype, shape: &t.ty.shape, bytes }
+            TensorView { dtype: ty.dtype, shape: &ty.shape, bytes }
         };
         let math = self.math;
         self.threads.install(|| -> Result<()> {
@@ -115,6 +128,7 @@ impl<'e> ExecutionContext<'e> {
                         .iter()
                         .map(|&id| {
                             let t = &plan.tensors[id];
+                            let ty = ty_of(id);
                             let Storage::Arena { offset } = t.storage else {
                                 unreachable!("validated: outputs live in the arena")
                             };
@@ -122,8 +136,8 @@ impl<'e> ExecutionContext<'e> {
                             // same step never overlap, and a layer's inputs and outputs
                             // are all live at its step, so this slice aliases nothing
                             // else handed out for this layer.
-                            let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), t.ty.bytes()) };
-                            TensorViewMut { dtype: t.ty.dtype, shape: &t.ty.shape, bytes }
+                            let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), ty.bytes()) };
+                            TensorViewMut { dtype: ty.dtype, shape: &ty.shape, bytes }
                         })
                         .collect();
                     layer
@@ -140,7 +154,10 @@ impl<'e> ExecutionContext<'e> {
         Ok(plan.outputs.iter().map(|(name, id)| (name.clone(), read(*id).to_owned())).collect())
     }
 
-    fn bind_inputs(&mut self, inputs: &[(&str, TensorView<'_>)]) -> Result<()> {
+    /// Checks the inputs and copies them into the arena. For an engine with
+    /// profiles, returns every tensor's type at the inputs' shapes (which
+    /// must lie inside a profile).
+    fn bind_inputs(&mut self, inputs: &[(&str, TensorView<'_>)]) -> Result<Option<Arc<Vec<TensorType>>>> {
         let plan = self.engine.plan();
         for (name, _) in inputs {
             let known =
@@ -163,6 +180,8 @@ impl<'e> ExecutionContext<'e> {
                 }
             }
         }
+        let profiles = self.engine.profiles();
+        let mut given = Vec::with_capacity(plan.inputs.len());
         for &id in &plan.inputs {
             let desc = &plan.tensors[id];
             let mut found = inputs.iter().filter(|(n, _)| *n == desc.name);
@@ -172,13 +191,75 @@ impl<'e> ExecutionContext<'e> {
             if found.next().is_some() {
                 return Err(Error::Binding(format!("input '{}' given twice", desc.name)));
             }
-            if t.ty() != desc.ty {
-                return Err(Error::Binding(format!("input '{}' must be {}, got {}", desc.name, desc.ty, t.ty())));
+            let fits = if profiles.is_empty() { t.ty() == desc.ty } else { t.dtype == desc.ty.dtype };
+            if !fits {
+                return Err(Error::Binding(format!(
+                    "input '{}' must be {}, got {}",
+                    desc.name,
+                    describe(desc, profiles),
+                    t.ty()
+                )));
             }
-            let Storage::Arena { offset } = desc.storage else { unreachable!("validated") };
-            let n = desc.ty.bytes();
-            self.arena.as_mut_slice()[offset as usize..offset as usize + n].copy_from_slice(t.bytes);
+            given.push(*t);
         }
-        Ok(())
+        let bound = if profiles.is_empty() { None } else { Some(self.bind_shapes(&given)?) };
+        for (&id, t) in plan.inputs.iter().zip(&given) {
+            let Storage::Arena { offset } = plan.tensors[id].storage else { unreachable!("validated") };
+            self.arena.as_mut_slice()[offset as usize..offset as usize + t.bytes.len()].copy_from_slice(t.bytes);
+        }
+        Ok(bound)
     }
+
+    /// Every tensor's type at the shapes of `inputs` (one per input binding,
+    /// in order), which must lie inside one of the engine's profiles; the
+    /// last shapes' types are kept.
+    fn bind_shapes(&mut self, inputs: &[TensorView<'_>]) -> Result<Arc<Vec<TensorType>>> {
+        if let Some(b) = &self.bound {
+            if b.inputs.len() == inputs.len() && b.inputs.iter().zip(inputs).all(|(s, t)| s.as_slice() == t.shape) {
+                return Ok(b.types.clone());
+            }
+        }
+        let plan = self.engine.plan();
+        let mut refusal = None;
+        for profile in self.engine.profiles() {
+            let outside =
+                plan.inputs.iter().zip(inputs).find_map(|(&id, t)| profile.admits(&plan.tensors[id].name, t.shape).err());
+            match outside {
+                None => {
+                    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+                    let bound = Arc::new(crate::profile::bind(plan, &types)?);
+                    self.bound =
+                        Some(BoundShapes { inputs: inputs.iter().map(|t| t.shape.to_vec()).collect(), types: bound.clone() });
+                    return Ok(bound);
+                }
+                Some(why) => {
+                    refusal.get_or_insert(why);
+                }
+            }
+        }
+        let why = refusal.unwrap_or_else(|| "the engine has no profile".into());
+        let profiles = self.engine.profiles().len();
+        let which =
+            if profiles == 1 { "its profile".to_string() } else { format!("any of its {profiles} profiles (the first says)") };
+        Err(Error::Binding(format!("outside {which}: {why}")))
+    }
+}
+
+/// An input binding's type as errors state it: with the range of each
+/// dimension that varies (`f32[1..32,3,224,224]`).
+fn describe(desc: &crate::plan::TensorDesc, profiles: &[crate::profile::Profile]) -> String {
+    let Some(range) = profiles.first().and_then(|p| p.inputs.iter().find(|r| r.name == desc.name)) else {
+        return desc.ty.to_string();
+    };
+    let dims: Vec<String> =
+        (0..range.max.len())
+            .map(|a| {
+                if range.min[a] == range.max[a] {
+                    range.max[a].to_string()
+                } else {
+                    format!("{}..{}", range.min[a], range.max[a])
+                }
+            })
+            .collect();
+    format!("{}[{}]", desc.ty.dtype, dims.join(","))
 }

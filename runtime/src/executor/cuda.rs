@@ -176,6 +176,11 @@ impl<'e> CudaEngine<'e> {
                 "this engine was built for the CPU; rebuild it with --target cuda (or sm_XX), or run it with --device cpu".into(),
             ));
         };
+        if engine.profiles().iter().any(|p| p.is_dynamic()) {
+            return Err(Error::Device(
+                "this engine's input shapes vary at run time, which only the CPU executor supports for now; run it with --device cpu".into(),
+            ));
+        }
         let device = device_info(ordinal)?;
         if device.sm != table.sm {
             return Err(Error::Device(format!(

@@ -1,0 +1,137 @@
+//! Optimization profiles: the shapes each input binding may take, as
+//! TensorRT's profiles give them (a minimum, an optimum and a maximum per
+//! dimension), and a plan bound to shapes inside one.
+//!
+//! An engine with profiles is planned at each input's maximum: its memory
+//! plan holds every tensor at its largest size. At run time the executor
+//! infers every tensor's type again from the inputs' shapes
+//! ([`bind`]), layer by layer with the ops' own `infer`, and checks that
+//! each fits where the memory plan put it.
+
+use crate::error::{Error, Result};
+use crate::plan::{Plan, Storage};
+use crate::tensor::TensorType;
+use serde::{Deserialize, Serialize};
+
+/// The range of one input binding's shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileInput {
+    pub name: String,
+    pub min: Vec<usize>,
+    /// The shape tactics are chosen for.
+    pub opt: Vec<usize>,
+    pub max: Vec<usize>,
+}
+
+/// One optimization profile: a range for every input binding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profile {
+    pub inputs: Vec<ProfileInput>,
+}
+
+fn dims(d: &[usize]) -> String {
+    d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
+}
+
+impl Profile {
+    /// Checks the profile against the plan it goes with: one range for each
+    /// input binding, of its rank, `min <= opt <= max` on every axis, and the
+    /// maximum equal to the binding's planned shape.
+    pub fn validate(&self, plan: &Plan) -> Result<()> {
+        let bad = |m: String| Err(Error::invalid(format!("profile: {m}")));
+        if self.inputs.len() != plan.inputs.len() {
+            return bad(format!("{} ranges for {} input bindings", self.inputs.len(), plan.inputs.len()));
+        }
+        for (range, &id) in self.inputs.iter().zip(&plan.inputs) {
+            let planned = &plan.tensors[id].ty.shape;
+            if range.name != plan.tensors[id].name {
+                return bad(format!("a range for '{}' where the input binding is '{}'", range.name, plan.tensors[id].name));
+            }
+            let rank = planned.len();
+            if range.min.len() != rank || range.opt.len() != rank || range.max.len() != rank {
+                return bad(format!("the range of '{}' is not of rank {rank}", range.name));
+            }
+            let ordered = (0..rank).all(|a| range.min[a] <= range.opt[a] && range.opt[a] <= range.max[a]);
+            if !ordered {
+                return bad(format!(
+                    "'{}': min {} opt {} max {} are not in order",
+                    range.name,
+                    dims(&range.min),
+                    dims(&range.opt),
+                    dims(&range.max)
+                ));
+            }
+            if &range.max != planned {
+                return bad(format!("'{}': max {} is not the planned shape {}", range.name, dims(&range.max), dims(planned)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the shape of input `name` lies inside this profile; the error
+    /// names the axis and its range.
+    pub fn admits(&self, name: &str, shape: &[usize]) -> std::result::Result<(), String> {
+        let Some(range) = self.inputs.iter().find(|r| r.name == name) else {
+            return Err(format!("no range for input '{name}'"));
+        };
+        if shape.len() != range.max.len() {
+            return Err(format!("input '{name}' has rank {}, the engine's input has rank {}", shape.len(), range.max.len()));
+        }
+        for (axis, &d) in shape.iter().enumerate() {
+            let (lo, hi) = (range.min[axis], range.max[axis]);
+            if d < lo || d > hi {
+                let allowed = if lo == hi { format!("fixed at {lo}") } else { format!("allowed {lo} to {hi}") };
+                return Err(format!("input '{name}' axis {axis} is {d}: {allowed}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any dimension varies.
+    pub fn is_dynamic(&self) -> bool {
+        self.inputs.iter().any(|r| r.min != r.max)
+    }
+}
+
+/// The type of every tensor of `plan` when its input bindings have the
+/// types `inputs` (in binding order): weights keep theirs, every layer's
+/// outputs are inferred again from its inputs. Fails when a layer does not
+/// infer, or when a tensor would be larger than the memory plan made room
+/// for.
+pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+    let mut types: Vec<TensorType> = plan.tensors.iter().map(|t| t.ty.clone()).collect();
+    if inputs.len() != plan.inputs.len() {
+        return Err(Error::Binding(format!("{} input types for {} input bindings", inputs.len(), plan.inputs.len())));
+    }
+    let fits = |id: usize, ty: &TensorType| -> Result<()> {
+        let planned = plan.tensors[id].ty.bytes();
+        match ty.checked_bytes() {
+            Some(n) if n <= planned || matches!(plan.tensors[id].storage, Storage::Weight { .. }) => Ok(()),
+            _ => Err(Error::Binding(format!(
+                "tensor '{}' would be {ty}, larger than the {} the engine was planned for",
+                plan.tensors[id].name, plan.tensors[id].ty
+            ))),
+        }
+    };
+    for (&id, ty) in plan.inputs.iter().zip(inputs) {
+        if ty.dtype != plan.tensors[id].ty.dtype {
+            return Err(Error::Binding(format!(
+                "input '{}' must be {}, got {}",
+                plan.tensors[id].name, plan.tensors[id].ty.dtype, ty.dtype
+            )));
+        }
+        fits(id, ty)?;
+        types[id] = ty.clone();
+    }
+    for layer in &plan.layers {
+        let ins: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(|id| &types[id])).collect();
+        let outs = layer.op.infer(&ins).map_err(|e| {
+            Error::Binding(format!("layer {} ({}) does not take these input shapes: {e}", layer.name, layer.op.name()))
+        })?;
+        for (&o, ty) in layer.outputs.iter().zip(outs) {
+            fits(o, &ty)?;
+            types[o] = ty;
+        }
+    }
+    Ok(types)
+}
