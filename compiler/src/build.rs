@@ -43,10 +43,86 @@ impl Int8Options {
     }
 }
 
+/// An optimization profile as `--min-shapes`, `--opt-shapes` and
+/// `--max-shapes` give it: a range for some inputs (the others keep their
+/// one shape).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShapeProfile {
+    /// Input name, then min, opt and max dims.
+    pub inputs: Vec<(String, [Vec<usize>; 3])>,
+}
+
+impl ShapeProfile {
+    /// The profile from the three flags' values (`NAME:DIMS` each), checked:
+    /// the same inputs in each, of one rank, `min <= opt <= max` per axis.
+    pub fn from_flags(
+        min: &[(String, Vec<usize>)],
+        opt: &[(String, Vec<usize>)],
+        max: &[(String, Vec<usize>)],
+    ) -> Result<ShapeProfile> {
+        fn names(v: &[(String, Vec<usize>)]) -> Vec<&str> {
+            let mut n: Vec<&str> = v.iter().map(|(n, _)| n.as_str()).collect();
+            n.sort();
+            n
+        }
+        if names(min) != names(opt) || names(min) != names(max) {
+            bail!("--min-shapes, --opt-shapes and --max-shapes must name the same inputs");
+        }
+        let mut inputs = Vec::new();
+        for (name, lo) in min {
+            if min.iter().filter(|(n, _)| n == name).count() > 1 {
+                bail!("--min-shapes names '{name}' twice");
+            }
+            let find =
+                |v: &[(String, Vec<usize>)]| v.iter().find(|(n, _)| n == name).map(|(_, d)| d.clone()).expect("same names");
+            let (mid, hi) = (find(opt), find(max));
+            if lo.len() != mid.len() || lo.len() != hi.len() {
+                bail!("input '{name}': the min, opt and max shapes have different ranks");
+            }
+            for a in 0..lo.len() {
+                if !(lo[a] <= mid[a] && mid[a] <= hi[a]) {
+                    bail!("input '{name}' axis {a}: min {} <= opt {} <= max {} does not hold", lo[a], mid[a], hi[a]);
+                }
+                if lo[a] == 0 {
+                    bail!("input '{name}' axis {a}: the min shape may not be 0");
+                }
+            }
+            inputs.push((name.clone(), [lo.clone(), mid, hi]));
+        }
+        Ok(ShapeProfile { inputs })
+    }
+
+    /// Whether any dimension varies.
+    pub fn is_dynamic(&self) -> bool {
+        self.inputs.iter().any(|(_, [lo, _, hi])| lo != hi)
+    }
+
+    /// Import options with every profiled input at its min (0), opt (1) or
+    /// max (2) shape.
+    fn at(&self, import: &ImportOptions, which: usize) -> ImportOptions {
+        let mut o = import.clone();
+        for (name, dims) in &self.inputs {
+            o.shapes.insert(name.clone(), dims[which].clone());
+        }
+        o
+    }
+}
+
+/// Where a build reads its model from.
+#[derive(Clone, Debug)]
+pub enum ModelSource {
+    File(PathBuf),
+    /// The model's bytes (external data is refused).
+    Bytes(Vec<u8>),
+}
+
 /// Everything `trtc build` can be asked.
 #[derive(Clone, Debug, Default)]
 pub struct BuildOptions {
     pub import: ImportOptions,
+    /// The optimization profile (`--min/--opt/--max-shapes`); the engine is
+    /// planned at its maximum.
+    pub profile: Option<ShapeProfile>,
     pub lower: LowerOptions,
     pub passes: crate::passes::PassOptions,
     pub precision: PrecisionConfig,
@@ -71,6 +147,18 @@ impl BuildOptions {
         for (name, dims) in shapes {
             let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
             flags.push(format!("--shape {name}:{}", dims.join("x")));
+        }
+        if let Some(p) = &self.profile {
+            let spell = |which: usize| {
+                p.inputs
+                    .iter()
+                    .map(|(n, d)| format!("{n}:{}", d[which].iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            flags.push(format!("--min-shapes {}", spell(0)));
+            flags.push(format!("--opt-shapes {}", spell(1)));
+            flags.push(format!("--max-shapes {}", spell(2)));
         }
         let mut values: Vec<&String> = self.import.input_values.keys().collect();
         values.sort();
@@ -238,14 +326,217 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
             (Some(table), Some(report))
         }
     };
-    let engine = Engine::serialize(opts.target.clone(), flags, &lowered.plan, &lowered.weights, table.as_ref())?;
+    let profiles = match &opts.profile {
+        Some(p) => vec![runtime_profile(p, &lowered.plan)?],
+        None => vec![],
+    };
+    let engine =
+        Engine::serialize_with_profiles(opts.target.clone(), flags, &lowered.plan, &lowered.weights, table.as_ref(), &profiles)?;
     Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, engine })
 }
 
 /// Compiles an ONNX file into engine bytes.
 pub fn build_file(model: &Path, opts: &BuildOptions) -> Result<Built> {
-    let graph = onnx::import_file(model, &opts.import)?;
+    let graph = import(&ModelSource::File(model.to_path_buf()), opts)?;
     build_graph(graph, opts)
+}
+
+fn import_at(model: &ModelSource, opts: &ImportOptions) -> Result<Graph> {
+    match model {
+        ModelSource::File(path) => onnx::import_file(path, opts),
+        ModelSource::Bytes(bytes) => onnx::import_bytes(bytes, onnx::ExternalDataRoot { dir: None }, opts),
+    }
+}
+
+/// Imports the model a build compiles. With a profile whose shapes vary:
+/// at the profile's maximum, after checking that the model gives the same
+/// plan at its minimum and optimum, tensor shapes aside (what the engine's
+/// executor relies on when it infers the shapes of a run). A model that
+/// computes values from its input shapes (exporters' Shape → Gather →
+/// Reshape chains) gives other layers at other shapes, and is refused: trtc
+/// cannot keep such values symbolic yet.
+pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
+    let Some(profile) = opts.profile.as_ref().filter(|p| p.is_dynamic()) else {
+        let import = match &opts.profile {
+            Some(p) => p.at(&opts.import, 2),
+            None => opts.import.clone(),
+        };
+        return import_at(model, &import);
+    };
+    if !matches!(opts.target, Target::Cpu) {
+        bail!("shapes that vary at run time (--min-shapes/--max-shapes) need --target cpu for now: the GPU executor runs fixed shapes");
+    }
+    // The model at its min, opt and max shapes: the same nodes, with the
+    // Reshapes whose targets follow the input shapes made dynamic.
+    let mut graphs = (0..3).map(|which| import_at(model, &profile.at(&opts.import, which))).collect::<Result<Vec<Graph>>>()?;
+    generalize_reshapes(&mut graphs)?;
+    let fp32_plan = |g: &Graph| -> Result<lower::Lowered> {
+        let mut g = g.clone();
+        crate::passes::optimize(&mut g, &opts.passes)?;
+        lower::lower(&g, LowerOptions::default())
+    };
+    let at_max = fp32_plan(&graphs[2])?;
+    for (which, flag) in [(0, "--min-shapes"), (1, "--opt-shapes")] {
+        let other = fp32_plan(&graphs[which]).with_context(|| format!("at {flag}"))?;
+        same_plan_but_shapes(&at_max, &other).with_context(|| {
+            format!("{flag}: the model's layers differ between this shape and --max-shapes, so its shapes cannot vary in one engine (build one engine per shape with --shape)")
+        })?;
+    }
+    Ok(graphs.pop().expect("three graphs"))
+}
+
+/// Compares the model imported at several input shapes (`graphs`, the last
+/// at the max shapes) node by node. Constants and ops must be equal, but for
+/// Reshapes whose target follows the input's shape: each becomes a
+/// [`DynamicReshape`](trtc_runtime::ops::movement::DynamicReshape) in every
+/// graph (an axis fixed where all targets agree, else a copy of the input
+/// axis it equals at every shape, else the one inferred axis).
+fn generalize_reshapes(graphs: &mut [Graph]) -> Result<()> {
+    use trtc_runtime::ops::movement::{DynamicReshape, MovementOp, ReshapeDim};
+    use trtc_runtime::Op;
+    let refuse = |node: &str, why: String| -> Result<()> {
+        bail!("node '{node}' {why}: the model computes it from the input shapes, which trtc cannot keep symbolic yet")
+    };
+    let max = graphs.last().expect("graphs");
+    if graphs.iter().any(|g| g.node_count() != max.node_count()) {
+        bail!("the model has a different number of nodes at different input shapes");
+    }
+    let mut rewrites = Vec::new();
+    for n in max.node_ids() {
+        let nodes: Vec<&crate::ir::Node> = graphs.iter().map(|g| g.node(n)).collect();
+        let name = &nodes[0].name;
+        if nodes.iter().any(|x| &x.name != name) {
+            bail!("the model's nodes differ at different input shapes ('{name}')");
+        }
+        if let Some(c) = nodes[0].constant() {
+            if nodes.iter().any(|x| x.constant() != Some(c)) {
+                refuse(name, "is a constant whose value changes with the input shapes".into())?;
+            }
+            continue;
+        }
+        let ops: Vec<Option<&Op>> = nodes.iter().map(|x| x.op()).collect();
+        if ops.iter().all(|o| *o == ops[0]) {
+            continue;
+        }
+        let mut targets = Vec::new();
+        let mut ins = Vec::new();
+        for (g, op) in graphs.iter().zip(&ops) {
+            let Some(Op::Movement(MovementOp::Reshape(r))) = op else {
+                return refuse(
+                    name,
+                    format!("({}) has other attributes at other input shapes", ops[0].map_or("?", |o| o.name())),
+                );
+            };
+            let Some(Some(x)) = g.inputs_of(n).first().copied() else { bail!("Reshape '{name}' without an input") };
+            targets.push(r.shape.clone());
+            ins.push(g.ty(x).shape.clone());
+        }
+        let rank = targets[0].len();
+        if targets.iter().any(|t| t.len() != rank) {
+            refuse(name, "(Reshape) has a target rank that changes with the input shapes".into())?;
+        }
+        let mut dims = Vec::with_capacity(rank);
+        for i in 0..rank {
+            if targets.iter().all(|t| t[i] == targets[0][i]) {
+                dims.push(ReshapeDim::Fixed(targets[0][i]));
+                continue;
+            }
+            let copy = (0..ins[0].len()).find(|&a| targets.iter().zip(&ins).all(|(t, x)| x.get(a) == Some(&t[i])));
+            dims.push(copy.map_or(ReshapeDim::Infer, ReshapeDim::Copy));
+        }
+        let op = DynamicReshape { dims };
+        for (t, x) in targets.iter().zip(&ins) {
+            if op.target(x).ok().as_ref() != Some(t) {
+                refuse(
+                    name,
+                    format!("(Reshape to {t:?}) has a target that follows the input shapes in no way trtc can express"),
+                )?;
+            }
+        }
+        rewrites.push((n, op));
+    }
+    for g in graphs.iter_mut() {
+        if rewrites.is_empty() {
+            break;
+        }
+        let mut patch = crate::ir::Patch::new();
+        for (n, op) in &rewrites {
+            let inputs = crate::ir::wires(&g.inputs_of(*n));
+            patch.rewrite(g, *n, op.clone().into(), &inputs)?;
+        }
+        g.apply(patch)?;
+    }
+    Ok(())
+}
+
+/// Checks that `other` (the same model imported at other input shapes) has
+/// the layers, weights and bindings of `max`, and that inferring `max`'s
+/// layers at `other`'s input shapes gives `other`'s tensor types.
+fn same_plan_but_shapes(max: &lower::Lowered, other: &lower::Lowered) -> Result<()> {
+    let (a, b) = (&max.plan, &other.plan);
+    for (i, (la, lb)) in a.layers.iter().zip(&b.layers).enumerate() {
+        if la != lb {
+            bail!("layer {i} is {} ({}) at the max shapes, {} ({}) here", la.name, la.op.name(), lb.name, lb.op.name());
+        }
+    }
+    if a.layers.len() != b.layers.len() {
+        bail!("{} layers at the max shapes, {} here", a.layers.len(), b.layers.len());
+    }
+    let names_differ = a.tensors.len() != b.tensors.len() || a.tensors.iter().zip(&b.tensors).any(|(x, y)| x.name != y.name);
+    if names_differ || a.inputs != b.inputs || a.outputs != b.outputs || a.fixed_inputs != b.fixed_inputs {
+        bail!("the tensors or bindings differ");
+    }
+    if max.weights != other.weights {
+        let which = a
+            .tensors
+            .iter()
+            .zip(&b.tensors)
+            .find(|(x, y)| {
+                matches!(x.storage, trtc_runtime::plan::Storage::Weight { .. }) && (x.ty != y.ty || x.storage != y.storage)
+            })
+            .map(|(x, _)| format!(": first '{}'", x.name))
+            .unwrap_or_default();
+        bail!("constants computed from the input shapes differ{which}");
+    }
+    let inputs: Vec<trtc_runtime::TensorType> = b.inputs.iter().map(|&i| b.tensors[i].ty.clone()).collect();
+    let bound = trtc_runtime::profile::bind(a, &inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (t, ty) in b.tensors.iter().zip(&bound) {
+        if &t.ty != ty {
+            bail!("tensor '{}' is {} here, but the plan for the max shapes infers {ty}", t.name, t.ty);
+        }
+    }
+    Ok(())
+}
+
+/// The engine's profile: the ranges given, and every other input binding
+/// at its one shape.
+fn runtime_profile(p: &ShapeProfile, plan: &trtc_runtime::plan::Plan) -> Result<trtc_runtime::profile::Profile> {
+    let mut inputs = Vec::new();
+    for &id in &plan.inputs {
+        let t = &plan.tensors[id];
+        let range = match p.inputs.iter().find(|(n, _)| *n == t.name) {
+            Some((_, [lo, mid, hi])) => (lo.clone(), mid.clone(), hi.clone()),
+            None => (t.ty.shape.clone(), t.ty.shape.clone(), t.ty.shape.clone()),
+        };
+        inputs.push(trtc_runtime::profile::ProfileInput { name: t.name.clone(), min: range.0, opt: range.1, max: range.2 });
+    }
+    if let Some((name, _)) = p.inputs.iter().find(|(n, _)| !plan.inputs.iter().any(|&i| plan.tensors[i].name == *n)) {
+        bail!("the profile names '{name}', which is not an input binding of the engine");
+    }
+    let profile = trtc_runtime::profile::Profile { inputs };
+    for which in 0..2 {
+        let types: Vec<trtc_runtime::TensorType> = profile
+            .inputs
+            .iter()
+            .zip(&plan.inputs)
+            .map(|(r, &id)| {
+                trtc_runtime::TensorType::new(plan.tensors[id].ty.dtype, if which == 0 { r.min.clone() } else { r.opt.clone() })
+            })
+            .collect();
+        trtc_runtime::profile::bind(plan, &types)
+            .map_err(|e| anyhow::anyhow!("the engine does not run at the {} shapes: {e}", ["min", "opt"][which]))?;
+    }
+    Ok(profile)
 }
 
 /// Engine bytes of a graph as it is (no passes), e.g. the FP32 reference.

@@ -48,15 +48,47 @@ pub fn text(engine: &Engine) -> String {
     let _ = writeln!(s, "target: {}", h.target);
     let _ = writeln!(s, "build flags: {}", h.build_flags.join(" "));
     let _ = writeln!(s, "inputs:");
+    let profile = engine.profiles().first();
     for b in engine.inputs() {
-        let _ = writeln!(s, "  {}: {}", b.name, b.ty);
+        match profile.and_then(|p| p.inputs.iter().find(|r| r.name == b.name).filter(|r| r.min != r.max)) {
+            Some(r) => {
+                let ty = profile.and_then(|p| p.describe(&b.name, b.ty.dtype)).unwrap_or_default();
+                let dims = |d: &[usize]| d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x");
+                let _ = writeln!(s, "  {}: {ty} (min {}, opt {}, max {})", b.name, dims(&r.min), dims(&r.opt), dims(&r.max));
+            }
+            None => {
+                let _ = writeln!(s, "  {}: {}", b.name, b.ty);
+            }
+        }
     }
     for f in engine.fixed_inputs() {
         let _ = writeln!(s, "  {f}: fixed at build time");
     }
     let _ = writeln!(s, "outputs:");
-    for b in engine.outputs() {
-        let _ = writeln!(s, "  {}: {}", b.name, b.ty);
+    // With a profile, each output's range: its shape at the min and max.
+    let at_min = profile.filter(|p| p.is_dynamic()).and_then(|p| {
+        let types: Vec<trtc_runtime::TensorType> = p
+            .inputs
+            .iter()
+            .zip(&plan.inputs)
+            .map(|(r, &id)| trtc_runtime::TensorType::new(plan.tensors[id].ty.dtype, r.min.clone()))
+            .collect();
+        trtc_runtime::profile::bind(plan, &types).ok()
+    });
+    for (b, (_, id)) in engine.outputs().iter().zip(&plan.outputs) {
+        let ty = match &at_min {
+            Some(types) => {
+                let dims: Vec<String> =
+                    b.ty.shape
+                        .iter()
+                        .zip(&types[*id].shape)
+                        .map(|(&hi, &lo)| if lo == hi { hi.to_string() } else { format!("{lo}..{hi}") })
+                        .collect();
+                format!("{}[{}]", b.ty.dtype, dims.join(","))
+            }
+            None => b.ty.to_string(),
+        };
+        let _ = writeln!(s, "  {}: {ty}", b.name);
     }
     let _ = writeln!(s, "memory:");
     let _ = writeln!(s, "  weights: {}", mib(engine.weights().len() as u64));
@@ -145,6 +177,9 @@ struct Report<'a> {
     target: String,
     inputs: Vec<BindingReport<'a>>,
     outputs: Vec<BindingReport<'a>>,
+    /// The optimization profiles (empty when every shape is fixed); the
+    /// bindings' shapes above are at the profile's max.
+    profiles: &'a [trtc_runtime::profile::Profile],
     weights_bytes: usize,
     activation_bytes: u64,
     activation_bytes_without_reuse: u64,
@@ -173,6 +208,7 @@ pub fn json(engine: &Engine) -> String {
         target: h.target.to_string(),
         inputs: bind(engine.inputs()),
         outputs: bind(engine.outputs()),
+        profiles: engine.profiles(),
         weights_bytes: engine.weights().len(),
         activation_bytes: plan.arena_bytes,
         activation_bytes_without_reuse: plan.arena_bytes_without_reuse,

@@ -177,6 +177,18 @@ struct BuildArgs {
     /// Input shape, resolving symbolic dimensions: NAME:1x3x224x224 (repeatable).
     #[arg(long = "shape", value_name = "NAME:DIMS")]
     shapes: Vec<String>,
+    /// An optimization profile's smallest shapes: NAME:DIMS[,NAME:DIMS...],
+    /// e.g. input_ids:1x1,attention_mask:1x1 (as trtexec's --minShapes).
+    /// With --opt-shapes and --max-shapes, the inputs' shapes may vary at
+    /// run time within the range (CPU target for now).
+    #[arg(long = "min-shapes", value_name = "NAME:DIMS,...")]
+    min_shapes: Vec<String>,
+    /// The profile's shapes tactics are chosen for.
+    #[arg(long = "opt-shapes", value_name = "NAME:DIMS,...")]
+    opt_shapes: Vec<String>,
+    /// The profile's largest shapes: the engine's memory is planned for them.
+    #[arg(long = "max-shapes", value_name = "NAME:DIMS,...")]
+    max_shapes: Vec<String>,
     /// Fix an input's value at build time (a shape tensor): NAME:FILE.npy (repeatable).
     #[arg(long = "input-value", value_name = "NAME:FILE")]
     input_values: Vec<String>,
@@ -316,6 +328,27 @@ fn parse_tolerance(s: &str) -> Result<f64, String> {
     }
 }
 
+/// One of --min-shapes, --opt-shapes, --max-shapes: NAME:DIMS[,NAME:DIMS...].
+fn parse_shape_list(flag: &str, values: &[String]) -> Result<Vec<(String, Vec<usize>)>> {
+    match values {
+        [] => Ok(Vec::new()),
+        [one] => one
+            .split(',')
+            .map(|entry| {
+                let (name, dims) = entry
+                    .rsplit_once(':')
+                    .ok_or_else(|| anyhow!("{flag} {one}: expected NAME:DIMS[,NAME:DIMS...], e.g. input:1x3x224x224"))?;
+                let dims = dims
+                    .split('x')
+                    .map(|d| d.trim().parse::<usize>().map_err(|_| anyhow!("{flag} {one}: '{d}' is not a dimension")))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((name.to_string(), dims))
+            })
+            .collect(),
+        many => bail!("{flag} is given {} times: an engine has one optimization profile for now", many.len()),
+    }
+}
+
 fn parse_shape(s: &str) -> Result<(String, Vec<usize>)> {
     let (name, dims) = s.rsplit_once(':').ok_or_else(|| anyhow!("--shape {s}: expected NAME:DIMS, e.g. input:1x3x224x224"))?;
     let dims = if dims.is_empty() {
@@ -338,6 +371,21 @@ impl TryFrom<&BuildArgs> for BuildOptions {
         for s in &a.shapes {
             let (name, dims) = parse_shape(s)?;
             opts.import.shapes.insert(name, dims);
+        }
+        let (min, opt, max) = (
+            parse_shape_list("--min-shapes", &a.min_shapes)?,
+            parse_shape_list("--opt-shapes", &a.opt_shapes)?,
+            parse_shape_list("--max-shapes", &a.max_shapes)?,
+        );
+        if !(min.is_empty() && opt.is_empty() && max.is_empty()) {
+            if min.is_empty() || opt.is_empty() || max.is_empty() {
+                bail!("--min-shapes, --opt-shapes and --max-shapes go together");
+            }
+            let profile = trtc::build::ShapeProfile::from_flags(&min, &opt, &max)?;
+            if let Some((name, _)) = profile.inputs.iter().find(|(n, _)| opts.import.shapes.contains_key(n)) {
+                bail!("input '{name}' has both --shape and a --min/--opt/--max-shapes range");
+            }
+            opts.profile = Some(profile);
         }
         for s in &a.input_values {
             let (name, file) = s.split_once(':').ok_or_else(|| anyhow!("--input-value {s}: expected NAME:FILE.npy"))?;
@@ -396,7 +444,7 @@ impl TryFrom<&BuildArgs> for BuildOptions {
 fn cmd_build(a: BuildArgs) -> Result<()> {
     let opts = BuildOptions::try_from(&a)?;
     let start = std::time::Instant::now();
-    let graph = trtc::frontend::onnx::import_file(&a.model, &opts.import)?;
+    let graph = build::import(&build::ModelSource::File(a.model.clone()), &opts)?;
     if let Some(dir) = &a.dump_graph {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         trtc_runtime::file::write(&dir.join("imported.dot"), graph.to_dot().as_bytes())?;
@@ -622,8 +670,8 @@ fn cmd_run(a: RunArgs) -> Result<()> {
         }
     }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
-        Some(p) => read_inputs(p, engine.inputs())?,
-        None => random_inputs(engine.inputs(), a.seed)?,
+        Some(p) => read_inputs(p, &engine)?,
+        None => random_inputs(&opt_bindings(&engine), a.seed)?,
     };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
@@ -654,17 +702,38 @@ fn cmd_run(a: RunArgs) -> Result<()> {
 /// inputs, or not of its binding's type, before inflating its data.
 /// numpy has no bf16, 8-bit floats or 4-bit integers: inputs of those types
 /// are given as the words that carry their bits (`npz::as_binding_type`).
-fn read_inputs(path: &std::path::Path, bindings: &[trtc_runtime::BindingInfo]) -> Result<Vec<(String, trtc_runtime::Tensor)>> {
+/// The engine's input bindings at the shapes random inputs take: the
+/// profile's opt shapes (as trtexec does), else the one shape of each.
+fn opt_bindings(engine: &trtc_runtime::Engine) -> Vec<trtc_runtime::BindingInfo> {
+    let mut bindings = engine.inputs().to_vec();
+    if let Some(profile) = engine.profiles().first() {
+        for b in &mut bindings {
+            if let Some(r) = profile.inputs.iter().find(|r| r.name == b.name) {
+                b.ty.shape = r.opt.clone();
+            }
+        }
+    }
+    bindings
+}
+
+fn read_inputs(path: &std::path::Path, engine: &trtc_runtime::Engine) -> Result<Vec<(String, trtc_runtime::Tensor)>> {
+    let bindings = engine.inputs();
+    // With profiles, any shape inside one: the executor checks it.
+    let shapes_vary = !engine.profiles().is_empty();
     let arrays = trtc::npz::read_npz_with(path, &mut |name: &str, ty: &trtc_runtime::TensorType| -> Result<()> {
         let Some(b) = bindings.iter().find(|b| b.name == name) else {
             let names: Vec<&str> = bindings.iter().map(|b| b.name.as_str()).collect();
             bail!("unknown input '{name}'; the engine's inputs are {names:?}");
         };
-        let as_words = b.ty.shape == ty.shape && b.ty.dtype.numpy_storage() == ty.dtype;
-        if b.ty != *ty && !as_words {
+        let shape_ok =
+            b.ty.shape == ty.shape || (shapes_vary && engine.profiles().iter().any(|p| p.admits(name, &ty.shape).is_ok()));
+        let want = engine.profiles().first().and_then(|p| p.describe(name, b.ty.dtype)).unwrap_or_else(|| b.ty.to_string());
+        let as_words = shape_ok && b.ty.dtype.numpy_storage() == ty.dtype;
+        let same = shape_ok && b.ty.dtype == ty.dtype;
+        if !same && !as_words {
             let words = b.ty.dtype.numpy_storage();
             let hint = if words != b.ty.dtype { format!(" (numpy carries {} as {words})", b.ty.dtype) } else { String::new() };
-            bail!("input '{name}' must be {}{hint}, got {ty}", b.ty);
+            bail!("input '{name}' must be {want}{hint}, got {ty}");
         }
         Ok(())
     })?;
@@ -790,8 +859,8 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         bail!("--profile times the CPU executor's layers; add --device cpu");
     }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
-        Some(p) => read_inputs(p, engine.inputs())?,
-        None => random_inputs(engine.inputs(), 0)?,
+        Some(p) => read_inputs(p, &engine)?,
+        None => random_inputs(&opt_bindings(&engine), 0)?,
     };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let more = |n: usize| {
@@ -837,7 +906,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         }
     };
     let s = trtc::stats::Latency::from_ms(&ms);
-    let batch = engine.inputs().first().and_then(|b| b.ty.shape.first().copied()).unwrap_or(1);
+    // The batch of the inputs timed (an engine with profiles runs any).
+    let first = engine.inputs().first().map(|b| b.name.as_str());
+    let batch = inputs.iter().find(|(n, _)| Some(n.as_str()) == first).and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1);
     let compute = (!gpu_ms.is_empty()).then(|| trtc::stats::Latency::from_ms(&gpu_ms));
     if a.json {
         /// `trtc bench --json`: one object, end-to-end latency at the top level.

@@ -61,6 +61,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     };
     match op {
         MovementOp::Reshape(_)
+        | MovementOp::DynamicReshape(_)
         | MovementOp::Transpose(_)
         | MovementOp::Slice(_)
         | MovementOp::Concat(_)

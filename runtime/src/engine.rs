@@ -32,7 +32,8 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// layers LSTM/GRU/RNN, GridSample, Col2Im, DFT, STFT, RoiAlign) to their families;
 /// nothing else changed. Version 4 appended the 8-bit float and 4-bit
 /// integer dtypes and the CastNoSaturate and DeformConv ops. Version 5 added
-/// the optional PROFILES section (optimization profiles). An older runtime
+/// the optional PROFILES section (optimization profiles) and appended the
+/// DynamicReshape op. An older runtime
 /// refuses a newer engine by its version instead of failing to decode it.
 pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format this runtime reads. A version-2 engine decodes as it

@@ -87,6 +87,22 @@ impl Profile {
         Ok(())
     }
 
+    /// Input `name`'s type with each varying dimension as its range:
+    /// `f32[1..32,3,224,224]`.
+    pub fn describe(&self, name: &str, dtype: crate::DType) -> Option<String> {
+        let range = self.inputs.iter().find(|r| r.name == name)?;
+        let dims: Vec<String> = (0..range.max.len())
+            .map(|a| {
+                if range.min[a] == range.max[a] {
+                    range.max[a].to_string()
+                } else {
+                    format!("{}..{}", range.min[a], range.max[a])
+                }
+            })
+            .collect();
+        Some(format!("{dtype}[{}]", dims.join(",")))
+    }
+
     /// Whether any dimension varies.
     pub fn is_dynamic(&self) -> bool {
         self.inputs.iter().any(|r| r.min != r.max)

@@ -189,7 +189,7 @@ pub(super) fn candidates(op: &MovementOp, io: &LayerIo<'_>, limits: &SmLimits) -
     let narrow = x.dtype.size();
     let xs = strides(&x.shape);
     let plans: Vec<(Strided, u32, u32)> = match op {
-        MovementOp::Reshape(_) => {
+        MovementOp::Reshape(_) | MovementOp::DynamicReshape(_) => {
             if x.len() != out.len() {
                 return unsupported(format!("Reshape: {x} to {out}"));
             }

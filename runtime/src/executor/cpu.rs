@@ -248,18 +248,5 @@ impl<'e> ExecutionContext<'e> {
 /// An input binding's type as errors state it: with the range of each
 /// dimension that varies (`f32[1..32,3,224,224]`).
 fn describe(desc: &crate::plan::TensorDesc, profiles: &[crate::profile::Profile]) -> String {
-    let Some(range) = profiles.first().and_then(|p| p.inputs.iter().find(|r| r.name == desc.name)) else {
-        return desc.ty.to_string();
-    };
-    let dims: Vec<String> =
-        (0..range.max.len())
-            .map(|a| {
-                if range.min[a] == range.max[a] {
-                    range.max[a].to_string()
-                } else {
-                    format!("{}..{}", range.min[a], range.max[a])
-                }
-            })
-            .collect();
-    format!("{}[{}]", desc.ty.dtype, dims.join(","))
+    profiles.first().and_then(|p| p.describe(&desc.name, desc.ty.dtype)).unwrap_or_else(|| desc.ty.to_string())
 }

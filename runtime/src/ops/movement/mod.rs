@@ -22,7 +22,7 @@ pub use gather::{Gather, GatherElements, GatherND};
 pub use grid_sample::{GridPadding, GridSample, GridSampleMode};
 pub use onehot::OneHot;
 pub use pad::{Pad, PadMode};
-pub use reshape::Reshape;
+pub use reshape::{DynamicReshape, Reshape, ReshapeDim};
 pub use resize::{CoordinateMode, NearestMode, Resize, ResizeMode};
 pub use reverse_sequence::ReverseSequence;
 pub use scatter::{ScatterElements, ScatterND, ScatterReduction};
@@ -49,4 +49,5 @@ crate::op_family!(MovementOp => Movement {
     OneHot(OneHot),
     ReverseSequence(ReverseSequence),
     GridSample(GridSample),
+    DynamicReshape(DynamicReshape),
 });

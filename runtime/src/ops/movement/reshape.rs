@@ -30,3 +30,89 @@ impl OpImpl for Reshape {
         Ok(())
     }
 }
+
+/// One output axis of a [`DynamicReshape`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReshapeDim {
+    Fixed(usize),
+    /// The input's size on this axis.
+    Copy(usize),
+    /// Whatever the element count leaves (at most one axis).
+    Infer,
+}
+
+/// A Reshape whose target follows the input's shape: each output axis is a
+/// fixed size, an input axis' size, or inferred from the element count.
+/// What a Reshape (and Flatten, Squeeze, Unsqueeze) becomes in an engine
+/// whose input shapes vary within a profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DynamicReshape {
+    pub dims: Vec<ReshapeDim>,
+}
+
+impl DynamicReshape {
+    /// The output shape for an input of shape `x`.
+    pub fn target(&self, x: &[usize]) -> Result<Vec<usize>> {
+        let total: usize = x.iter().product();
+        let mut out = Vec::with_capacity(self.dims.len());
+        let mut infer = None;
+        for (i, d) in self.dims.iter().enumerate() {
+            out.push(match *d {
+                ReshapeDim::Fixed(n) => n,
+                ReshapeDim::Copy(a) => {
+                    ensure_op!(a < x.len(), "DynamicReshape: axis {a} of a rank-{} input", x.len());
+                    x[a]
+                }
+                ReshapeDim::Infer => {
+                    ensure_op!(infer.is_none(), "DynamicReshape: more than one inferred axis");
+                    infer = Some(i);
+                    1
+                }
+            });
+        }
+        if let Some(i) = infer {
+            let known: usize = out.iter().product();
+            ensure_op!(known > 0 && total.is_multiple_of(known), "DynamicReshape: cannot reshape {x:?} to {:?}", self.dims);
+            out[i] = total / known;
+        }
+        Ok(out)
+    }
+}
+
+impl OpImpl for DynamicReshape {
+    fn name(&self) -> &'static str {
+        "DynamicReshape"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let x = input(inputs, 0, "DynamicReshape")?;
+        let out = TensorType::new(x.dtype, self.target(&x.shape)?);
+        ensure_op!(out.checked_len() == x.checked_len(), "DynamicReshape: cannot reshape {x} to {:?}", self.dims);
+        Ok(vec![out])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let x = input(inputs, 0, "DynamicReshape")?;
+        outputs[0].bytes.copy_from_slice(x.bytes);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_reshape_follows_the_input_shape() {
+        use ReshapeDim::*;
+        let flatten = DynamicReshape { dims: vec![Copy(0), Infer] };
+        assert_eq!(flatten.target(&[3, 8, 1, 1]).unwrap(), vec![3, 8]);
+        assert_eq!(flatten.target(&[7, 8, 2, 2]).unwrap(), vec![7, 32]);
+        let heads = DynamicReshape { dims: vec![Copy(0), Copy(1), Fixed(4), Infer] };
+        assert_eq!(heads.target(&[2, 5, 64]).unwrap(), vec![2, 5, 4, 16]);
+        assert!(heads.target(&[2, 5, 6]).is_err());
+        assert!(DynamicReshape { dims: vec![Infer, Infer] }.target(&[4]).is_err());
+        assert!(DynamicReshape { dims: vec![Copy(3)] }.target(&[4]).is_err());
+        assert!(DynamicReshape { dims: vec![Fixed(0), Infer] }.target(&[0, 4]).is_err());
+    }
+}

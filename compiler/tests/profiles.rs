@@ -1,0 +1,155 @@
+//! Optimization profiles (`--min-shapes`/`--opt-shapes`/`--max-shapes`):
+//! models whose batch is symbolic build once and run at any batch in the
+//! range, bit for bit as engines built for each shape; models whose values
+//! depend on the input shapes are refused at build time, naming the node.
+
+mod common;
+
+use common::*;
+use tract_onnx::pb;
+use trtc::build::{build_graph, import, BuildOptions, ModelSource, ShapeProfile};
+use trtc_runtime::{Engine, Tensor};
+
+fn batch_dims(rest: &[i64]) -> Vec<pb::tensor_shape_proto::dimension::Value> {
+    use pb::tensor_shape_proto::dimension::Value;
+    std::iter::once(Value::DimParam("N".into())).chain(rest.iter().map(|&d| Value::DimValue(d))).collect()
+}
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 500.0 - 1.0).collect()
+}
+
+/// x[N,3,8,8] -> Conv 3x3 (4 channels) -> Relu -> GlobalAveragePool -> Flatten -> Gemm (5) -> y[N,5]
+fn cnn() -> Vec<u8> {
+    let mut conv = node("Conv", "conv", &["x", "w", "b"], &["c"]);
+    conv.attribute.push(pb::AttributeProto { name: "pads".into(), r#type: 7, ints: vec![1, 1, 1, 1], ..Default::default() });
+    let mut gemm = node("Gemm", "fc", &["f", "g"], &["y"]);
+    gemm.attribute.push(int_attr("transB", 1));
+    encode(&model(
+        vec![
+            conv,
+            node("Relu", "relu", &["c"], &["r"]),
+            node("GlobalAveragePool", "pool", &["r"], &["p"]),
+            node("Flatten", "flatten", &["p"], &["f"]),
+            gemm,
+        ],
+        vec![value_info_dims("x", F32, batch_dims(&[3, 8, 8]))],
+        vec![value_info_dims("y", F32, batch_dims(&[5]))],
+        vec![
+            f32_tensor("w", &[4, 3, 3, 3], &values(108, 1)),
+            f32_tensor("b", &[4], &values(4, 2)),
+            f32_tensor("g", &[5, 4], &values(20, 3)),
+        ],
+    ))
+}
+
+/// s[N,4,6] -> Reshape(s, Concat(Shape(s)[0], -1)) -> o[N,24]: the
+/// exporters' spelling of a flatten that keeps the batch.
+fn shape_chain() -> Vec<u8> {
+    let mut gather = node("Gather", "gather", &["sh", "zero"], &["n"]);
+    gather.attribute.push(int_attr("axis", 0));
+    let mut concat = node("Concat", "concat", &["n", "minus_one"], &["target"]);
+    concat.attribute.push(int_attr("axis", 0));
+    encode(&model(
+        vec![node("Shape", "shape", &["s"], &["sh"]), gather, concat, node("Reshape", "reshape", &["s", "target"], &["o"])],
+        vec![value_info_dims("s", F32, batch_dims(&[4, 6]))],
+        vec![value_info_dims("o", F32, batch_dims(&[24]))],
+        vec![i64_tensor("zero", &[1], &[0]), i64_tensor("minus_one", &[1], &[-1])],
+    ))
+}
+
+/// y = x + (the batch size, as a float): a value computed from the shape.
+fn shape_as_data() -> Vec<u8> {
+    let mut gather = node("Gather", "gather", &["sh", "zero"], &["n"]);
+    gather.attribute.push(int_attr("axis", 0));
+    let mut cast = node("Cast", "cast", &["n"], &["nf"]);
+    cast.attribute.push(int_attr("to", F32 as i64));
+    encode(&model(
+        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"])],
+        vec![value_info_dims("x", F32, batch_dims(&[2]))],
+        vec![value_info_dims("y", F32, batch_dims(&[2]))],
+        vec![i64_tensor("zero", &[1], &[0])],
+    ))
+}
+
+fn profile(name: &str, rest: &[usize], [lo, mid, hi]: [usize; 3]) -> ShapeProfile {
+    let at = |n: usize| vec![(name.to_string(), std::iter::once(n).chain(rest.iter().copied()).collect::<Vec<_>>())];
+    ShapeProfile::from_flags(&at(lo), &at(mid), &at(hi)).unwrap()
+}
+
+fn build(model: &[u8], opts: &BuildOptions) -> anyhow::Result<Engine> {
+    let graph = import(&ModelSource::Bytes(model.to_vec()), opts)?;
+    Ok(Engine::from_bytes(&build_graph(graph, opts)?.engine)?)
+}
+
+fn at_shape(model: &[u8], name: &str, shape: Vec<usize>) -> Engine {
+    let mut opts = BuildOptions::default();
+    opts.import.shapes.insert(name.into(), shape);
+    build(model, &opts).unwrap()
+}
+
+#[test]
+fn a_cnn_with_a_symbolic_batch_runs_at_every_batch_of_its_profile() {
+    let model = cnn();
+    let opts = BuildOptions { profile: Some(profile("x", &[3, 8, 8], [1, 3, 6])), ..Default::default() };
+    let engine = build(&model, &opts).unwrap();
+    assert_eq!(engine.profiles().len(), 1);
+    assert_eq!(engine.header().build_flags[..3], ["--min-shapes x:1x3x8x8", "--opt-shapes x:3x3x8x8", "--max-shapes x:6x3x8x8"]);
+    let mut ctx = engine.create_context().unwrap();
+    for n in [2usize, 6, 1, 4, 2] {
+        let x = Tensor::from_vec(vec![n, 3, 8, 8], values(n * 192, n as u32)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap();
+        let fixed = at_shape(&model, "x", vec![n, 3, 8, 8]);
+        let want = fixed.create_context().unwrap().run(&[("x", &x)]).unwrap();
+        assert_eq!(got[0].1.shape(), &[n, 5]);
+        assert_eq!(got[0].1, want[0].1, "batch {n}");
+    }
+    let x = Tensor::from_vec(vec![7, 3, 8, 8], vec![0f32; 7 * 192]).unwrap();
+    let err = ctx.run(&[("x", &x)]).unwrap_err().to_string();
+    assert_eq!(err, "outside its profile: input 'x' axis 0 is 7: allowed 1 to 6");
+}
+
+#[test]
+fn a_reshape_computed_from_the_input_shape_follows_it() {
+    let model = shape_chain();
+    let opts = BuildOptions { profile: Some(profile("s", &[4, 6], [1, 2, 5])), ..Default::default() };
+    let engine = build(&model, &opts).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for n in [1usize, 5, 3] {
+        let v = values(n * 24, 9);
+        let out = ctx.run(&[("s", &Tensor::from_vec(vec![n, 4, 6], v.clone()).unwrap())]).unwrap();
+        assert_eq!(out[0].1.shape(), &[n, 24]);
+        assert_eq!(out[0].1.as_slice::<f32>().unwrap(), v.as_slice());
+    }
+}
+
+#[test]
+fn a_value_computed_from_the_input_shape_is_refused_naming_the_node() {
+    let opts = BuildOptions { profile: Some(profile("x", &[2], [1, 2, 4])), ..Default::default() };
+    let err = format!("{:#}", build(&shape_as_data(), &opts).unwrap_err());
+    assert!(err.contains("computes it from the input shapes"), "{err}");
+    // At one shape, it builds (the shape is a constant then).
+    let opts = BuildOptions { profile: Some(profile("x", &[2], [3, 3, 3])), ..Default::default() };
+    let engine = build(&shape_as_data(), &opts).unwrap();
+    let x = Tensor::from_vec(vec![3, 2], vec![0f32; 6]).unwrap();
+    assert_eq!(engine.create_context().unwrap().run(&[("x", &x)]).unwrap()[0].1.as_slice::<f32>().unwrap(), &[3f32; 6]);
+}
+
+#[test]
+fn profiles_are_checked_before_building() {
+    let at = |n: usize| vec![("x".to_string(), vec![n, 3, 8, 8])];
+    let err = ShapeProfile::from_flags(&at(4), &at(2), &at(8)).unwrap_err().to_string();
+    assert_eq!(err, "input 'x' axis 0: min 4 <= opt 2 <= max 8 does not hold");
+    let err = ShapeProfile::from_flags(&at(0), &at(2), &at(8)).unwrap_err().to_string();
+    assert!(err.contains("may not be 0"), "{err}");
+    let other = vec![("y".to_string(), vec![1])];
+    assert!(ShapeProfile::from_flags(&at(1), &other, &at(8)).is_err());
+    // GPU targets run fixed shapes for now.
+    let opts = BuildOptions {
+        profile: Some(profile("x", &[3, 8, 8], [1, 3, 6])),
+        target: trtc_runtime::Target::Cuda { sm: 90, gpu_name: None },
+        ..Default::default()
+    };
+    let err = build(&cnn(), &opts).unwrap_err().to_string();
+    assert!(err.contains("need --target cpu for now"), "{err}");
+}
