@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 venv=.cache/python-venv
 rm -rf $venv
 python3 -m venv $venv
-$venv/bin/pip install --quiet --disable-pip-version-check "pytest==8.4.2" "pillow==11.3.0" "pyyaml==6.0.2" "ray[serve]==2.60.0"
+$venv/bin/pip install --quiet --disable-pip-version-check "pytest==8.4.2" "pillow==11.3.0" "pyyaml==6.0.2" "onnx==1.23.2" "ray[serve]==2.60.0"
 MATURIN_PEP517_ARGS="--profile ${TRTC_PYTHON_PROFILE:-dev}" \
   $venv/bin/pip install --quiet --disable-pip-version-check ./python
-# The CLI the tests compare with: cargo test built it; build it otherwise.
-cargo build --quiet --locked -p trtc --bin trtc
+# The CLI the tests compare with (and the server `trtc serve` runs): cargo
+# test built them; build them otherwise.
+cargo build --quiet --locked -p trtc --bin trtc -p trtc-server --bin trtc-serve
 export TRTC_BIN="$PWD/target/debug/trtc"
 # From the repository root, so that `import trtc` finds the installed
 # package rather than the sources in python/trtc.

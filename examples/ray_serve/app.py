@@ -9,10 +9,11 @@ sample, without the batch dimension, or with it for a batch-1 engine);
 the answer is ``{"outputs": {"logits": [...]}}``. ``GET /stats`` says which
 replica answered and the batch sizes it formed.
 
-Engines have a static batch dimension (until trtc has optimization
-profiles): a batch of requests is cut into chunks of the engine's batch
-size, the last chunk padded with zeros, and the outputs split back per
-request.
+An engine built with a profile over its batch (`--min-shapes`/
+`--max-shapes`) runs each batch as it comes, cut into chunks of at most its
+largest batch. An engine of one shape has a fixed batch: the batch is cut
+into chunks of that size, the last chunk padded with zeros. Either way the
+outputs are split back per request.
 """
 
 import os
@@ -32,7 +33,10 @@ class TrtcDeployment:
         self.engine = trtc.Engine.load(engine)
         self.context = self.engine.create_context(device=device, threads=threads)
         self.inputs = self.engine.inputs
-        self.engine_batch = self.inputs[0].shape[0] if self.inputs[0].shape else 1
+        first = self.inputs[0]
+        # -1: the batch varies within the engine's profile, up to its max.
+        self.batch_varies = bool(first.shape) and first.shape[0] == -1
+        self.engine_batch = first.max_shape[0] if first.shape else 1
         self.batch_sizes: List[int] = []
         self.infer.set_max_batch_size(max_batch_size)
         self.infer.set_batch_wait_timeout_s(batch_wait_timeout_s)
@@ -47,8 +51,8 @@ class TrtcDeployment:
             if b.name not in given:
                 raise ValueError(f"missing input '{b.name}'")
             x = np.asarray(given[b.name], dtype=b.dtype)
-            per_sample = b.shape[1:]
-            if x.shape == b.shape and b.shape[:1] == (1,):
+            per_sample = b.max_shape[1:]
+            if x.shape == (1,) + per_sample:
                 x = x[0]
             if x.shape != per_sample:
                 raise ValueError(f"input '{b.name}' must have shape {list(per_sample)} (one sample), got {list(x.shape)}")
@@ -65,7 +69,7 @@ class TrtcDeployment:
             feeds = {}
             for b in self.inputs:
                 stacked = np.stack([s[b.name] for s in chunk])
-                if len(chunk) < n:
+                if len(chunk) < n and not self.batch_varies:
                     pad = np.zeros((n - len(chunk),) + stacked.shape[1:], dtype=stacked.dtype)
                     stacked = np.concatenate([stacked, pad])
                 feeds[b.name] = stacked

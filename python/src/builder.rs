@@ -8,17 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyMapping, PyString, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use trtc::build::BuildOptions;
+use trtc::build::{BuildOptions, ModelSource, ShapeProfile};
 use trtc::cuda::kernel_table::TargetSpec;
-use trtc::frontend::onnx::{self, ExternalDataRoot};
 use trtc::precision::calib::{Batch, CalibrationCache, Calibrator};
 use trtc_runtime::TensorType;
-
-/// Where the model comes from.
-enum Model {
-    File(PathBuf),
-    Bytes(Vec<u8>),
-}
 
 fn build_error(message: impl Into<String>) -> PyErr {
     errors::error(Kind::Build, message)
@@ -53,18 +46,17 @@ pub fn build(
     progress: Option<bool>,
 ) -> PyResult<Engine> {
     let model = if let Ok(b) = model.cast::<PyBytes>() {
-        Model::Bytes(b.as_bytes().to_vec())
+        ModelSource::Bytes(b.as_bytes().to_vec())
     } else {
-        Model::File(model.extract::<PathBuf>().map_err(|_| {
+        ModelSource::File(model.extract::<PathBuf>().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err("model: expected a path (str or os.PathLike) or the model's bytes")
         })?)
     };
-    if profiles.is_some_and(|p| !p.is_none()) {
-        return Err(build_error(
-            "profiles: optimization profiles (shapes that vary at run time) are not supported yet; fix each input's shape with shapes={name: dims}",
-        ));
-    }
     let mut opts = BuildOptions::default();
+    opts.profile = match profiles.filter(|p| !p.is_none()) {
+        None => None,
+        Some(p) => Some(profile(p)?),
+    };
     opts.import.shapes = shapes.unwrap_or_default().into_iter().collect();
     opts.target = match target.parse::<TargetSpec>().map_err(errors::build)? {
         TargetSpec::Cpu => trtc_runtime::Target::Cpu,
@@ -113,15 +105,12 @@ pub fn build(
         opts.int8.calib.calibrator = algorithm(c)?;
     }
 
-    let graph = py.detach(|| {
-        errors::no_panic(|| {
-            match &model {
-                Model::File(path) => onnx::import_file(path, &opts.import),
-                Model::Bytes(bytes) => onnx::import_bytes(bytes, ExternalDataRoot { dir: None }, &opts.import),
-            }
-            .map_err(errors::build)
-        })
-    })?;
+    if let Some(p) = &opts.profile {
+        if let Some((name, _)) = p.inputs.iter().find(|(n, _)| opts.import.shapes.contains_key(n)) {
+            return Err(build_error(format!("input '{name}' has both a shape in shapes= and a range in profiles=")));
+        }
+    }
+    let graph = py.detach(|| errors::no_panic(|| trtc::build::import(&model, &opts).map_err(errors::build)))?;
 
     // The calibrator's cache, else its batches (unless a cache file decides).
     if let Some(c) = calibrator {
@@ -145,6 +134,33 @@ pub fn build(
         }
     }
     Engine::new(built.engine)
+}
+
+/// `profiles`: a list of one dict {input name: (min, opt, max) shapes}, as
+/// `--min-shapes`/`--opt-shapes`/`--max-shapes` give it.
+fn profile(value: &Bound<'_, PyAny>) -> PyResult<ShapeProfile> {
+    let shape_error =
+        || pyo3::exceptions::PyTypeError::new_err("profiles: expected [{input name: (min shape, opt shape, max shape)}]");
+    let list: Vec<Bound<'_, PyAny>> = value.extract().map_err(|_| shape_error())?;
+    let [one] = list.as_slice() else {
+        return Err(build_error(format!(
+            "profiles: {} profiles given; an engine has one optimization profile for now",
+            list.len()
+        )));
+    };
+    let ranges: HashMap<String, (Vec<usize>, Vec<usize>, Vec<usize>)> = one.extract().map_err(|_| shape_error())?;
+    let mut names: Vec<&String> = ranges.keys().collect();
+    names.sort();
+    let side = |which: usize| -> Vec<(String, Vec<usize>)> {
+        names
+            .iter()
+            .map(|n| {
+                let (lo, mid, hi) = &ranges[*n];
+                ((*n).clone(), [lo, mid, hi][which].clone())
+            })
+            .collect()
+    };
+    ShapeProfile::from_flags(&side(0), &side(1), &side(2)).map_err(errors::build)
 }
 
 /// `layer_precision`: a dict {pattern: "fp32"|"fp16"|"int8"} (later entries

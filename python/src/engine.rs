@@ -18,7 +18,14 @@ pub struct Binding {
     /// trtc's name of the element type (`f32`, `bf16`, ...): differs from
     /// the numpy dtype's where numpy has no such type.
     element_type: String,
+    /// The shape; -1 on the axes that vary within the engine's profile (as
+    /// TensorRT reports them).
     shape: Py<PyTuple>,
+    /// The profile's smallest, optimum and largest shapes (all equal to
+    /// `shape` when nothing varies).
+    min_shape: Py<PyTuple>,
+    opt_shape: Py<PyTuple>,
+    max_shape: Py<PyTuple>,
 }
 
 #[pymethods]
@@ -29,13 +36,35 @@ impl Binding {
     }
 }
 
-fn binding(py: Python<'_>, b: &trtc_runtime::BindingInfo) -> PyResult<Binding> {
+/// A binding whose shape lies between `min` and `max` (the profile's
+/// range, or the one shape).
+fn binding(py: Python<'_>, b: &trtc_runtime::BindingInfo, [min, opt, max]: [&[usize]; 3]) -> PyResult<Binding> {
+    let shape: Vec<i64> = min.iter().zip(max).map(|(&lo, &hi)| if lo == hi { hi as i64 } else { -1 }).collect();
     Ok(Binding {
         name: b.name.clone(),
         dtype: convert::numpy_dtype(py, b.ty.dtype)?.unbind(),
         element_type: b.ty.dtype.to_string(),
-        shape: PyTuple::new(py, &b.ty.shape)?.unbind(),
+        shape: PyTuple::new(py, &shape)?.unbind(),
+        min_shape: PyTuple::new(py, min)?.unbind(),
+        opt_shape: PyTuple::new(py, opt)?.unbind(),
+        max_shape: PyTuple::new(py, max)?.unbind(),
     })
+}
+
+/// Every tensor's type at the profile's min and opt input shapes (`None`
+/// without a profile whose shapes vary).
+fn bound_at(engine: &trtc_runtime::Engine, which: usize) -> Option<Vec<trtc_runtime::TensorType>> {
+    let profile = engine.profiles().first().filter(|p| p.is_dynamic())?;
+    let plan = engine.plan();
+    let types: Vec<trtc_runtime::TensorType> = profile
+        .inputs
+        .iter()
+        .zip(&plan.inputs)
+        .map(|(r, &id)| {
+            trtc_runtime::TensorType::new(plan.tensors[id].ty.dtype, if which == 0 { r.min.clone() } else { r.opt.clone() })
+        })
+        .collect();
+    trtc_runtime::profile::bind(plan, &types).ok()
 }
 
 /// A loaded engine (`trtc.Engine.load`, `from_bytes`, or `trtc.build`).
@@ -94,13 +123,36 @@ impl Engine {
     /// The input bindings, in order.
     #[getter]
     fn inputs(&self, py: Python<'_>) -> PyResult<Vec<Binding>> {
-        self.engine.inputs().iter().map(|b| binding(py, b)).collect()
+        let profile = self.engine.profiles().first();
+        self.engine
+            .inputs()
+            .iter()
+            .map(|b| {
+                let fixed = b.ty.shape.as_slice();
+                match profile.and_then(|p| p.inputs.iter().find(|r| r.name == b.name)) {
+                    Some(r) => binding(py, b, [&r.min, &r.opt, &r.max]),
+                    None => binding(py, b, [fixed, fixed, fixed]),
+                }
+            })
+            .collect()
     }
 
     /// The output bindings, in order.
     #[getter]
     fn outputs(&self, py: Python<'_>) -> PyResult<Vec<Binding>> {
-        self.engine.outputs().iter().map(|b| binding(py, b)).collect()
+        let (at_min, at_opt) = (bound_at(&self.engine, 0), bound_at(&self.engine, 1));
+        let plan = self.engine.plan();
+        self.engine
+            .outputs()
+            .iter()
+            .zip(&plan.outputs)
+            .map(|(b, (_, id))| {
+                let fixed = b.ty.shape.as_slice();
+                let min = at_min.as_ref().map_or(fixed, |t| t[*id].shape.as_slice());
+                let opt = at_opt.as_ref().map_or(fixed, |t| t[*id].shape.as_slice());
+                binding(py, b, [min, opt, fixed])
+            })
+            .collect()
     }
 
     /// What the engine runs on: `cpu`, or `sm_XX` with the GPU's name.

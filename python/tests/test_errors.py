@@ -85,7 +85,6 @@ def test_model_of_the_wrong_type():
         ({"int8": True, "calib_batches": 0, "calibrator": trtc.EntropyCalibrator([])}, "at least 1"),
         ({"int8": True, "calibrator": trtc.EntropyCalibrator([])}, "gave no batch"),
         ({"shapes": {"input": [1, 3, 16, 16, 2]}}, "input"),
-        ({"profiles": [{"input": [[1, 3, 32, 32]] * 3}]}, "not supported yet"),
     ],
 )
 def test_bad_build_options(example_model, options, expected):

@@ -53,7 +53,9 @@ def test_manifest_args_serve_a_repository(tmp_path, trtc_bin, example_model):
                     break
             except OSError:
                 assert server.poll() is None, server.stdout.read().decode()
-                assert time.monotonic() < deadline, "trtc serve did not get ready in 60 s"
+                if time.monotonic() > deadline:
+                    server.terminate()
+                    pytest.fail(f"trtc serve did not get ready in 60 s: {server.communicate(timeout=30)[0].decode()[-2000:]}")
                 time.sleep(0.2)
         with urllib.request.urlopen(base + container["livenessProbe"]["httpGet"]["path"], timeout=5) as r:
             assert r.status == 200

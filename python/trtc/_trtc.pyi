@@ -21,6 +21,11 @@ class Binding:
     element_type: str
     """trtc's element type: f32, f16, bf16, i64, f8e4m3fn, ..."""
     shape: Tuple[int, ...]
+    """The shape; -1 on the axes that vary within the engine's profile."""
+    min_shape: Tuple[int, ...]
+    """The profile's smallest shape (``shape`` when nothing varies)."""
+    opt_shape: Tuple[int, ...]
+    max_shape: Tuple[int, ...]
 
 class Context:
     """Runs one engine (its activation memory; on a GPU, its stream). Make
@@ -138,8 +143,10 @@ def build(
       written after calibrating otherwise (``--calib-cache``).
     - ``calib_batches``: use at most this many batches (``--calib-batches``).
     - ``shapes``: input shapes resolving symbolic dimensions (``--shape``).
-    - ``profiles``: optimization profiles (min/opt/max shapes); not
-      supported yet: anything but ``None`` raises :class:`trtc.BuildError`.
+    - ``profiles``: ``[{input name: (min shape, opt shape, max shape)}]``,
+      one optimization profile (``--min-shapes``, ``--opt-shapes``,
+      ``--max-shapes``): the engine runs any shape inside it (CPU target for
+      now).
     - ``target``: ``"cpu"``, ``"cuda"`` (the GPU of this machine) or
       ``"sm_XX"`` (no GPU needed).
     - ``opt_level``, ``timing_cache``, ``error_on_cache_miss``: GPU tactic
