@@ -52,11 +52,11 @@ pub fn build(
             pyo3::exceptions::PyTypeError::new_err("model: expected a path (str or os.PathLike) or the model's bytes")
         })?)
     };
-    let mut opts = BuildOptions::default();
-    opts.profile = match profiles.filter(|p| !p.is_none()) {
+    let profile = match profiles.filter(|p| !p.is_none()) {
         None => None,
         Some(p) => Some(profile(p)?),
     };
+    let mut opts = BuildOptions { profile, ..Default::default() };
     opts.import.shapes = shapes.unwrap_or_default().into_iter().collect();
     opts.target = match target.parse::<TargetSpec>().map_err(errors::build)? {
         TargetSpec::Cpu => trtc_runtime::Target::Cpu,
