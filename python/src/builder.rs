@@ -136,6 +136,9 @@ pub fn build(
     Engine::new(built.engine)
 }
 
+/// An input's min, opt and max shapes.
+type ShapeRange = (Vec<usize>, Vec<usize>, Vec<usize>);
+
 /// `profiles`: a list of one dict {input name: (min, opt, max) shapes}, as
 /// `--min-shapes`/`--opt-shapes`/`--max-shapes` give it.
 fn profile(value: &Bound<'_, PyAny>) -> PyResult<ShapeProfile> {
@@ -148,7 +151,7 @@ fn profile(value: &Bound<'_, PyAny>) -> PyResult<ShapeProfile> {
             list.len()
         )));
     };
-    let ranges: HashMap<String, (Vec<usize>, Vec<usize>, Vec<usize>)> = one.extract().map_err(|_| shape_error())?;
+    let ranges: HashMap<String, ShapeRange> = one.extract().map_err(|_| shape_error())?;
     let mut names: Vec<&String> = ranges.keys().collect();
     names.sort();
     let side = |which: usize| -> Vec<(String, Vec<usize>)> {
