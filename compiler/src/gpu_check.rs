@@ -129,6 +129,31 @@ pub struct GpuCheckOptions {
     /// The tuning level of every build (`--opt-level`); `None` tunes as
     /// `trtc build` does by default, 0 takes the heuristic tactics (fast).
     pub opt_level: Option<u8>,
+    /// Run only the conformance cases whose index in the sorted list is
+    /// `index` modulo `count`, so that parallel processes share the suite
+    /// evenly (`--shard 3/16`).
+    pub shard: Option<Shard>,
+}
+
+/// One of `count` equal parts of the conformance suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let bad = || format!("expected K/N with 0 <= K < N (e.g. 3/16), got '{s}'");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        if index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
 }
 
 /// One model case's result in the JSON file.
@@ -226,7 +251,9 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
             std::process::exit(1)
         });
         let (mut ok, mut bad, mut skipped) = (0, 0, 0);
-        for (name, dir) in cases.iter().filter(|(n, _)| n.contains(filter.as_str())) {
+        let in_shard = |i: usize| opts.shard.is_none_or(|s| i % s.count == s.index);
+        let selected = cases.iter().filter(|(n, _)| n.contains(filter.as_str())).enumerate();
+        for (_, (name, dir)) in selected.filter(|(i, _)| in_shard(*i)) {
             match crate::conformance::run_case_on(dir, crate::conformance::Tolerance::default(), Some(build)) {
                 crate::conformance::Outcome::Passed => ok += 1,
                 crate::conformance::Outcome::Skipped(_) => skipped += 1,
@@ -253,4 +280,18 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
         }
     }
     i32::from(failed > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shard;
+
+    #[test]
+    fn shards_parse_and_reject_out_of_range_indices() {
+        assert_eq!("3/16".parse::<Shard>(), Ok(Shard { index: 3, count: 16 }));
+        for bad in ["16/16", "3", "a/2", "1/0", "-1/4"] {
+            let err = bad.parse::<Shard>().unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
 }

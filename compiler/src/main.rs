@@ -61,6 +61,10 @@ struct GpuCheckArgs {
     /// heuristic tactics, no timing; the default tunes).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=5))]
     opt_level: Option<u8>,
+    /// Only the K-th of N equal parts of the conformance suite (K/N, K from
+    /// 0), for N processes in parallel.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<trtc::gpu_check::Shard>,
 }
 
 #[derive(clap::Args)]
@@ -1054,6 +1058,7 @@ fn main() {
             conformance: a.conformance,
             json: a.json,
             opt_level: a.opt_level,
+            shard: a.shard,
         })),
     })
     .unwrap_or_else(|e| {
