@@ -18,7 +18,7 @@ export TRTC_TRITONCLIENT_PYTHON="$PWD/.cache/tritonclient/bin/python"
 if [ -n "${CI:-}" ]; then
   export CARGO_INCREMENTAL=0
 fi
-disk() { echo "disk after $1: $(du -sh target 2>/dev/null | cut -f1) in target/, $(df -h . | awk 'NR==2 {print $4}') free"; }
+disk() { echo "$(date +%T) disk after $1: $(du -sh target 2>/dev/null | cut -f1) in target/, $(df -h . | awk 'NR==2 {print $4}') free"; }
 
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all --check
@@ -31,6 +31,8 @@ else
   echo "clippy is not installed: the lint check is skipped (1 check skipped)"
 fi
 cargo xtask layers
+# The Python package's pip build must reuse the test build (see the script).
+python3 scripts/check-unification.py
 disk "fmt, clippy and layers"
 
 fuzz_seconds=${TRTC_FUZZ_SECONDS:-60}
@@ -47,6 +49,9 @@ fi
 
 cargo test --workspace --locked "$@"
 disk "the tests"
+# The test build made the CLI and the server; the Python tests use those
+# instead of building them again with the features of a narrower build.
+export TRTC_BIN="$PWD/target/debug/trtc"
 
 bash scripts/test-python.sh
 disk "the Python package's tests"
