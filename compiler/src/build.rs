@@ -524,17 +524,8 @@ fn runtime_profile(p: &ShapeProfile, plan: &trtc_runtime::plan::Plan) -> Result<
         bail!("the profile names '{name}', which is not an input binding of the engine");
     }
     let profile = trtc_runtime::profile::Profile { inputs };
-    for which in 0..2 {
-        let types: Vec<trtc_runtime::TensorType> = profile
-            .inputs
-            .iter()
-            .zip(&plan.inputs)
-            .map(|(r, &id)| {
-                trtc_runtime::TensorType::new(plan.tensors[id].ty.dtype, if which == 0 { r.min.clone() } else { r.opt.clone() })
-            })
-            .collect();
-        trtc_runtime::profile::bind(plan, &types)
-            .map_err(|e| anyhow::anyhow!("the engine does not run at the {} shapes: {e}", ["min", "opt"][which]))?;
+    for at in [trtc_runtime::profile::ProfilePoint::Min, trtc_runtime::profile::ProfilePoint::Opt] {
+        profile.bind_at(plan, at).map_err(|e| anyhow::anyhow!("the engine does not run at the {} shapes: {e}", at.name()))?;
     }
     Ok(profile)
 }

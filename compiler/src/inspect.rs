@@ -66,15 +66,7 @@ pub fn text(engine: &Engine) -> String {
     }
     let _ = writeln!(s, "outputs:");
     // With a profile, each output's range: its shape at the min and max.
-    let at_min = profile.filter(|p| p.is_dynamic()).and_then(|p| {
-        let types: Vec<trtc_runtime::TensorType> = p
-            .inputs
-            .iter()
-            .zip(&plan.inputs)
-            .map(|(r, &id)| trtc_runtime::TensorType::new(plan.tensors[id].ty.dtype, r.min.clone()))
-            .collect();
-        trtc_runtime::profile::bind(plan, &types).ok()
-    });
+    let at_min = profile.filter(|p| p.is_dynamic()).and_then(|p| p.bind_at(plan, trtc_runtime::profile::ProfilePoint::Min).ok());
     for (b, (_, id)) in engine.outputs().iter().zip(&plan.outputs) {
         let ty = match &at_min {
             Some(types) => {

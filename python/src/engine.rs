@@ -7,6 +7,7 @@ use crate::gpu::GpuEngine;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use std::sync::{Arc, Mutex};
+use trtc_runtime::profile::ProfilePoint;
 
 /// One input or output of an engine.
 #[pyclass(module = "trtc", name = "Binding", frozen, get_all)]
@@ -51,20 +52,10 @@ fn binding(py: Python<'_>, b: &trtc_runtime::BindingInfo, [min, opt, max]: [&[us
     })
 }
 
-/// Every tensor's type at the profile's min and opt input shapes (`None`
+/// Every tensor's type with the inputs at one point of the profile (`None`
 /// without a profile whose shapes vary).
-fn bound_at(engine: &trtc_runtime::Engine, which: usize) -> Option<Vec<trtc_runtime::TensorType>> {
-    let profile = engine.profiles().first().filter(|p| p.is_dynamic())?;
-    let plan = engine.plan();
-    let types: Vec<trtc_runtime::TensorType> = profile
-        .inputs
-        .iter()
-        .zip(&plan.inputs)
-        .map(|(r, &id)| {
-            trtc_runtime::TensorType::new(plan.tensors[id].ty.dtype, if which == 0 { r.min.clone() } else { r.opt.clone() })
-        })
-        .collect();
-    trtc_runtime::profile::bind(plan, &types).ok()
+fn bound_at(engine: &trtc_runtime::Engine, at: ProfilePoint) -> Option<Vec<trtc_runtime::TensorType>> {
+    engine.profiles().first().filter(|p| p.is_dynamic())?.bind_at(engine.plan(), at).ok()
 }
 
 /// A loaded engine (`trtc.Engine.load`, `from_bytes`, or `trtc.build`).
@@ -140,7 +131,7 @@ impl Engine {
     /// The output bindings, in order.
     #[getter]
     fn outputs(&self, py: Python<'_>) -> PyResult<Vec<Binding>> {
-        let (at_min, at_opt) = (bound_at(&self.engine, 0), bound_at(&self.engine, 1));
+        let (at_min, at_opt) = (bound_at(&self.engine, ProfilePoint::Min), bound_at(&self.engine, ProfilePoint::Opt));
         let plan = self.engine.plan();
         self.engine
             .outputs()

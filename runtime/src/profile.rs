@@ -23,6 +23,24 @@ pub struct ProfileInput {
     pub max: Vec<usize>,
 }
 
+/// A point of every input's range: each at its minimum, optimum or maximum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfilePoint {
+    Min,
+    Opt,
+    Max,
+}
+
+impl ProfilePoint {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProfilePoint::Min => "min",
+            ProfilePoint::Opt => "opt",
+            ProfilePoint::Max => "max",
+        }
+    }
+}
+
 /// One optimization profile: a range for every input binding.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
@@ -106,6 +124,28 @@ impl Profile {
     /// Whether any dimension varies.
     pub fn is_dynamic(&self) -> bool {
         self.inputs.iter().any(|r| r.min != r.max)
+    }
+
+    /// The input bindings' types with every input at `at`, in binding order
+    /// (the profile's ranges are in binding order, see [`Profile::validate`]).
+    pub fn input_types(&self, plan: &Plan, at: ProfilePoint) -> Vec<TensorType> {
+        self.inputs
+            .iter()
+            .zip(&plan.inputs)
+            .map(|(r, &id)| {
+                let shape = match at {
+                    ProfilePoint::Min => &r.min,
+                    ProfilePoint::Opt => &r.opt,
+                    ProfilePoint::Max => &r.max,
+                };
+                TensorType::new(plan.tensors[id].ty.dtype, shape.clone())
+            })
+            .collect()
+    }
+
+    /// Every tensor's type with the inputs at `at` ([`bind`] at that point).
+    pub fn bind_at(&self, plan: &Plan, at: ProfilePoint) -> Result<Vec<TensorType>> {
+        bind(plan, &self.input_types(plan, at))
     }
 }
 

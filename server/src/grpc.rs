@@ -46,13 +46,14 @@ fn status(e: ServeError) -> Status {
     }
 }
 
-fn tensor_metadata(bindings: &[trtc_runtime::BindingInfo]) -> Vec<proto::model_metadata_response::TensorMetadata> {
-    bindings
+/// Shapes as Triton gives them: -1 for the batch and for dims that vary.
+fn tensor_metadata(config: &ModelConfig, listed: &[TensorConfig]) -> Vec<proto::model_metadata_response::TensorMetadata> {
+    listed
         .iter()
-        .map(|b| proto::model_metadata_response::TensorMetadata {
-            name: b.name.clone(),
-            datatype: Datatype::of(b.ty.dtype).name().to_string(),
-            shape: b.ty.shape.iter().map(|&d| d as i64).collect(),
+        .map(|t| proto::model_metadata_response::TensorMetadata {
+            name: t.name.clone(),
+            datatype: Datatype::of(t.dtype).name().to_string(),
+            shape: config.metadata_shape(t),
         })
         .collect()
 }
@@ -95,8 +96,8 @@ impl GrpcInferenceService for Grpc {
             name: m.name.clone(),
             versions,
             platform: "trtc_engine".into(),
-            inputs: tensor_metadata(m.engine.inputs()),
-            outputs: tensor_metadata(m.engine.outputs()),
+            inputs: tensor_metadata(&m.config, &m.config.inputs),
+            outputs: tensor_metadata(&m.config, &m.config.outputs),
         }))
     }
 

@@ -20,6 +20,7 @@ use serde_json::{json, Map, Value};
 use trtc_runtime::Tensor;
 
 use crate::metrics::{micros, Metrics};
+use crate::model_config::TensorConfig;
 use crate::protocol::{check_input, decode_tensor, tensor_to_json, Datatype, ErrorKind, ServeError, ServeResult, TensorData};
 use crate::repository::{printable, LoadedModel, VersionState};
 use crate::service::Service;
@@ -117,18 +118,19 @@ async fn repository_index(State(s): State<Arc<Service>>) -> Json<Value> {
 fn metadata(s: &Service, model: &str, version: Option<&str>) -> ServeResult<Value> {
     let m = s.repository.get(model, version)?;
     let versions = s.repository.listed_versions(&m, version);
-    let tensors = |bindings: &[trtc_runtime::BindingInfo]| -> Vec<Value> {
-        bindings
+    // Shapes as Triton gives them: -1 for the batch and for dims that vary.
+    let tensors = |listed: &[TensorConfig]| -> Vec<Value> {
+        listed
             .iter()
-            .map(|b| json!({ "name": b.name, "datatype": Datatype::of(b.ty.dtype).name(), "shape": b.ty.shape }))
+            .map(|t| json!({ "name": t.name, "datatype": Datatype::of(t.dtype).name(), "shape": m.config.metadata_shape(t) }))
             .collect()
     };
     Ok(json!({
         "name": m.name,
         "versions": versions,
         "platform": "trtc_engine",
-        "inputs": tensors(m.engine.inputs()),
-        "outputs": tensors(m.engine.outputs()),
+        "inputs": tensors(&m.config.inputs),
+        "outputs": tensors(&m.config.outputs),
     }))
 }
 

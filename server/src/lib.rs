@@ -8,6 +8,7 @@
 // Modules are declared lowest layer first, and each uses only modules
 // declared above it (checked by `cargo xtask layers`).
 pub mod pbtxt;
+pub mod shapes;
 pub mod protocol;
 pub mod model_config;
 pub mod metrics;

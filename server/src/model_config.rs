@@ -9,10 +9,11 @@
 use std::path::Path;
 
 use serde_json::{json, Value as Json};
-use trtc_runtime::{BindingInfo, DType};
+use trtc_runtime::DType;
 
 use crate::pbtxt::{self, Field, Message, Value};
 use crate::protocol::Datatype;
+use crate::shapes::{BindingShape, EngineShapes, InputSpec};
 
 /// One input or output as the configuration declares it.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,7 +84,11 @@ impl VersionPolicy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
     pub name: String,
+    /// 0: requests are not batched together, and `dims` are whole shapes.
     pub max_batch_size: usize,
+    /// Whether `config.pbtxt` gave `max_batch_size` (else it comes from the
+    /// engine: its batch profile's maximum, or 0).
+    pub max_batch_size_set: bool,
     pub inputs: Vec<TensorConfig>,
     pub outputs: Vec<TensorConfig>,
     pub dynamic_batching: Option<DynamicBatching>,
@@ -102,6 +107,7 @@ impl ModelConfig {
         ModelConfig {
             name: name.to_string(),
             max_batch_size: 0,
+            max_batch_size_set: false,
             inputs: Vec::new(),
             outputs: Vec::new(),
             dynamic_batching: None,
@@ -133,7 +139,10 @@ impl ModelConfig {
                         return Err(format!("{}: {} \"{p}\" is not served by trtc (use \"trtc_engine\")", at(f.line), f.name));
                     }
                 }
-                "max_batch_size" => c.max_batch_size = r.unsigned(f)? as usize,
+                "max_batch_size" => {
+                    c.max_batch_size = usize::try_from(r.unsigned(f)?).unwrap_or(usize::MAX);
+                    c.max_batch_size_set = true;
+                }
                 "input" => c.inputs.push(r.tensor(f)?),
                 "output" => c.outputs.push(r.tensor(f)?),
                 "dynamic_batching" => c.dynamic_batching = Some(r.dynamic_batching(f)?),
@@ -153,24 +162,52 @@ impl ModelConfig {
     }
 
     /// Checks the configuration against an engine's bindings and fills in
-    /// what it leaves out: inputs and outputs absent from the file come from
-    /// the engine. Every input and output the file lists must be the
-    /// engine's, of its type and dimensions.
-    pub fn complete(&mut self, inputs: &[BindingInfo], outputs: &[BindingInfo]) -> Result<(), String> {
-        if self.max_batch_size > 0 {
-            return Err(format!(
-                "max_batch_size {} needs an engine built with a batch profile (a dynamic first dimension); this engine's \
-                 bindings are static, so serve it with max_batch_size: 0",
-                self.max_batch_size
-            ));
+    /// what it leaves out: `max_batch_size` from the engine's batch profile,
+    /// inputs and outputs absent from the file from the engine. Every input
+    /// and output the file lists must be the engine's, of its type, with
+    /// dims inside the engine's ranges (without the batch axis when
+    /// `max_batch_size` > 0).
+    pub fn complete(&mut self, shapes: &EngineShapes) -> Result<(), String> {
+        if !self.max_batch_size_set {
+            self.max_batch_size = shapes.max_batch.unwrap_or(0);
         }
-        for (kind, listed, bindings) in [("input", &mut self.inputs, inputs), ("output", &mut self.outputs, outputs)] {
+        if self.max_batch_size > 0 {
+            match shapes.max_batch {
+                None => {
+                    return Err(format!(
+                        "max_batch_size {} needs an engine built with a batch profile (every input's and output's first \
+                         dimension from 1 to the maximum batch, e.g. trtc build --min-shapes x:1x3x224x224 --max-shapes \
+                         x:32x3x224x224); this engine has none, so serve it with max_batch_size: 0",
+                        self.max_batch_size
+                    ))
+                }
+                Some(m) if self.max_batch_size > m => {
+                    return Err(format!(
+                        "max_batch_size {} exceeds the largest batch of the engine's profile, {m}",
+                        self.max_batch_size
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(d) = &self.dynamic_batching {
+            if let Some(&p) = d.preferred_batch_size.iter().find(|&&p| p == 0 || p > self.max_batch_size.max(1)) {
+                return Err(format!(
+                    "dynamic_batching: preferred_batch_size {p} is not between 1 and max_batch_size {}",
+                    self.max_batch_size
+                ));
+            }
+        }
+        let batched = self.max_batch_size > 0;
+        for (kind, listed, bindings) in
+            [("input", &mut self.inputs, &shapes.inputs), ("output", &mut self.outputs, &shapes.outputs)]
+        {
             for t in listed.iter() {
                 let Some(b) = bindings.iter().find(|b| b.name == t.name) else {
                     let names: Vec<&str> = bindings.iter().map(|b| b.name.as_str()).collect();
                     return Err(format!("{kind} '{}' is not one of the engine's {kind}s {names:?}", t.name));
                 };
-                check_binding(kind, t, b)?;
+                check_binding(kind, t, b, batched)?;
             }
             if kind == "input" && !listed.is_empty() && listed.len() != bindings.len() {
                 let missing: Vec<&str> =
@@ -178,10 +215,38 @@ impl ModelConfig {
                 return Err(format!("the configuration lists the inputs but leaves out {missing:?}"));
             }
             if listed.is_empty() {
-                *listed = bindings.iter().map(binding_config).collect();
+                *listed = bindings.iter().map(|b| binding_config(b, batched)).collect();
             }
         }
         Ok(())
+    }
+
+    /// What each of the engine's inputs takes in a request, once the
+    /// configuration is complete (in the engine's input order).
+    pub fn input_specs(&self, shapes: &EngineShapes) -> Vec<InputSpec> {
+        let batched = self.max_batch_size > 0;
+        shapes
+            .inputs
+            .iter()
+            .map(|b| {
+                let mut axes = b.axes[usize::from(batched)..].to_vec();
+                if let Some(t) = self.inputs.iter().find(|t| t.name == b.name) {
+                    for (a, &d) in axes.iter_mut().zip(&t.dims) {
+                        if d >= 0 {
+                            *a = (d as usize, d as usize);
+                        }
+                    }
+                }
+                InputSpec { name: b.name.clone(), dtype: b.dtype, max_batch: self.max_batch_size, axes }
+            })
+            .collect()
+    }
+
+    /// A tensor's shape in the model metadata: dims, after a -1 for the
+    /// batch when the model batches.
+    pub fn metadata_shape(&self, t: &TensorConfig) -> Vec<i64> {
+        let batch = (self.max_batch_size > 0).then_some(-1);
+        batch.into_iter().chain(t.dims.iter().copied()).collect()
     }
 
     /// The configuration as Triton's JSON form of `ModelConfig`
@@ -249,22 +314,37 @@ impl ModelConfig {
     }
 }
 
-fn binding_config(b: &BindingInfo) -> TensorConfig {
-    TensorConfig { name: b.name.clone(), dtype: b.ty.dtype, dims: b.ty.shape.iter().map(|&d| d as i64).collect() }
+/// A binding's dims: -1 on axes that vary, without the batch axis when
+/// `batched`.
+fn binding_dims(b: &BindingShape, batched: bool) -> Vec<i64> {
+    let axes = b.axes.get(usize::from(batched)..).unwrap_or_default();
+    axes.iter().map(|&(lo, hi)| if lo == hi { lo as i64 } else { -1 }).collect()
 }
 
-fn check_binding(kind: &str, t: &TensorConfig, b: &BindingInfo) -> Result<(), String> {
-    if t.dtype != b.ty.dtype {
+fn binding_config(b: &BindingShape, batched: bool) -> TensorConfig {
+    TensorConfig { name: b.name.clone(), dtype: b.dtype, dims: binding_dims(b, batched) }
+}
+
+fn check_binding(kind: &str, t: &TensorConfig, b: &BindingShape, batched: bool) -> Result<(), String> {
+    if t.dtype != b.dtype {
         return Err(format!(
             "{kind} '{}' is TYPE_{} in the configuration but {} in the engine",
             t.name,
             config_type_name(t.dtype),
-            config_type_name(b.ty.dtype)
+            config_type_name(b.dtype)
         ));
     }
-    let fits = t.dims.len() == b.ty.shape.len() && t.dims.iter().zip(&b.ty.shape).all(|(&c, &e)| c == -1 || c == e as i64);
+    let axes = b.axes.get(usize::from(batched)..).unwrap_or_default();
+    let fits = t.dims.len() == axes.len()
+        && t.dims.iter().zip(axes).all(|(&c, &(lo, hi))| c == -1 || (c >= lo as i64 && c <= hi as i64));
     if !fits {
-        return Err(format!("{kind} '{}' has dims {:?} in the configuration but {:?} in the engine", t.name, t.dims, b.ty.shape));
+        let without = if batched { " (without the batch dimension)" } else { "" };
+        return Err(format!(
+            "{kind} '{}' has dims {:?} in the configuration but {:?}{without} in the engine",
+            t.name,
+            t.dims,
+            binding_dims(b, batched)
+        ));
     }
     Ok(())
 }
@@ -471,7 +551,7 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trtc_runtime::TensorType;
+    use trtc_runtime::{BindingInfo, TensorType};
 
     fn parse(text: &str) -> Result<(ModelConfig, Vec<String>), String> {
         ModelConfig::parse(Path::new("m/config.pbtxt"), text, "m")
@@ -547,12 +627,13 @@ mod tests {
     #[test]
     fn completes_from_the_engine_and_checks_what_is_listed() {
         let b = |n: &str, d, s: &[usize]| BindingInfo { name: n.into(), ty: TensorType::new(d, s.to_vec()) };
-        let inputs = [b("x", DType::F32, &[1, 3]), b("mask", DType::I64, &[1, 3])];
-        let outputs = [b("y", DType::F32, &[1, 2])];
+        let shapes =
+            EngineShapes::fixed(&[b("x", DType::F32, &[1, 3]), b("mask", DType::I64, &[1, 3])], &[b("y", DType::F32, &[1, 2])]);
         let mut c = ModelConfig::empty("m");
-        c.complete(&inputs, &outputs).unwrap();
+        c.complete(&shapes).unwrap();
         assert_eq!(c.inputs.len(), 2);
         assert_eq!(c.outputs[0].dims, [1, 2]);
+        assert_eq!(c.max_batch_size, 0);
 
         let t = |n: &str, d, dims: &[i64]| TensorConfig { name: n.into(), dtype: d, dims: dims.to_vec() };
         for (ins, outs, mbs, needle) in [
@@ -566,13 +647,47 @@ mod tests {
             c.inputs = ins;
             c.outputs = outs;
             c.max_batch_size = mbs;
-            let e = c.complete(&inputs, &outputs).unwrap_err();
+            c.max_batch_size_set = true;
+            let e = c.complete(&shapes).unwrap_err();
             assert!(e.contains(needle), "{e}");
         }
         let mut c = ModelConfig::empty("m");
         c.inputs = vec![t("x", DType::F32, &[-1, 3]), t("mask", DType::I64, &[1, 3])];
         c.outputs = vec![t("y", DType::F32, &[1, 2])];
-        c.complete(&inputs, &outputs).unwrap();
+        c.complete(&shapes).unwrap();
         assert_eq!(c.outputs.len(), 1);
+    }
+
+    #[test]
+    fn a_batch_profile_gives_max_batch_size_and_dims_without_the_batch() {
+        let r = |n: &str, axes: &[(usize, usize)]| BindingShape { name: n.into(), dtype: DType::F32, axes: axes.to_vec() };
+        let shapes = EngineShapes::with_batch(vec![r("x", &[(1, 16), (3, 3), (8, 32)])], vec![r("y", &[(1, 16), (10, 10)])]);
+        let mut c = ModelConfig::empty("m");
+        c.complete(&shapes).unwrap();
+        assert_eq!(c.max_batch_size, 16);
+        assert_eq!(c.inputs[0].dims, [3, -1]);
+        assert_eq!(c.metadata_shape(&c.inputs[0]), [-1, 3, -1]);
+        assert_eq!(c.outputs[0].dims, [10]);
+        assert_eq!(c.input_specs(&shapes)[0].describe(), "[1..16,3,8..32]");
+
+        // A configuration may lower the batch and fix a varying dim.
+        let (mut c, _) = parse("max_batch_size: 4 input { name: \"x\" data_type: TYPE_FP32 dims: [3, 16] }").unwrap();
+        c.complete(&shapes).unwrap();
+        assert_eq!(c.input_specs(&shapes)[0].describe(), "[1..4,3,16]");
+        // Or turn batching off: then dims are whole shapes.
+        let (mut c, _) = parse("max_batch_size: 0").unwrap();
+        c.complete(&shapes).unwrap();
+        assert_eq!(c.inputs[0].dims, [-1, 3, -1]);
+        assert_eq!(c.input_specs(&shapes)[0].describe(), "[1..16,3,8..32]");
+
+        for (text, needle) in [
+            ("max_batch_size: 32", "exceeds the largest batch of the engine's profile, 16"),
+            ("max_batch_size: 8 input { name: \"x\" data_type: TYPE_FP32 dims: [3, 64] }", "(without the batch dimension)"),
+            ("max_batch_size: 8 dynamic_batching { preferred_batch_size: [4, 9] }", "preferred_batch_size 9"),
+        ] {
+            let (mut c, _) = parse(text).unwrap();
+            let e = c.complete(&shapes).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
     }
 }

@@ -8,7 +8,9 @@ use std::fmt;
 
 use half::{bf16, f16};
 use serde_json::Value as Json;
-use trtc_runtime::{BindingInfo, DType, Tensor, TensorType};
+use trtc_runtime::{DType, Tensor, TensorType};
+
+use crate::shapes::InputSpec;
 
 /// A tensor datatype as the protocol names it (`FP32`, `INT64`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,15 +119,15 @@ pub enum TensorData<'a> {
     Json(&'a Json),
 }
 
-/// Checks a request input's declared datatype and shape against its binding
-/// and returns the binding's type. Nothing is allocated here, so a request
-/// declaring a huge shape costs nothing.
-pub fn check_input(binding: &BindingInfo, datatype: &str, shape: &[i64]) -> ServeResult<TensorType> {
-    let name = &binding.name;
+/// Checks a request input's declared datatype and shape against what the
+/// model takes and returns the tensor's type. Nothing is allocated here, so
+/// a request declaring a huge shape costs nothing.
+pub fn check_input(spec: &InputSpec, datatype: &str, shape: &[i64]) -> ServeResult<TensorType> {
+    let name = &spec.name;
     let Some(dt) = Datatype::parse(datatype) else {
         return Err(ServeError::invalid(format!("input '{name}': unknown datatype '{datatype}'")));
     };
-    let want = Datatype::of(binding.ty.dtype);
+    let want = Datatype::of(spec.dtype);
     if dt != want {
         return Err(ServeError::invalid(format!(
             "input '{name}': datatype {} does not match the model's {}",
@@ -133,15 +135,14 @@ pub fn check_input(binding: &BindingInfo, datatype: &str, shape: &[i64]) -> Serv
             want.name()
         )));
     }
-    let fits = shape.len() == binding.ty.shape.len()
-        && shape.iter().zip(&binding.ty.shape).all(|(&s, &b)| s >= 0 && s as u64 == b as u64);
-    if !fits {
+    if !spec.admits(shape) {
         return Err(ServeError::invalid(format!(
-            "input '{name}': shape {shape:?} does not match the model's {:?}",
-            binding.ty.shape
+            "input '{name}': shape {shape:?} does not match the model's {}",
+            spec.describe()
         )));
     }
-    Ok(binding.ty.clone())
+    // `admits` checked every dim against a range of usize values.
+    Ok(TensorType::new(spec.dtype, shape.iter().map(|&d| d as usize).collect::<Vec<_>>()))
 }
 
 /// Decodes one input's data into a tensor of `ty` (from [`check_input`]).
@@ -278,8 +279,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn binding(dtype: DType, shape: &[usize]) -> BindingInfo {
-        BindingInfo { name: "x".into(), ty: TensorType::new(dtype, shape.to_vec()) }
+    fn binding(dtype: DType, shape: &[usize]) -> InputSpec {
+        InputSpec { name: "x".into(), dtype, max_batch: 0, axes: shape.iter().map(|&d| (d, d)).collect() }
     }
 
     #[test]

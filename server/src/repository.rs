@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::oneshot;
-use trtc_runtime::{BindingInfo, Engine, Tensor};
+use trtc_runtime::{Engine, Tensor};
 
 use crate::metrics::{Metrics, ModelMetrics};
 use crate::model_config::{InstanceGroup, InstanceKind, ModelConfig, VersionPolicy};
 use crate::protocol::{Datatype, ServeError, ServeResult};
-use crate::scheduler::{Job, Outputs, Placement, Scheduler};
+use crate::scheduler::{Batching, Job, Outputs, Placement, Scheduler};
+use crate::shapes::{EngineShapes, InputSpec};
 
 /// A model version ready to serve.
 pub struct LoadedModel {
@@ -29,15 +30,17 @@ pub struct LoadedModel {
     /// The instance groups as resolved (no `KIND_AUTO` left).
     pub instance_groups: Vec<InstanceGroup>,
     pub engine: Arc<Engine>,
+    /// What each input takes in a request, in the engine's input order.
+    pub inputs: Vec<InputSpec>,
     pub scheduler: Scheduler,
     pub metrics: ModelMetrics,
 }
 
 impl LoadedModel {
-    /// The binding of a request's input, or the error naming the model's.
-    pub fn input(&self, name: &str) -> ServeResult<&BindingInfo> {
-        self.engine.inputs().iter().find(|b| b.name == name).ok_or_else(|| {
-            let names: Vec<&str> = self.engine.inputs().iter().map(|b| b.name.as_str()).collect();
+    /// What a request's input must be, or the error naming the model's.
+    pub fn input(&self, name: &str) -> ServeResult<&InputSpec> {
+        self.inputs.iter().find(|b| b.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.inputs.iter().map(|b| b.name.as_str()).collect();
             ServeError::invalid(format!("unknown input '{}'; the model's inputs are {names:?}", printable(name)))
         })
     }
@@ -61,19 +64,37 @@ impl LoadedModel {
         Ok(())
     }
 
-    /// Queues a request's decoded inputs and waits for the outputs. Every
-    /// input must be given once.
-    pub async fn infer(&self, inputs: Vec<(String, Tensor)>) -> ServeResult<Outputs> {
+    /// Queues a request's decoded inputs (each checked by
+    /// [`crate::protocol::check_input`]) and waits for the outputs. Every
+    /// input must be given once; when the model batches, all with the same
+    /// number of rows.
+    pub async fn infer(&self, mut inputs: Vec<(String, Tensor)>) -> ServeResult<Outputs> {
         for (i, (name, _)) in inputs.iter().enumerate() {
             if inputs[..i].iter().any(|(n, _)| n == name) {
                 return Err(ServeError::invalid(format!("input '{}' is given twice", printable(name))));
             }
         }
-        if let Some(missing) = self.engine.inputs().iter().find(|b| !inputs.iter().any(|(n, _)| *n == b.name)) {
+        if let Some(missing) = self.inputs.iter().find(|b| !inputs.iter().any(|(n, _)| *n == b.name)) {
             return Err(ServeError::invalid(format!("missing input '{}'", missing.name)));
         }
+        // The engine's input order, which batches are concatenated in.
+        inputs.sort_by_key(|(n, _)| self.inputs.iter().position(|b| b.name == *n));
+        let rows = if self.config.max_batch_size > 0 {
+            let first = |t: &Tensor| t.shape().first().copied().unwrap_or(0);
+            let rows = first(&inputs[0].1);
+            if let Some((name, t)) = inputs.iter().find(|(_, t)| first(t) != rows) {
+                return Err(ServeError::invalid(format!(
+                    "input '{name}' has a batch of {} where '{}' has {rows}: all inputs must have the same batch size",
+                    first(t),
+                    inputs[0].0
+                )));
+            }
+            rows
+        } else {
+            1
+        };
         let (reply, answer) = oneshot::channel();
-        self.scheduler.submit(Job { inputs, enqueued: Instant::now(), reply })?;
+        self.scheduler.submit(Job { inputs, rows, enqueued: Instant::now(), reply })?;
         answer.await.map_err(|_| ServeError::internal("the instance stopped before answering"))?
     }
 }
@@ -297,18 +318,30 @@ fn load_version(path: &Path, name: &str, version: u64, mut config: ModelConfig, 
                 ));
             }
         }
-        config.complete(engine.inputs(), engine.outputs())?;
+        let shapes = EngineShapes::of(&engine);
+        config.complete(&shapes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let inputs = config.input_specs(&shapes);
         let groups = resolve_instance_groups(&config.instance_groups, &engine)?;
         let placements: Vec<Placement> = groups.iter().flat_map(placements).collect();
         let model_metrics = metrics.model(name, version);
         let policy = config.dynamic_batching.as_ref().map(|d| d.queue.clone()).unwrap_or_default();
-        let scheduler = Scheduler::start(engine.clone(), &placements, policy, model_metrics.clone())?;
+        let batching = config.dynamic_batching.as_ref().filter(|_| config.max_batch_size > 0).map(|d| {
+            let mut preferred = d.preferred_batch_size.clone();
+            preferred.sort_unstable();
+            Batching {
+                max_batch_size: config.max_batch_size,
+                preferred,
+                max_queue_delay: std::time::Duration::from_micros(d.max_queue_delay_us),
+            }
+        });
+        let scheduler = Scheduler::start(engine.clone(), &placements, policy, batching, model_metrics.clone())?;
         Ok(LoadedModel {
             name: name.to_string(),
             version,
             config,
             instance_groups: groups,
             engine,
+            inputs,
             scheduler,
             metrics: model_metrics,
         })

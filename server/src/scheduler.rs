@@ -5,10 +5,15 @@
 //! The queue follows Triton's `default_queue_policy`: with `max_queue_size`
 //! a full queue answers "unavailable" at once instead of growing, and with
 //! `default_timeout_microseconds` a request still waiting past its deadline
-//! is answered "unavailable" instead of being run. Engines have static
-//! shapes today, so every request is one execution; batching requests
-//! together along a batch profile's first dimension comes with dynamic
-//! shapes.
+//! is answered "unavailable" instead of being run.
+//!
+//! With [`Batching`] (a model with `max_batch_size` > 0 and
+//! `dynamic_batching`), a free instance takes as many queued requests as fit
+//! in `max_batch_size` rows, in arrival order and as long as their shapes
+//! agree beyond the first axis, runs them as one execution and splits the
+//! outputs back by rows, as Triton's dynamic batcher does: a batch goes out
+//! at once when it is full or reaches one of the preferred sizes, otherwise
+//! when its oldest request has waited `max_queue_delay_microseconds`.
 
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -16,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use trtc_runtime::{Engine, Tensor};
+use trtc_runtime::{Engine, Tensor, TensorType};
 
 use crate::metrics::{micros, ModelMetrics};
 use crate::model_config::QueuePolicy;
@@ -40,9 +45,22 @@ impl std::fmt::Display for Placement {
 
 pub type Outputs = Vec<(String, Tensor)>;
 
+/// How requests are batched together (see the module's notes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batching {
+    pub max_batch_size: usize,
+    /// Sorted, each between 1 and `max_batch_size`.
+    pub preferred: Vec<usize>,
+    pub max_queue_delay: Duration,
+}
+
 /// One request waiting for an instance.
 pub struct Job {
+    /// In the engine's input order.
     pub inputs: Vec<(String, Tensor)>,
+    /// The request's rows along the batch axis (1 for a model that does
+    /// not batch).
+    pub rows: usize,
     pub enqueued: Instant,
     pub reply: oneshot::Sender<ServeResult<Outputs>>,
 }
@@ -56,6 +74,7 @@ struct Queue {
     state: Mutex<State>,
     ready: Condvar,
     policy: QueuePolicy,
+    batching: Option<Batching>,
     metrics: ModelMetrics,
 }
 
@@ -71,12 +90,14 @@ impl Scheduler {
         engine: Arc<Engine>,
         placements: &[Placement],
         policy: QueuePolicy,
+        batching: Option<Batching>,
         metrics: ModelMetrics,
     ) -> Result<Scheduler, String> {
         let queue = Arc::new(Queue {
             state: Mutex::new(State { jobs: VecDeque::new(), closed: false }),
             ready: Condvar::new(),
             policy,
+            batching,
             metrics,
         });
         let mut s = Scheduler { queue: queue.clone(), workers: Vec::new() };
@@ -171,42 +192,163 @@ fn instance(engine: &Engine, placement: Placement, queue: &Queue, started: mpsc:
     };
     let _ = started.send(Ok(()));
     let m = &queue.metrics;
-    let timeout = Duration::from_micros(queue.policy.default_timeout_us);
-    while let Some(job) = next_job(queue) {
-        m.pending.dec();
+    while let Some(batch) = next_batch(queue) {
         let start = Instant::now();
-        let waited = start - job.enqueued;
-        m.queue_duration.inc_by(micros(waited));
-        if queue.policy.default_timeout_us > 0 && waited > timeout {
-            let _ = job.reply.send(Err(ServeError::unavailable("the request timed out in the queue")));
-            continue;
+        for job in &batch {
+            m.queue_duration.inc_by(micros(start - job.enqueued));
         }
-        let refs: Vec<(&str, &Tensor)> = job.inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let merged = if batch.len() == 1 { None } else { Some(concatenate(&batch)) };
+        let refs: Vec<(&str, &Tensor)> = match &merged {
+            Some(Ok(inputs)) => inputs.iter().map(|(n, t)| (n.as_str(), t)).collect(),
+            _ => batch[0].inputs.iter().map(|(n, t)| (n.as_str(), t)).collect(),
+        };
         let ran = Instant::now();
-        m.compute_input.inc_by(micros(ran - start));
-        let result = context.run(&refs);
+        let result = match &merged {
+            Some(Err(e)) => Err(e.clone()),
+            _ => context.run(&refs).map_err(|e| ServeError::internal(format!("execution failed: {e}"))),
+        };
         let done = Instant::now();
-        m.compute_infer.inc_by(micros(done - ran));
         m.exec_count.inc();
-        let reply = result.map_err(|e| ServeError::internal(format!("execution failed: {e}")));
-        if reply.is_ok() {
-            m.count.inc();
+        let replies: Vec<ServeResult<Outputs>> = match result {
+            Ok(outputs) if batch.len() == 1 => vec![Ok(outputs)],
+            Ok(outputs) => split(&outputs, &batch),
+            Err(e) => vec![Err(e); batch.len()],
+        };
+        let n = batch.len() as u64;
+        m.compute_input.inc_by(micros(ran - start) * n);
+        m.compute_infer.inc_by(micros(done - ran) * n);
+        for (job, reply) in batch.into_iter().zip(replies) {
+            if reply.is_ok() {
+                m.count.inc_by(job.rows as u64);
+            }
+            let _ = job.reply.send(reply);
         }
-        let _ = job.reply.send(reply);
-        m.compute_output.inc_by(micros(done.elapsed()));
+        m.compute_output.inc_by(micros(done.elapsed()) * n);
     }
 }
 
-/// The oldest queued job; `None` once the queue is closed and empty.
-fn next_job(queue: &Queue) -> Option<Job> {
+/// The next requests to run as one execution; `None` once the queue is
+/// closed and empty. Requests past their queue timeout are answered here.
+fn next_batch(queue: &Queue) -> Option<Vec<Job>> {
     let mut st = queue.state.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        if let Some(job) = st.jobs.pop_front() {
-            return Some(job);
+        drop_expired(queue, &mut st);
+        if st.jobs.is_empty() {
+            if st.closed {
+                return None;
+            }
+            st = queue.ready.wait(st).unwrap_or_else(|e| e.into_inner());
+            continue;
         }
-        if st.closed {
-            return None;
+        let Some(b) = &queue.batching else {
+            queue.metrics.pending.dec();
+            return st.jobs.pop_front().map(|j| vec![j]);
+        };
+        // The longest prefix of the queue that fits and agrees in shape,
+        // and the rows after each of its requests.
+        let mut rows = Vec::new();
+        let mut total = 0;
+        for job in st.jobs.iter() {
+            if total + job.rows > b.max_batch_size || !same_shapes_beyond_batch(&st.jobs[0], job) {
+                break;
+            }
+            total += job.rows;
+            rows.push(total);
         }
-        st = queue.ready.wait(st).unwrap_or_else(|e| e.into_inner());
+        let take = |n: usize, st: &mut State| {
+            queue.metrics.pending.sub(n as i64);
+            let batch = st.jobs.drain(..n).collect();
+            if !st.jobs.is_empty() {
+                // Another free instance can start on the rest.
+                queue.ready.notify_one();
+            }
+            Some(batch)
+        };
+        let all_queued = rows.len() == st.jobs.len();
+        if total == b.max_batch_size || !all_queued || st.closed {
+            // Full, or the next request cannot join: nothing to wait for.
+            return take(rows.len().max(1), &mut st);
+        }
+        if let Some(n) = b.preferred.iter().rev().find_map(|p| rows.iter().position(|r| r == p)) {
+            return take(n + 1, &mut st);
+        }
+        let deadline = st.jobs[0].enqueued + b.max_queue_delay;
+        let now = Instant::now();
+        if now >= deadline {
+            return take(rows.len().max(1), &mut st);
+        }
+        st = queue.ready.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
     }
+}
+
+/// Answers the requests at the front of the queue that waited past the
+/// queue policy's timeout.
+fn drop_expired(queue: &Queue, st: &mut State) {
+    if queue.policy.default_timeout_us == 0 {
+        return;
+    }
+    let timeout = Duration::from_micros(queue.policy.default_timeout_us);
+    let now = Instant::now();
+    while st.jobs.front().is_some_and(|j| now - j.enqueued > timeout) {
+        let job = st.jobs.pop_front().expect("checked above");
+        queue.metrics.pending.dec();
+        queue.metrics.queue_duration.inc_by(micros(now - job.enqueued));
+        let _ = job.reply.send(Err(ServeError::unavailable("the request timed out in the queue")));
+    }
+}
+
+fn same_shapes_beyond_batch(a: &Job, b: &Job) -> bool {
+    a.inputs.len() == b.inputs.len()
+        && a.inputs.iter().zip(&b.inputs).all(|((_, x), (_, y))| x.shape().get(1..) == y.shape().get(1..))
+}
+
+/// The batch's inputs, each the requests' tensors one after another along
+/// the first axis.
+fn concatenate(batch: &[Job]) -> ServeResult<Vec<(String, Tensor)>> {
+    let rows: usize = batch.iter().map(|j| j.rows).sum();
+    let first = &batch[0];
+    let mut merged = Vec::with_capacity(first.inputs.len());
+    for (i, (name, t)) in first.inputs.iter().enumerate() {
+        let mut shape = t.shape().to_vec();
+        shape[0] = rows;
+        let mut out = Tensor::zeros(TensorType::new(t.dtype(), shape))
+            .map_err(|e| ServeError::internal(format!("cannot batch input '{name}': {e}")))?;
+        let mut at = 0;
+        for job in batch {
+            let bytes = job.inputs[i].1.bytes();
+            out.bytes_mut()[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        }
+        merged.push((name.clone(), out));
+    }
+    Ok(merged)
+}
+
+/// Each request's rows of the batch's outputs.
+fn split(outputs: &Outputs, batch: &[Job]) -> Vec<ServeResult<Outputs>> {
+    let rows: usize = batch.iter().map(|j| j.rows).sum();
+    if let Some((name, t)) = outputs.iter().find(|(_, t)| t.shape().first() != Some(&rows)) {
+        let e = ServeError::internal(format!(
+            "output '{name}' of a batch of {rows} has shape {:?}, not {rows} rows: the engine does not batch along its first axis",
+            t.shape()
+        ));
+        return vec![Err(e); batch.len()];
+    }
+    let mut replies: Vec<ServeResult<Outputs>> = batch.iter().map(|_| Ok(Vec::with_capacity(outputs.len()))).collect();
+    for (name, t) in outputs {
+        let row_bytes = t.bytes().len() / rows.max(1);
+        let mut at = 0;
+        for (job, reply) in batch.iter().zip(replies.iter_mut()) {
+            let mut shape = t.shape().to_vec();
+            shape[0] = job.rows;
+            let part = Tensor::from_bytes(TensorType::new(t.dtype(), shape), &t.bytes()[at..at + job.rows * row_bytes]);
+            at += job.rows * row_bytes;
+            match (part, reply.as_mut()) {
+                (Ok(p), Ok(r)) => r.push((name.clone(), p)),
+                (Err(e), Ok(_)) => *reply = Err(ServeError::internal(format!("cannot split output '{name}': {e}"))),
+                _ => {}
+            }
+        }
+    }
+    replies
 }

@@ -138,6 +138,30 @@ fn make_repository(root: &Path) -> Repo {
     std::fs::write(dir.join("slow/config.pbtxt"), "instance_group { count: 1 kind: KIND_CPU }\n").unwrap();
     reference(&dir.join("slow/1/model.engine"), &refs, "slow_1", 4);
 
+    // batched: a batch profile (1 to 16 rows) and the dynamic batcher;
+    // max_batch_size comes from the engine. References for requests of 1
+    // and of 3 rows, each run alone.
+    let onnx = workspace().join("testdata/serve/batch_cnn.onnx");
+    let dims = |b: usize| vec![b, 3, 16, 16];
+    let profile = trtc::build::ShapeProfile { inputs: vec![("x".into(), [dims(1), dims(4), dims(16)])] };
+    let built = build_file(&onnx, &BuildOptions { profile: Some(profile), ..Default::default() }).unwrap();
+    std::fs::create_dir_all(dir.join("batched/1")).unwrap();
+    std::fs::write(dir.join("batched/1/model.engine"), &built.engine).unwrap();
+    std::fs::write(
+        dir.join("batched/config.pbtxt"),
+        "dynamic_batching { max_queue_delay_microseconds: 2000 }
+instance_group { count: 1 kind: KIND_CPU }
+",
+    )
+    .unwrap();
+    let engine = Engine::from_bytes(&built.engine).unwrap();
+    for rows in [1, 3] {
+        let x = trtc::random::tensor(&trtc_runtime::TensorType::new(trtc_runtime::DType::F32, dims(rows)), rows as u64).unwrap();
+        let outputs = engine.create_context().unwrap().run(&[("x", &x)]).unwrap();
+        trtc::npz::write_npz(&refs.join(format!("batched_{rows}rows.inputs.npz")), &[("x".to_string(), x)]).unwrap();
+        trtc::npz::write_npz(&refs.join(format!("batched_{rows}rows.outputs.npz")), &outputs).unwrap();
+    }
+
     // broken: a configuration with a field of the wrong type; it must be
     // reported, and must not stop the others.
     std::fs::create_dir_all(dir.join("broken/1")).unwrap();

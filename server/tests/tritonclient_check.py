@@ -336,16 +336,23 @@ def client_thread(model, version, inputs_np, n, results):
     c.close()
 
 
+def load(model, version, inputs_of_client, clients=64, requests=50):
+    """`clients` threads, client k sending inputs_of_client(k) `requests`
+    times; the answers (or exceptions) and the seconds it took."""
+    results = []
+    threads = [threading.Thread(target=client_thread, args=(model, version, inputs_of_client(k), requests, results))
+               for k in range(clients)]
+    start = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, time.time() - start
+
+
 before = metric("nv_inference_request_success", "cnn", "1")
 i1, o1 = refs("cnn_1")
-results = []
-threads = [threading.Thread(target=client_thread, args=("cnn", "1", i1, 50, results)) for _ in range(64)]
-start = time.time()
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-elapsed = time.time() - start
+results, elapsed = load("cnn", "1", lambda k: i1)
 bad = [r for r in results if isinstance(r, Exception) or not same(r, o1, o1)[0]]
 check(f"load: 64 clients x 50 requests in {elapsed:.1f} s, all {len(results)} answered correctly",
       len(results) == 3200 and not bad, bad[:3])
@@ -360,6 +367,58 @@ for m in ["nv_inference_request_duration_us", "nv_inference_queue_duration_us", 
 fail = metric("nv_inference_request_failure", "cnn", "")
 check("metrics: failures are counted per model version", (metric("nv_inference_request_failure", "cnn", "2") or 0) >= 0
       and metric("nv_inference_request_failure", "types", "3") is not None, fail)
+
+# Dynamic batching: 'batched' has a batch profile (1 to 16 rows), no
+# max_batch_size in its config.pbtxt (auto-completed from the engine) and
+# dynamic_batching with a 2 ms queue delay. Rows of a batched execution may
+# differ from a run alone in the last bits (sums in another order).
+def close(result, expected):
+    for n in expected:
+        got = result.as_numpy(n)
+        if got is None or got.shape != expected[n].shape or not np.allclose(got, expected[n], rtol=1e-5, atol=1e-6):
+            return False, f"{n}: got {got!r}, expected {expected[n]!r}"
+    return True, ""
+
+
+cfg = client.get_model_config("batched")
+check("batched: max_batch_size completed from the engine's profile", cfg.get("max_batch_size") == 16, cfg.get("max_batch_size"))
+md = client.get_model_metadata("batched")
+check("batched: metadata shapes with -1 for the batch", md["inputs"][0]["shape"] == [-1, 3, 16, 16]
+      and md["outputs"][0]["shape"] == [-1, 5], md)
+gclient = grpcclient.InferenceServerClient(url=args.grpc)
+gmd = gclient.get_model_metadata("batched")
+check("batched: gRPC metadata shape", list(gmd.inputs[0].shape) == [-1, 3, 16, 16], gmd)
+b1i, b1o = refs("batched_1rows")
+b3i, b3o = refs("batched_3rows")
+for label, (i, o) in [("1 row", (b1i, b1o)), ("3 rows", (b3i, b3o))]:
+    ok, detail = close(infer("batched", i), o)
+    check(f"batched: a request of {label} over HTTP", ok, detail)
+    ok, detail = close(ginfer("batched", i), o)
+    check(f"batched: a request of {label} over gRPC", ok, detail)
+check("batched: a batch over max_batch_size is a 400 naming the range",
+      *raises(lambda: infer("batched", {"x": np.zeros((17, 3, 16, 16), np.float32)}), 400, "[1..16,3,16,16]"))
+check("batched: a wrong image size is a 400",
+      *raises(lambda: infer("batched", {"x": np.zeros((2, 3, 8, 16), np.float32)}), 400, "does not match"))
+before_count = metric("nv_inference_count", "batched", "1")
+before_execs = metric("nv_inference_exec_count", "batched", "1")
+results, elapsed = load("batched", "", lambda k: b3i if k % 4 == 0 else b1i)
+bad = []
+for k, r in enumerate(results):
+    if isinstance(r, Exception):
+        bad.append(r)
+    else:
+        rows = r.as_numpy("logits").shape[0]
+        ok, detail = close(r, b3o if rows == 3 else b1o)
+        if not ok or rows not in (1, 3):
+            bad.append(detail)
+check(f"batched load: 64 clients x 50 requests in {elapsed:.1f} s, all {len(results)} answered correctly",
+      len(results) == 3200 and not bad, bad[:3])
+count = metric("nv_inference_count", "batched", "1") - before_count
+execs = metric("nv_inference_exec_count", "batched", "1") - before_execs
+# 16 of the 64 clients send 3 rows: 16*50*3 + 48*50 = 4800 inferences.
+check(f"batched: {count:.0f} inferences in {execs:.0f} executions (batches formed)", count == 4800 and execs < count / 4,
+      (count, execs))
+gclient.close()
 
 # Shutdown with requests in flight: 8 clients send one request each to the
 # slow model (one instance); SIGTERM once all have reached the server (one
