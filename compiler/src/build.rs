@@ -97,15 +97,61 @@ impl ShapeProfile {
         self.inputs.iter().any(|(_, [lo, _, hi])| lo != hi)
     }
 
-    /// Import options with every profiled input at its min (0), opt (1) or
-    /// max (2) shape.
-    fn at(&self, import: &ImportOptions, which: usize) -> ImportOptions {
-        let mut o = import.clone();
-        for (name, dims) in &self.inputs {
-            o.shapes.insert(name.clone(), dims[which].clone());
-        }
-        o
+    /// Every profiled input at its min (0), opt (1) or max (2) shape.
+    fn at(&self, which: usize) -> Shapes {
+        self.inputs.iter().map(|(n, d)| (n.clone(), d[which].clone())).collect()
     }
+}
+
+/// Checks several profiles against each other: each names the same inputs
+/// with the same ranks (as TensorRT requires of every profile).
+pub fn check_profiles(profiles: &[ShapeProfile]) -> Result<()> {
+    let Some(first) = profiles.first() else { return Ok(()) };
+    fn key(p: &ShapeProfile) -> Vec<(&str, usize)> {
+        let mut v: Vec<(&str, usize)> = p.inputs.iter().map(|(n, d)| (n.as_str(), d[0].len())).collect();
+        v.sort();
+        v
+    }
+    for (k, p) in profiles.iter().enumerate().skip(1) {
+        if key(p) != key(first) {
+            bail!("profile {k} ranges other inputs (or ranks) than profile 0: every profile must range the same inputs");
+        }
+    }
+    Ok(())
+}
+
+/// Input names and shapes.
+type Shapes = Vec<(String, Vec<usize>)>;
+
+/// Whether the shapes of the engine vary at run time: inside a profile, or
+/// between profiles.
+fn shapes_vary(profiles: &[ShapeProfile]) -> bool {
+    profiles.iter().any(ShapeProfile::is_dynamic) || profiles.windows(2).any(|w| w[0].at(2) != w[1].at(2))
+}
+
+/// Each profiled input's largest shape over all profiles, axis by axis:
+/// the shapes an engine with these profiles is planned at.
+fn envelope(profiles: &[ShapeProfile]) -> Shapes {
+    let mut env = profiles.first().map(|p| p.at(2)).unwrap_or_default();
+    for p in profiles.iter().skip(1) {
+        for (name, dims) in p.at(2) {
+            if let Some((_, e)) = env.iter_mut().find(|(n, _)| *n == name) {
+                for (a, b) in e.iter_mut().zip(dims) {
+                    *a = (*a).max(b);
+                }
+            }
+        }
+    }
+    env
+}
+
+/// Import options with the given inputs at the given shapes.
+fn with_shapes(import: &ImportOptions, shapes: &Shapes) -> ImportOptions {
+    let mut o = import.clone();
+    for (name, dims) in shapes {
+        o.shapes.insert(name.clone(), dims.clone());
+    }
+    o
 }
 
 /// Where a build reads its model from.
@@ -120,9 +166,10 @@ pub enum ModelSource {
 #[derive(Clone, Debug, Default)]
 pub struct BuildOptions {
     pub import: ImportOptions,
-    /// The optimization profile (`--min/--opt/--max-shapes`); the engine is
-    /// planned at its maximum.
-    pub profile: Option<ShapeProfile>,
+    /// The optimization profiles (`--min/--opt/--max-shapes`, the k-th
+    /// occurrence of each flag giving profile k); the engine is planned at
+    /// each input's maximum over them.
+    pub profiles: Vec<ShapeProfile>,
     pub lower: LowerOptions,
     pub passes: crate::passes::PassOptions,
     pub precision: PrecisionConfig,
@@ -148,7 +195,7 @@ impl BuildOptions {
             let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
             flags.push(format!("--shape {name}:{}", dims.join("x")));
         }
-        if let Some(p) = &self.profile {
+        for p in &self.profiles {
             let spell = |which: usize| {
                 p.inputs
                     .iter()
@@ -326,10 +373,12 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
             (Some(table), Some(report))
         }
     };
-    let profiles = match &opts.profile {
-        Some(p) => vec![runtime_profile(p, &lowered.plan)?],
-        None => vec![],
-    };
+    let profiles = opts
+        .profiles
+        .iter()
+        .enumerate()
+        .map(|(k, p)| runtime_profile(p, &lowered.plan).with_context(|| format!("profile {k}")))
+        .collect::<Result<Vec<_>>>()?;
     let engine =
         Engine::serialize_with_profiles(opts.target.clone(), flags, &lowered.plan, &lowered.weights, table.as_ref(), &profiles)?;
     Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, engine })
@@ -348,41 +397,52 @@ fn import_at(model: &ModelSource, opts: &ImportOptions) -> Result<Graph> {
     }
 }
 
-/// Imports the model a build compiles. With a profile whose shapes vary:
-/// at the profile's maximum, after checking that the model gives the same
-/// plan at its minimum and optimum, tensor shapes aside (what the engine's
-/// executor relies on when it infers the shapes of a run). A model that
-/// computes values from its input shapes (exporters' Shape → Gather →
-/// Reshape chains) gives other layers at other shapes, and is refused: trtc
-/// cannot keep such values symbolic yet.
+/// Imports the model a build compiles. With profiles whose shapes vary: at
+/// each input's maximum over the profiles, after checking that the model
+/// gives the same plan at every profile's minimum, optimum and maximum,
+/// tensor shapes aside (what the engine's executor relies on when it infers
+/// the shapes of a run). A model that computes values from its input shapes
+/// (exporters' Shape → Gather → Reshape chains) gives other layers at other
+/// shapes, and is refused: trtc cannot keep such values symbolic yet.
 pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
-    let Some(profile) = opts.profile.as_ref().filter(|p| p.is_dynamic()) else {
-        let import = match &opts.profile {
-            Some(p) => p.at(&opts.import, 2),
-            None => opts.import.clone(),
-        };
-        return import_at(model, &import);
-    };
+    check_profiles(&opts.profiles)?;
+    let planned = envelope(&opts.profiles);
+    if !shapes_vary(&opts.profiles) {
+        return import_at(model, &with_shapes(&opts.import, &planned));
+    }
     if !matches!(opts.target, Target::Cpu) {
         bail!("shapes that vary at run time (--min-shapes/--max-shapes) need --target cpu for now: the GPU executor runs fixed shapes");
     }
-    // The model at its min, opt and max shapes: the same nodes, with the
-    // Reshapes whose targets follow the input shapes made dynamic.
-    let mut graphs = (0..3).map(|which| import_at(model, &profile.at(&opts.import, which))).collect::<Result<Vec<Graph>>>()?;
+    // The model at every profile's min, opt and max shapes, then at the
+    // planned ones: the same nodes, with the Reshapes whose targets follow
+    // the input shapes made dynamic.
+    let mut points: Vec<(String, Shapes)> = Vec::new();
+    for (k, p) in opts.profiles.iter().enumerate() {
+        for (which, flag) in [(0, "--min-shapes"), (1, "--opt-shapes"), (2, "--max-shapes")] {
+            let shapes = p.at(which);
+            if shapes != planned && !points.iter().any(|(_, s)| *s == shapes) {
+                let label = if opts.profiles.len() > 1 { format!("{flag} of profile {k}") } else { flag.to_string() };
+                points.push((label, shapes));
+            }
+        }
+    }
+    let mut graphs =
+        points.iter().map(|(_, s)| import_at(model, &with_shapes(&opts.import, s))).collect::<Result<Vec<Graph>>>()?;
+    graphs.push(import_at(model, &with_shapes(&opts.import, &planned))?);
     generalize_reshapes(&mut graphs)?;
     let fp32_plan = |g: &Graph| -> Result<lower::Lowered> {
         let mut g = g.clone();
         crate::passes::optimize(&mut g, &opts.passes)?;
         lower::lower(&g, LowerOptions::default())
     };
-    let at_max = fp32_plan(&graphs[2])?;
-    for (which, flag) in [(0, "--min-shapes"), (1, "--opt-shapes")] {
-        let other = fp32_plan(&graphs[which]).with_context(|| format!("at {flag}"))?;
+    let at_max = fp32_plan(graphs.last().expect("the planned shapes' graph"))?;
+    for ((label, _), g) in points.iter().zip(&graphs) {
+        let other = fp32_plan(g).with_context(|| format!("at {label}"))?;
         same_plan_but_shapes(&at_max, &other).with_context(|| {
-            format!("{flag}: the model's layers differ between this shape and --max-shapes, so its shapes cannot vary in one engine (build one engine per shape with --shape)")
+            format!("{label}: the model's layers differ between this shape and the largest, so its shapes cannot vary in one engine (build one engine per shape with --shape)")
         })?;
     }
-    Ok(graphs.pop().expect("three graphs"))
+    Ok(graphs.pop().expect("the planned shapes' graph"))
 }
 
 /// Compares the model imported at several input shapes (`graphs`, the last

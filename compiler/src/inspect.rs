@@ -64,6 +64,19 @@ pub fn text(engine: &Engine) -> String {
     for f in engine.fixed_inputs() {
         let _ = writeln!(s, "  {f}: fixed at build time");
     }
+    if engine.profiles().len() > 1 {
+        // The inputs above show profile 0; a run takes the first that fits.
+        let dims = |d: &[usize]| d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x");
+        let _ = writeln!(s, "profiles ({}, a run takes the first that admits its shapes):", engine.profiles().len());
+        for (k, p) in engine.profiles().iter().enumerate() {
+            let ranges: Vec<String> = p
+                .inputs
+                .iter()
+                .map(|r| format!("{} min {} opt {} max {}", r.name, dims(&r.min), dims(&r.opt), dims(&r.max)))
+                .collect();
+            let _ = writeln!(s, "  {k}: {}", ranges.join(", "));
+        }
+    }
     let _ = writeln!(s, "outputs:");
     // With a profile, each output's range: its shape at the min and max.
     let at_min = profile.filter(|p| p.is_dynamic()).and_then(|p| p.bind_at(plan, trtc_runtime::profile::ProfilePoint::Min).ok());

@@ -184,7 +184,8 @@ struct BuildArgs {
     /// An optimization profile's smallest shapes: NAME:DIMS[,NAME:DIMS...],
     /// e.g. input_ids:1x1,attention_mask:1x1 (as trtexec's --minShapes).
     /// With --opt-shapes and --max-shapes, the inputs' shapes may vary at
-    /// run time within the range (CPU target for now).
+    /// run time within the range (CPU target for now). Repeat the three
+    /// flags for more profiles: the k-th of each belongs to profile k.
     #[arg(long = "min-shapes", value_name = "NAME:DIMS,...")]
     min_shapes: Vec<String>,
     /// The profile's shapes tactics are chosen for.
@@ -332,25 +333,21 @@ fn parse_tolerance(s: &str) -> Result<f64, String> {
     }
 }
 
-/// One of --min-shapes, --opt-shapes, --max-shapes: NAME:DIMS[,NAME:DIMS...].
-fn parse_shape_list(flag: &str, values: &[String]) -> Result<Vec<(String, Vec<usize>)>> {
-    match values {
-        [] => Ok(Vec::new()),
-        [one] => one
-            .split(',')
-            .map(|entry| {
-                let (name, dims) = entry
-                    .rsplit_once(':')
-                    .ok_or_else(|| anyhow!("{flag} {one}: expected NAME:DIMS[,NAME:DIMS...], e.g. input:1x3x224x224"))?;
-                let dims = dims
-                    .split('x')
-                    .map(|d| d.trim().parse::<usize>().map_err(|_| anyhow!("{flag} {one}: '{d}' is not a dimension")))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok((name.to_string(), dims))
-            })
-            .collect(),
-        many => bail!("{flag} is given {} times: an engine has one optimization profile for now", many.len()),
-    }
+/// One occurrence of --min-shapes, --opt-shapes or --max-shapes:
+/// NAME:DIMS[,NAME:DIMS...].
+fn parse_shape_list(flag: &str, one: &str) -> Result<Vec<(String, Vec<usize>)>> {
+    one.split(',')
+        .map(|entry| {
+            let (name, dims) = entry
+                .rsplit_once(':')
+                .ok_or_else(|| anyhow!("{flag} {one}: expected NAME:DIMS[,NAME:DIMS...], e.g. input:1x3x224x224"))?;
+            let dims = dims
+                .split('x')
+                .map(|d| d.trim().parse::<usize>().map_err(|_| anyhow!("{flag} {one}: '{d}' is not a dimension")))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((name.to_string(), dims))
+        })
+        .collect()
 }
 
 fn parse_shape(s: &str) -> Result<(String, Vec<usize>)> {
@@ -376,21 +373,26 @@ impl TryFrom<&BuildArgs> for BuildOptions {
             let (name, dims) = parse_shape(s)?;
             opts.import.shapes.insert(name, dims);
         }
-        let (min, opt, max) = (
-            parse_shape_list("--min-shapes", &a.min_shapes)?,
-            parse_shape_list("--opt-shapes", &a.opt_shapes)?,
-            parse_shape_list("--max-shapes", &a.max_shapes)?,
-        );
-        if !(min.is_empty() && opt.is_empty() && max.is_empty()) {
-            if min.is_empty() || opt.is_empty() || max.is_empty() {
-                bail!("--min-shapes, --opt-shapes and --max-shapes go together");
-            }
-            let profile = trtc::build::ShapeProfile::from_flags(&min, &opt, &max)?;
+        let (n_min, n_opt, n_max) = (a.min_shapes.len(), a.opt_shapes.len(), a.max_shapes.len());
+        if n_min != n_opt || n_min != n_max {
+            bail!(
+                "--min-shapes, --opt-shapes and --max-shapes go together, once per profile: given {n_min}, {n_opt} and {n_max} times"
+            );
+        }
+        for (k, ((min, opt), max)) in a.min_shapes.iter().zip(&a.opt_shapes).zip(&a.max_shapes).enumerate() {
+            let (min, opt, max) = (
+                parse_shape_list("--min-shapes", min)?,
+                parse_shape_list("--opt-shapes", opt)?,
+                parse_shape_list("--max-shapes", max)?,
+            );
+            let profile = trtc::build::ShapeProfile::from_flags(&min, &opt, &max);
+            let profile = if n_min > 1 { profile.with_context(|| format!("profile {k}"))? } else { profile? };
             if let Some((name, _)) = profile.inputs.iter().find(|(n, _)| opts.import.shapes.contains_key(n)) {
                 bail!("input '{name}' has both --shape and a --min/--opt/--max-shapes range");
             }
-            opts.profile = Some(profile);
+            opts.profiles.push(profile);
         }
+        trtc::build::check_profiles(&opts.profiles)?;
         for s in &a.input_values {
             let (name, file) = s.split_once(':').ok_or_else(|| anyhow!("--input-value {s}: expected NAME:FILE.npy"))?;
             let t = trtc::npz::read_npy_file(std::path::Path::new(file)).with_context(|| format!("--input-value {name}"))?;

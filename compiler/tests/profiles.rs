@@ -91,7 +91,7 @@ fn at_shape(model: &[u8], name: &str, shape: Vec<usize>) -> Engine {
 #[test]
 fn a_cnn_with_a_symbolic_batch_runs_at_every_batch_of_its_profile() {
     let model = cnn();
-    let opts = BuildOptions { profile: Some(profile("x", &[3, 8, 8], [1, 3, 6])), ..Default::default() };
+    let opts = BuildOptions { profiles: vec![profile("x", &[3, 8, 8], [1, 3, 6])], ..Default::default() };
     let engine = build(&model, &opts).unwrap();
     assert_eq!(engine.profiles().len(), 1);
     assert_eq!(engine.header().build_flags[..3], ["--min-shapes x:1x3x8x8", "--opt-shapes x:3x3x8x8", "--max-shapes x:6x3x8x8"]);
@@ -112,7 +112,7 @@ fn a_cnn_with_a_symbolic_batch_runs_at_every_batch_of_its_profile() {
 #[test]
 fn a_reshape_computed_from_the_input_shape_follows_it() {
     let model = shape_chain();
-    let opts = BuildOptions { profile: Some(profile("s", &[4, 6], [1, 2, 5])), ..Default::default() };
+    let opts = BuildOptions { profiles: vec![profile("s", &[4, 6], [1, 2, 5])], ..Default::default() };
     let engine = build(&model, &opts).unwrap();
     let mut ctx = engine.create_context().unwrap();
     for n in [1usize, 5, 3] {
@@ -125,11 +125,11 @@ fn a_reshape_computed_from_the_input_shape_follows_it() {
 
 #[test]
 fn a_value_computed_from_the_input_shape_is_refused_naming_the_node() {
-    let opts = BuildOptions { profile: Some(profile("x", &[2], [1, 2, 4])), ..Default::default() };
+    let opts = BuildOptions { profiles: vec![profile("x", &[2], [1, 2, 4])], ..Default::default() };
     let err = format!("{:#}", build(&shape_as_data(), &opts).unwrap_err());
     assert!(err.contains("computes it from the input shapes"), "{err}");
     // At one shape, it builds (the shape is a constant then).
-    let opts = BuildOptions { profile: Some(profile("x", &[2], [3, 3, 3])), ..Default::default() };
+    let opts = BuildOptions { profiles: vec![profile("x", &[2], [3, 3, 3])], ..Default::default() };
     let engine = build(&shape_as_data(), &opts).unwrap();
     let x = Tensor::from_vec(vec![3, 2], vec![0f32; 6]).unwrap();
     assert_eq!(engine.create_context().unwrap().run(&[("x", &x)]).unwrap()[0].1.as_slice::<f32>().unwrap(), &[3f32; 6]);
@@ -146,10 +146,82 @@ fn profiles_are_checked_before_building() {
     assert!(ShapeProfile::from_flags(&at(1), &other, &at(8)).is_err());
     // GPU targets run fixed shapes for now.
     let opts = BuildOptions {
-        profile: Some(profile("x", &[3, 8, 8], [1, 3, 6])),
+        profiles: vec![profile("x", &[3, 8, 8], [1, 3, 6])],
         target: trtc_runtime::Target::Cuda { sm: 90, gpu_name: None },
         ..Default::default()
     };
     let err = build(&cnn(), &opts).unwrap_err().to_string();
     assert!(err.contains("need --target cpu for now"), "{err}");
+}
+
+#[test]
+fn several_profiles_each_run_their_shapes_and_a_run_takes_the_first_that_fits() {
+    let model = cnn();
+    let (small, large) = (profile("x", &[3, 8, 8], [1, 2, 2]), profile("x", &[3, 8, 8], [4, 6, 8]));
+    let engine = build(&model, &BuildOptions { profiles: vec![small, large], ..Default::default() }).unwrap();
+    assert_eq!(engine.profiles().len(), 2);
+    assert_eq!(
+        engine.header().build_flags[..6],
+        [
+            "--min-shapes x:1x3x8x8",
+            "--opt-shapes x:2x3x8x8",
+            "--max-shapes x:2x3x8x8",
+            "--min-shapes x:4x3x8x8",
+            "--opt-shapes x:6x3x8x8",
+            "--max-shapes x:8x3x8x8"
+        ]
+    );
+    let mut ctx = engine.create_context().unwrap();
+    for n in [8usize, 1, 5, 2, 4] {
+        let x = Tensor::from_vec(vec![n, 3, 8, 8], values(n * 192, n as u32)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap();
+        let want = at_shape(&model, "x", vec![n, 3, 8, 8]).create_context().unwrap().run(&[("x", &x)]).unwrap();
+        assert_eq!(got[0].1, want[0].1, "batch {n}");
+    }
+    let x = Tensor::from_vec(vec![3, 3, 8, 8], vec![0f32; 3 * 192]).unwrap();
+    let err = ctx.run(&[("x", &x)]).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "outside each of its 2 profiles (profile 0: input 'x' axis 0 is 3: allowed 1 to 2; \
+         profile 1: input 'x' axis 0 is 3: allowed 4 to 8)"
+    );
+
+    // Every profile ranges the same inputs.
+    let other = ShapeProfile::from_flags(&[("y".into(), vec![1])], &[("y".into(), vec![1])], &[("y".into(), vec![2])]).unwrap();
+    let opts = BuildOptions { profiles: vec![profile("x", &[3, 8, 8], [1, 2, 2]), other], ..Default::default() };
+    let err = build(&model, &opts).unwrap_err().to_string();
+    assert!(err.contains("profile 1 ranges other inputs"), "{err}");
+}
+
+#[test]
+fn the_cli_takes_one_profile_per_repetition_of_the_three_flags() {
+    let dir = std::env::temp_dir().join(format!("trtc-profiles-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let onnx = dir.join("cnn.onnx");
+    std::fs::write(&onnx, cnn()).unwrap();
+    let engine = dir.join("cnn.engine");
+    let trtc = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_trtc")).args(args).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout))
+    };
+    let (onnx_s, engine_s) = (onnx.to_str().unwrap(), engine.to_str().unwrap());
+    let mut two = vec!["build", onnx_s, "-o", engine_s];
+    two.extend(["--min-shapes", "x:1x3x8x8", "--opt-shapes", "x:2x3x8x8", "--max-shapes", "x:2x3x8x8"]);
+    two.extend(["--min-shapes", "x:4x3x8x8", "--opt-shapes", "x:8x3x8x8", "--max-shapes", "x:8x3x8x8"]);
+    let (ok, out) = trtc(&two);
+    assert!(ok, "{out}");
+    assert_eq!(Engine::load(&engine).unwrap().profiles().len(), 2);
+    let (ok, out) = trtc(&["inspect", engine_s]);
+    assert!(ok && out.contains("profiles (2,") && out.contains("1: x min 4x3x8x8 opt 8x3x8x8 max 8x3x8x8"), "{out}");
+
+    // The k-th of each flag belongs to profile k: the counts must agree.
+    let (ok, out) = trtc(&two[..two.len() - 2]);
+    assert!(!ok && out.contains("given 2, 2 and 1 times"), "{out}");
+    let mut bad = vec!["build", onnx_s, "-o", engine_s];
+    bad.extend(["--min-shapes", "x:1x3x8x8", "--opt-shapes", "x:2x3x8x8", "--max-shapes", "x:2x3x8x8"]);
+    bad.extend(["--min-shapes", "x:4x3x8x8", "--opt-shapes", "x:2x3x8x8", "--max-shapes", "x:8x3x8x8"]);
+    let (ok, out) = trtc(&bad);
+    assert!(!ok && out.contains("profile 1") && out.contains("does not hold"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

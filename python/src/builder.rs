@@ -52,11 +52,11 @@ pub fn build(
             pyo3::exceptions::PyTypeError::new_err("model: expected a path (str or os.PathLike) or the model's bytes")
         })?)
     };
-    let profile = match profiles.filter(|p| !p.is_none()) {
-        None => None,
-        Some(p) => Some(profile(p)?),
+    let profiles = match profiles.filter(|p| !p.is_none()) {
+        None => Vec::new(),
+        Some(p) => profile_list(p)?,
     };
-    let mut opts = BuildOptions { profile, ..Default::default() };
+    let mut opts = BuildOptions { profiles, ..Default::default() };
     opts.import.shapes = shapes.unwrap_or_default().into_iter().collect();
     opts.target = match target.parse::<TargetSpec>().map_err(errors::build)? {
         TargetSpec::Cpu => trtc_runtime::Target::Cpu,
@@ -105,7 +105,7 @@ pub fn build(
         opts.int8.calib.calibrator = algorithm(c)?;
     }
 
-    if let Some(p) = &opts.profile {
+    for p in &opts.profiles {
         if let Some((name, _)) = p.inputs.iter().find(|(n, _)| opts.import.shapes.contains_key(n)) {
             return Err(build_error(format!("input '{name}' has both a shape in shapes= and a range in profiles=")));
         }
@@ -139,18 +139,23 @@ pub fn build(
 /// An input's min, opt and max shapes.
 type ShapeRange = (Vec<usize>, Vec<usize>, Vec<usize>);
 
-/// `profiles`: a list of one dict {input name: (min, opt, max) shapes}, as
-/// `--min-shapes`/`--opt-shapes`/`--max-shapes` give it.
-fn profile(value: &Bound<'_, PyAny>) -> PyResult<ShapeProfile> {
+/// `profiles`: a list of dicts {input name: (min, opt, max) shapes}, one per
+/// optimization profile, as repeated `--min-shapes`/`--opt-shapes`/
+/// `--max-shapes` give them.
+fn profile_list(value: &Bound<'_, PyAny>) -> PyResult<Vec<ShapeProfile>> {
     let shape_error =
-        || pyo3::exceptions::PyTypeError::new_err("profiles: expected [{input name: (min shape, opt shape, max shape)}]");
+        || pyo3::exceptions::PyTypeError::new_err("profiles: expected [{input name: (min shape, opt shape, max shape)}, ...]");
     let list: Vec<Bound<'_, PyAny>> = value.extract().map_err(|_| shape_error())?;
-    let [one] = list.as_slice() else {
-        return Err(build_error(format!(
-            "profiles: {} profiles given; an engine has one optimization profile for now",
-            list.len()
-        )));
-    };
+    if list.is_empty() {
+        return Err(build_error("profiles: an empty list (give None for an engine without profiles)"));
+    }
+    let profiles = list.iter().map(|one| profile(one, &shape_error)).collect::<PyResult<Vec<_>>>()?;
+    trtc::build::check_profiles(&profiles).map_err(errors::build)?;
+    Ok(profiles)
+}
+
+/// One profile's dict.
+fn profile(one: &Bound<'_, PyAny>, shape_error: &dyn Fn() -> PyErr) -> PyResult<ShapeProfile> {
     let ranges: HashMap<String, ShapeRange> = one.extract().map_err(|_| shape_error())?;
     let mut names: Vec<&String> = ranges.keys().collect();
     names.sort();

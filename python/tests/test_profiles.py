@@ -57,10 +57,22 @@ def test_one_engine_runs_every_batch_of_its_profile(dynamic_cnn):
     assert again.inputs[0].shape == (-1, 3, 16, 16)
 
 
+def test_several_profiles(dynamic_cnn):
+    small = {"x": ((1, 3, 16, 16), (2, 3, 16, 16), (2, 3, 16, 16))}
+    large = {"x": ((4, 3, 16, 16), (8, 3, 16, 16), (8, 3, 16, 16))}
+    engine = trtc.build(dynamic_cnn, profiles=[small, large])
+    assert len(engine.inspect()["profiles"]) == 2
+    ctx = engine.create_context(exact=True)
+    for n in (1, 8, 2, 5):
+        batch = np.ones((n, 3, 16, 16), np.float32)
+        assert ctx.run(batch)["y"].shape == (n, 5)
+    with pytest.raises(trtc.BindingError, match="outside each of its 2 profiles"):
+        ctx.run(np.zeros((3, 3, 16, 16), np.float32))
+
+
 def test_bad_profiles(dynamic_cnn):
-    with pytest.raises(trtc.BuildError, match="one optimization profile"):
-        r = {"x": ((1, 3, 16, 16), (2, 3, 16, 16), (4, 3, 16, 16))}
-        trtc.build(dynamic_cnn, profiles=[r, r])
+    with pytest.raises(trtc.BuildError, match="an empty list"):
+        trtc.build(dynamic_cnn, profiles=[])
     with pytest.raises(trtc.BuildError, match="does not hold"):
         trtc.build(dynamic_cnn, profiles=[{"x": ((4, 3, 16, 16), (2, 3, 16, 16), (8, 3, 16, 16))}])
     with pytest.raises(trtc.BuildError, match="need --target cpu"):

@@ -143,10 +143,11 @@ def build(
       written after calibrating otherwise (``--calib-cache``).
     - ``calib_batches``: use at most this many batches (``--calib-batches``).
     - ``shapes``: input shapes resolving symbolic dimensions (``--shape``).
-    - ``profiles``: ``[{input name: (min shape, opt shape, max shape)}]``,
-      one optimization profile (``--min-shapes``, ``--opt-shapes``,
-      ``--max-shapes``): the engine runs any shape inside it (CPU target for
-      now).
+    - ``profiles``: ``[{input name: (min shape, opt shape, max shape)}, ...]``,
+      one dict per optimization profile (``--min-shapes``, ``--opt-shapes``,
+      ``--max-shapes``, repeated): the engine runs any shape inside one of
+      them, a run taking the first that fits (CPU target for now). The
+      bindings' ``min_shape``/``opt_shape``/``max_shape`` are profile 0's.
     - ``target``: ``"cpu"``, ``"cuda"`` (the GPU of this machine) or
       ``"sm_XX"`` (no GPU needed).
     - ``opt_level``, ``timing_cache``, ``error_on_cache_miss``: GPU tactic

@@ -2,8 +2,9 @@
 //! TensorRT's profiles give them (a minimum, an optimum and a maximum per
 //! dimension), and a plan bound to shapes inside one.
 //!
-//! An engine with profiles is planned at each input's maximum: its memory
-//! plan holds every tensor at its largest size. At run time the executor
+//! An engine with profiles is planned at each input's maximum over all its
+//! profiles: its memory plan holds every tensor at its largest size. A run
+//! takes the first profile whose ranges admit every input's shape. At run time the executor
 //! infers every tensor's type again from the inputs' shapes
 //! ([`bind`]), layer by layer with the ops' own `infer`, and checks that
 //! each fits where the memory plan put it.
@@ -54,7 +55,8 @@ fn dims(d: &[usize]) -> String {
 impl Profile {
     /// Checks the profile against the plan it goes with: one range for each
     /// input binding, of its rank, `min <= opt <= max` on every axis, and the
-    /// maximum equal to the binding's planned shape.
+    /// maximum within the binding's planned shape (which is the largest over
+    /// the engine's profiles).
     pub fn validate(&self, plan: &Plan) -> Result<()> {
         let bad = |m: String| Err(Error::invalid(format!("profile: {m}")));
         if self.inputs.len() != plan.inputs.len() {
@@ -79,8 +81,8 @@ impl Profile {
                     dims(&range.max)
                 ));
             }
-            if &range.max != planned {
-                return bad(format!("'{}': max {} is not the planned shape {}", range.name, dims(&range.max), dims(planned)));
+            if range.max.iter().zip(planned).any(|(m, p)| m > p) {
+                return bad(format!("'{}': max {} exceeds the planned shape {}", range.name, dims(&range.max), dims(planned)));
             }
         }
         Ok(())

@@ -72,6 +72,27 @@ fn shapes_inside_the_profile_run_and_give_outputs_of_their_shape() {
 }
 
 #[test]
+fn a_run_takes_the_first_profile_that_admits_its_shapes() {
+    // Rows 1 to 2, and 6 to 8 (the plan's max): 3 to 5 lie in neither.
+    let low = Profile { inputs: vec![ProfileInput { name: "x".into(), min: vec![1, 4], opt: vec![2, 4], max: vec![2, 4] }] };
+    let high = Profile { inputs: vec![ProfileInput { name: "x".into(), min: vec![6, 4], opt: vec![8, 4], max: vec![8, 4] }] };
+    let engine = engine(&[low, high]);
+    assert_eq!(engine.profiles().len(), 2);
+    let mut ctx = engine.create_context().unwrap();
+    for rows in [1usize, 7, 2, 8, 6] {
+        let x: Vec<f32> = (0..rows * 4).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let out = ctx.run(&[("x", &Tensor::from_vec(vec![rows, 4], x.clone()).unwrap())]).unwrap();
+        assert_eq!(out[0].1.as_slice::<f32>().unwrap(), expected(&x).as_slice(), "{rows} rows");
+    }
+    let e = ctx.run(&[("x", &Tensor::from_vec(vec![4, 4], vec![0f32; 16]).unwrap())]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "outside each of its 2 profiles (profile 0: input 'x' axis 0 is 4: allowed 1 to 2; \
+         profile 1: input 'x' axis 0 is 4: allowed 6 to 8)"
+    );
+}
+
+#[test]
 fn shapes_outside_the_profile_are_refused_naming_the_axis_and_range() {
     let engine = engine(&[profile(2, 4)]);
     let mut ctx = engine.create_context().unwrap();
@@ -94,7 +115,7 @@ fn profiles_that_do_not_match_the_plan_are_refused() {
         |p: Profile| Engine::serialize_with_profiles(Target::Cpu, vec![], &plan, &weights, None, &[p]).unwrap_err().to_string();
     let mut p = profile(1, 4);
     p.inputs[0].max = vec![16, 4];
-    assert!(bad(p).contains("is not the planned shape 8x4"));
+    assert!(bad(p).contains("max 16x4 exceeds the planned shape 8x4"));
     let mut p = profile(1, 4);
     p.inputs[0].opt = vec![9, 4];
     assert!(bad(p).contains("are not in order"));

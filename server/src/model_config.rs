@@ -176,8 +176,9 @@ impl ModelConfig {
                 None => {
                     return Err(format!(
                         "max_batch_size {} needs an engine built with a batch profile (every input's and output's first \
-                         dimension from 1 to the maximum batch, e.g. trtc build --min-shapes x:1x3x224x224 --max-shapes \
-                         x:32x3x224x224); this engine has none, so serve it with max_batch_size: 0",
+                         dimension from 1 to the maximum batch, e.g. trtc build --min-shapes x:1x3x224x224 --opt-shapes \
+                         x:8x3x224x224 --max-shapes x:32x3x224x224); this engine has none, so serve it with \
+                         max_batch_size: 0",
                         self.max_batch_size
                     ))
                 }

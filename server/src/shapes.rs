@@ -9,7 +9,8 @@
 //! maximum), as Triton's auto-complete for TensorRT plans reads a batch
 //! profile. Requests are then concatenated along that axis and the outputs
 //! split back by rows; the executor checks again that each output has as
-//! many rows as the inputs before they are split.
+//! many rows as the inputs before they are split. Of an engine with several
+//! profiles, the server takes the first: requests must fit it.
 
 use trtc_runtime::profile::ProfilePoint;
 use trtc_runtime::{BindingInfo, DType, Engine, TensorType};

@@ -30,7 +30,7 @@ fn engine() -> Arc<Engine> {
 fn batch_engine() -> Arc<Engine> {
     let dims = |b: usize| vec![b, 3, 16, 16];
     let profile = trtc::build::ShapeProfile { inputs: vec![("x".into(), [dims(1), dims(4), dims(8)])] };
-    let opts = trtc::build::BuildOptions { profile: Some(profile), ..Default::default() };
+    let opts = trtc::build::BuildOptions { profiles: vec![profile], ..Default::default() };
     let onnx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/serve/batch_cnn.onnx");
     let built = trtc::build::build_file(&onnx, &opts).unwrap();
     Arc::new(Engine::from_bytes(&built.engine).unwrap())

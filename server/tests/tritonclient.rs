@@ -144,7 +144,7 @@ fn make_repository(root: &Path) -> Repo {
     let onnx = workspace().join("testdata/serve/batch_cnn.onnx");
     let dims = |b: usize| vec![b, 3, 16, 16];
     let profile = trtc::build::ShapeProfile { inputs: vec![("x".into(), [dims(1), dims(4), dims(16)])] };
-    let built = build_file(&onnx, &BuildOptions { profile: Some(profile), ..Default::default() }).unwrap();
+    let built = build_file(&onnx, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
     std::fs::create_dir_all(dir.join("batched/1")).unwrap();
     std::fs::write(dir.join("batched/1/model.engine"), &built.engine).unwrap();
     std::fs::write(

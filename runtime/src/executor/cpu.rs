@@ -220,7 +220,7 @@ impl<'e> ExecutionContext<'e> {
             }
         }
         let plan = self.engine.plan();
-        let mut refusal = None;
+        let mut refusals = Vec::new();
         for profile in self.engine.profiles() {
             let outside =
                 plan.inputs.iter().zip(inputs).find_map(|(&id, t)| profile.admits(&plan.tensors[id].name, t.shape).err());
@@ -232,16 +232,17 @@ impl<'e> ExecutionContext<'e> {
                         Some(BoundShapes { inputs: inputs.iter().map(|t| t.shape.to_vec()).collect(), types: bound.clone() });
                     return Ok(bound);
                 }
-                Some(why) => {
-                    refusal.get_or_insert(why);
-                }
+                Some(why) => refusals.push(why),
             }
         }
-        let why = refusal.unwrap_or_else(|| "the engine has no profile".into());
-        let profiles = self.engine.profiles().len();
-        let which =
-            if profiles == 1 { "its profile".to_string() } else { format!("any of its {profiles} profiles (the first says)") };
-        Err(Error::Binding(format!("outside {which}: {why}")))
+        Err(Error::Binding(match refusals.as_slice() {
+            [] => "the engine has no profile".to_string(),
+            [why] => format!("outside its profile: {why}"),
+            many => {
+                let each: Vec<String> = many.iter().enumerate().map(|(i, why)| format!("profile {i}: {why}")).collect();
+                format!("outside each of its {} profiles ({})", many.len(), each.join("; "))
+            }
+        }))
     }
 }
 
