@@ -20,7 +20,7 @@ OUT=${OUT:-/tmp/trtc-gpu-out}
 # script with SIGTERM), with the table and the test summaries beside it.
 R=/tmp/trtc-gpu-run
 rm -rf "$R" && mkdir -p "$R" "$OUT"
-pack() { tar czf "$OUT/gpu-run.tgz" -C "$R" . 2>/dev/null; cp "$R"/table.md "$R"/gpu_check.txt "$R"/smoke.txt "$R"/python.txt "$OUT"/ 2>/dev/null; }
+pack() { tar czf "$OUT/gpu-run.tgz" -C "$R" . 2>/dev/null; cp "$R"/table.md "$R"/gpu_check.txt "$R"/smoke.txt "$R"/python.txt "$R"/serve.txt "$OUT"/ 2>/dev/null; }
 trap pack EXIT
 trap 'exit 143' TERM
 BIN=.dev/bin
@@ -46,6 +46,9 @@ if ls .dev/wheels/trtc-*.whl >/dev/null 2>&1; then
 else
     echo "SKIPPED: no wheel in .dev/wheels (run benches/gpu/prepare.sh)" | tee "$R/python.txt"
 fi
+
+log "trtc serve with two GPU instances: 2000 HTTP requests from 16 threads against the CPU executor"
+timeout 60 python3 benches/gpu/serve_check.py --trtc "$BIN/trtc" 2>&1 | grep -v "^\[server\]" | tail -12 | tee "$R/serve.txt"
 
 log "GPU tests: testdata models (fp32, fp16, int8), CUDA vs CPU executor, heuristic tactics, one process per case"
 # One process per case: a kernel fault poisons its process's CUDA context.

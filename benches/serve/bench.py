@@ -18,10 +18,12 @@ p.add_argument("--grpc", required=True)
 p.add_argument("--model", default="cnn")
 p.add_argument("--requests", type=int, default=3200, help="requests per (protocol, concurrency)")
 p.add_argument("--concurrency", default="1,8,64")
+p.add_argument("--batch", type=int, default=1, help="rows per request where the model batches (shape -1)")
 args = p.parse_args()
 
 meta = httpclient.InferenceServerClient(args.http).get_model_metadata(args.model)
-inputs = {t["name"]: np.random.default_rng(0).random(t["shape"]).astype(np.float32) for t in meta["inputs"]}
+inputs = {t["name"]: np.random.default_rng(0).random([args.batch if d == -1 else d for d in t["shape"]]).astype(np.float32)
+          for t in meta["inputs"]}
 
 
 def client(proto, n, latencies):
@@ -57,8 +59,8 @@ for proto in ["http", "grpc"]:
             t.join()
         wall = time.perf_counter() - start
         a = np.array(lat) * 1e3
-        rows.append({"protocol": proto, "concurrency": conc, "requests": len(lat), "throughput_rps": len(lat) / wall,
+        rows.append({"model": args.model, "protocol": proto, "concurrency": conc, "requests": len(lat), "throughput_rps": len(lat) / wall,
                      "p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99))})
         r = rows[-1]
-        print(f"{proto:4} c={conc:<3} {r['requests']} requests: {r['throughput_rps']:.0f} req/s, p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms")
+        print(f"{args.model} {proto:4} c={conc:<3} {r['requests']} requests: {r['throughput_rps']:.0f} req/s, p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms")
 print(json.dumps(rows))

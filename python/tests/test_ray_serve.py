@@ -4,6 +4,7 @@ requests batched."""
 
 import concurrent.futures
 import json
+import os
 import socket
 import sys
 import urllib.request
@@ -13,6 +14,13 @@ import pytest
 import trtc
 
 from conftest import REPO
+
+# On a busy 2-core machine Ray Serve's HTTP proxy can take longer than the
+# default 5 s readiness check (seen while a build shared the cores): its
+# controller then kills it and `serve.start` fails. Generous limits, set
+# before Ray starts so that its processes inherit them.
+RAY_ENV = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60", "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60"}
+os.environ.update(RAY_ENV)
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
@@ -43,7 +51,7 @@ def served(tmp_path_factory, example_model):
     sys.path.insert(0, str(REPO / "examples" / "ray_serve"))
     import app as ray_app
 
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024, runtime_env={"env_vars": {"PYTHONPATH": str(REPO / "examples" / "ray_serve")}})
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024, runtime_env={"env_vars": {"PYTHONPATH": str(REPO / "examples" / "ray_serve"), **RAY_ENV}})
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         application = ray_app.app_builder(
