@@ -101,6 +101,36 @@ impl ShapeProfile {
     fn at(&self, which: usize) -> Shapes {
         self.inputs.iter().map(|(n, d)| (n.clone(), d[which].clone())).collect()
     }
+
+    /// A point inside the profile where sizes rounded up and rounded down
+    /// disagree: every varying axis at the size in its range, other than
+    /// its min, opt and max, that is 1 more than a multiple of the largest
+    /// power of two (the middle one on ties), so that halving it rounds
+    /// differently at as many levels as possible. Model sizes that the
+    /// profile's points cannot tell apart (`ceil(h / 2)` and `floor(h / 2)`
+    /// on even `h`) differ there. `None` when no axis has such a size.
+    fn probe(&self) -> Option<Shapes> {
+        let mut moved = false;
+        let shapes = self
+            .inputs
+            .iter()
+            .map(|(n, [lo, mid, hi])| {
+                let dims = (0..lo.len())
+                    .map(|a| {
+                        let taken = [lo[a], mid[a], hi[a]];
+                        let centre = (lo[a] + hi[a]) / 2;
+                        let best = (lo[a]..=hi[a])
+                            .filter(|v| !taken.contains(v))
+                            .max_by_key(|&v| ((v - 1).trailing_zeros().min(usize::BITS), std::cmp::Reverse(v.abs_diff(centre))));
+                        moved |= best.is_some();
+                        best.unwrap_or(mid[a])
+                    })
+                    .collect();
+                (n.clone(), dims)
+            })
+            .collect();
+        moved.then_some(shapes)
+    }
 }
 
 /// Checks several profiles against each other: each names the same inputs
@@ -143,6 +173,12 @@ fn envelope(profiles: &[ShapeProfile]) -> Shapes {
         }
     }
     env
+}
+
+/// `input_ids:1x7, attention_mask:1x7`.
+fn describe_shapes(shapes: &Shapes) -> String {
+    let one = |(n, d): &(String, Vec<usize>)| format!("{n}:{}", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x"));
+    shapes.iter().map(one).collect::<Vec<_>>().join(", ")
 }
 
 /// Import options with the given inputs at the given shapes.
@@ -377,7 +413,7 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
         .profiles
         .iter()
         .enumerate()
-        .map(|(k, p)| runtime_profile(p, &lowered.plan).with_context(|| format!("profile {k}")))
+        .map(|(k, p)| runtime_profile(p, &graph, &lowered.plan).with_context(|| format!("profile {k}")))
         .collect::<Result<Vec<_>>>()?;
     let engine =
         Engine::serialize_with_profiles(opts.target.clone(), flags, &lowered.plan, &lowered.weights, table.as_ref(), &profiles)?;
@@ -401,9 +437,10 @@ fn import_at(model: &ModelSource, opts: &ImportOptions) -> Result<Graph> {
 /// each input's maximum over the profiles, after checking that the model
 /// gives the same plan at every profile's minimum, optimum and maximum,
 /// tensor shapes aside (what the engine's executor relies on when it infers
-/// the shapes of a run). A model that computes values from its input shapes
-/// (exporters' Shape → Gather → Reshape chains) gives other layers at other
-/// shapes, and is refused: trtc cannot keep such values symbolic yet.
+/// the shapes of a run). What the model computes from its input shapes
+/// (exporters' Shape → Gather → Reshape chains, position ids, masks) is
+/// generalized into layers that read sizes at run time
+/// ([`crate::generalize`]), or refused, naming the node.
 pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     check_profiles(&opts.profiles)?;
     let planned = envelope(&opts.profiles);
@@ -426,10 +463,28 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
             }
         }
     }
-    let mut graphs =
-        points.iter().map(|(_, s)| import_at(model, &with_shapes(&opts.import, s))).collect::<Result<Vec<Graph>>>()?;
-    graphs.push(import_at(model, &with_shapes(&opts.import, &planned))?);
-    generalize_reshapes(&mut graphs)?;
+    // Compacted, so that the same node has the same index at every shape.
+    let mut graphs = points
+        .iter()
+        .map(|(_, s)| import_at(model, &with_shapes(&opts.import, s)).map(|g| g.compacted()))
+        .collect::<Result<Vec<Graph>>>()?;
+    // A probe point inside each profile tells apart sizes that agree at the
+    // profile's own points. A model that does not import there (a U-Net
+    // whose skip connections need even sizes) is checked without it.
+    for (k, p) in opts.profiles.iter().enumerate() {
+        let Some(shapes) = p.probe() else { continue };
+        if points.iter().any(|(_, s)| *s == shapes) {
+            continue;
+        }
+        if let Ok(g) = import_at(model, &with_shapes(&opts.import, &shapes)) {
+            let label =
+                if opts.profiles.len() > 1 { format!("a probe shape of profile {k}") } else { "a probe shape".to_string() };
+            points.push((format!("{label} ({})", describe_shapes(&shapes)), shapes));
+            graphs.push(g.compacted());
+        }
+    }
+    graphs.push(import_at(model, &with_shapes(&opts.import, &planned))?.compacted());
+    crate::generalize::generalize(&mut graphs)?;
     let fp32_plan = |g: &Graph| -> Result<lower::Lowered> {
         let mut g = g.clone();
         crate::passes::optimize(&mut g, &opts.passes)?;
@@ -438,139 +493,16 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     let at_max = fp32_plan(graphs.last().expect("the planned shapes' graph"))?;
     for ((label, _), g) in points.iter().zip(&graphs) {
         let other = fp32_plan(g).with_context(|| format!("at {label}"))?;
-        same_plan_but_shapes(&at_max, &other).with_context(|| {
+        crate::generalize::same_plan_but_shapes(&at_max, &other).with_context(|| {
             format!("{label}: the model's layers differ between this shape and the largest, so its shapes cannot vary in one engine (build one engine per shape with --shape)")
         })?;
     }
     Ok(graphs.pop().expect("the planned shapes' graph"))
 }
 
-/// Compares the model imported at several input shapes (`graphs`, the last
-/// at the max shapes) node by node. Constants and ops must be equal, but for
-/// Reshapes whose target follows the input's shape: each becomes a
-/// [`DynamicReshape`](trtc_runtime::ops::movement::DynamicReshape) in every
-/// graph (an axis fixed where all targets agree, else a copy of the input
-/// axis it equals at every shape, else the one inferred axis).
-fn generalize_reshapes(graphs: &mut [Graph]) -> Result<()> {
-    use trtc_runtime::ops::movement::{DynamicReshape, MovementOp, ReshapeDim};
-    use trtc_runtime::Op;
-    let refuse = |node: &str, why: String| -> Result<()> {
-        bail!("node '{node}' {why}: the model computes it from the input shapes, which trtc cannot keep symbolic yet")
-    };
-    let max = graphs.last().expect("graphs");
-    if graphs.iter().any(|g| g.node_count() != max.node_count()) {
-        bail!("the model has a different number of nodes at different input shapes");
-    }
-    let mut rewrites = Vec::new();
-    for n in max.node_ids() {
-        let nodes: Vec<&crate::ir::Node> = graphs.iter().map(|g| g.node(n)).collect();
-        let name = &nodes[0].name;
-        if nodes.iter().any(|x| &x.name != name) {
-            bail!("the model's nodes differ at different input shapes ('{name}')");
-        }
-        if let Some(c) = nodes[0].constant() {
-            if nodes.iter().any(|x| x.constant() != Some(c)) {
-                refuse(name, "is a constant whose value changes with the input shapes".into())?;
-            }
-            continue;
-        }
-        let ops: Vec<Option<&Op>> = nodes.iter().map(|x| x.op()).collect();
-        if ops.iter().all(|o| *o == ops[0]) {
-            continue;
-        }
-        let mut targets = Vec::new();
-        let mut ins = Vec::new();
-        for (g, op) in graphs.iter().zip(&ops) {
-            let Some(Op::Movement(MovementOp::Reshape(r))) = op else {
-                return refuse(
-                    name,
-                    format!("({}) has other attributes at other input shapes", ops[0].map_or("?", |o| o.name())),
-                );
-            };
-            let Some(Some(x)) = g.inputs_of(n).first().copied() else { bail!("Reshape '{name}' without an input") };
-            targets.push(r.shape.clone());
-            ins.push(g.ty(x).shape.clone());
-        }
-        let rank = targets[0].len();
-        if targets.iter().any(|t| t.len() != rank) {
-            refuse(name, "(Reshape) has a target rank that changes with the input shapes".into())?;
-        }
-        let mut dims = Vec::with_capacity(rank);
-        for i in 0..rank {
-            if targets.iter().all(|t| t[i] == targets[0][i]) {
-                dims.push(ReshapeDim::Fixed(targets[0][i]));
-                continue;
-            }
-            let copy = (0..ins[0].len()).find(|&a| targets.iter().zip(&ins).all(|(t, x)| x.get(a) == Some(&t[i])));
-            dims.push(copy.map_or(ReshapeDim::Infer, ReshapeDim::Copy));
-        }
-        let op = DynamicReshape { dims };
-        for (t, x) in targets.iter().zip(&ins) {
-            if op.target(x).ok().as_ref() != Some(t) {
-                refuse(
-                    name,
-                    format!("(Reshape to {t:?}) has a target that follows the input shapes in no way trtc can express"),
-                )?;
-            }
-        }
-        rewrites.push((n, op));
-    }
-    for g in graphs.iter_mut() {
-        if rewrites.is_empty() {
-            break;
-        }
-        let mut patch = crate::ir::Patch::new();
-        for (n, op) in &rewrites {
-            let inputs = crate::ir::wires(&g.inputs_of(*n));
-            patch.rewrite(g, *n, op.clone().into(), &inputs)?;
-        }
-        g.apply(patch)?;
-    }
-    Ok(())
-}
-
-/// Checks that `other` (the same model imported at other input shapes) has
-/// the layers, weights and bindings of `max`, and that inferring `max`'s
-/// layers at `other`'s input shapes gives `other`'s tensor types.
-fn same_plan_but_shapes(max: &lower::Lowered, other: &lower::Lowered) -> Result<()> {
-    let (a, b) = (&max.plan, &other.plan);
-    for (i, (la, lb)) in a.layers.iter().zip(&b.layers).enumerate() {
-        if la != lb {
-            bail!("layer {i} is {} ({}) at the max shapes, {} ({}) here", la.name, la.op.name(), lb.name, lb.op.name());
-        }
-    }
-    if a.layers.len() != b.layers.len() {
-        bail!("{} layers at the max shapes, {} here", a.layers.len(), b.layers.len());
-    }
-    let names_differ = a.tensors.len() != b.tensors.len() || a.tensors.iter().zip(&b.tensors).any(|(x, y)| x.name != y.name);
-    if names_differ || a.inputs != b.inputs || a.outputs != b.outputs || a.fixed_inputs != b.fixed_inputs {
-        bail!("the tensors or bindings differ");
-    }
-    if max.weights != other.weights {
-        let which = a
-            .tensors
-            .iter()
-            .zip(&b.tensors)
-            .find(|(x, y)| {
-                matches!(x.storage, trtc_runtime::plan::Storage::Weight { .. }) && (x.ty != y.ty || x.storage != y.storage)
-            })
-            .map(|(x, _)| format!(": first '{}'", x.name))
-            .unwrap_or_default();
-        bail!("constants computed from the input shapes differ{which}");
-    }
-    let inputs: Vec<trtc_runtime::TensorType> = b.inputs.iter().map(|&i| b.tensors[i].ty.clone()).collect();
-    let bound = trtc_runtime::profile::bind(a, &inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
-    for (t, ty) in b.tensors.iter().zip(&bound) {
-        if &t.ty != ty {
-            bail!("tensor '{}' is {} here, but the plan for the max shapes infers {ty}", t.name, t.ty);
-        }
-    }
-    Ok(())
-}
-
 /// The engine's profile: the ranges given, and every other input binding
 /// at its one shape.
-fn runtime_profile(p: &ShapeProfile, plan: &trtc_runtime::plan::Plan) -> Result<trtc_runtime::profile::Profile> {
+fn runtime_profile(p: &ShapeProfile, graph: &Graph, plan: &trtc_runtime::plan::Plan) -> Result<trtc_runtime::profile::Profile> {
     let mut inputs = Vec::new();
     for &id in &plan.inputs {
         let t = &plan.tensors[id];
@@ -583,7 +515,20 @@ fn runtime_profile(p: &ShapeProfile, plan: &trtc_runtime::plan::Plan) -> Result<
     if let Some((name, _)) = p.inputs.iter().find(|(n, _)| !plan.inputs.iter().any(|&i| plan.tensors[i].name == *n)) {
         bail!("the profile names '{name}', which is not an input binding of the engine");
     }
-    let profile = trtc_runtime::profile::Profile { inputs };
+    // Input axes the model names alike must agree.
+    let mut shared: Vec<trtc_runtime::profile::SharedDim> = Vec::new();
+    for (i, range) in inputs.iter().enumerate() {
+        let names = graph.dim_names(&range.name).unwrap_or_default();
+        for (axis, name) in names.iter().enumerate() {
+            let Some(name) = name else { continue };
+            match shared.iter_mut().find(|d| d.name == *name) {
+                Some(d) => d.axes.push((i, axis)),
+                None => shared.push(trtc_runtime::profile::SharedDim { name: name.clone(), axes: vec![(i, axis)] }),
+            }
+        }
+    }
+    shared.retain(|d| d.axes.len() >= 2);
+    let profile = trtc_runtime::profile::Profile { inputs, shared };
     for at in [trtc_runtime::profile::ProfilePoint::Min, trtc_runtime::profile::ProfilePoint::Opt] {
         profile.bind_at(plan, at).map_err(|e| anyhow::anyhow!("the engine does not run at the {} shapes: {e}", at.name()))?;
     }

@@ -21,6 +21,8 @@ pub mod frontend;
 pub mod passes;
 pub mod precision;
 pub mod lower;
+// One graph for a model imported at several input shapes (profiles).
+pub mod generalize;
 // GPU code generation: tactic choice (and the timing cache), then kernels.
 pub mod tuning;
 pub mod cuda;

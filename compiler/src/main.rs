@@ -150,8 +150,10 @@ struct BenchArgs {
     #[arg(long)]
     no_cuda_graph: bool,
     /// Inputs, keyed by ONNX input name (random inputs when absent).
-    #[arg(long, value_name = "NPZ")]
+    #[arg(long, value_name = "NPZ", conflicts_with = "shapes")]
     inputs: Option<PathBuf>,
+    #[command(flatten)]
+    shapes: RandomShapes,
     /// Also time each layer of the CPU executor, over as many further runs
     /// as --iterations, and print them slowest first.
     #[arg(long)]
@@ -293,12 +295,45 @@ impl CpuArgs {
     }
 }
 
+/// The shapes of random inputs, for an engine whose shapes vary.
+#[derive(clap::Args)]
+struct RandomShapes {
+    /// Shapes of the random inputs, NAME:DIMS[,NAME:DIMS...] (repeatable),
+    /// inside the engine's profiles; other inputs take their profile's opt
+    /// shape.
+    #[arg(long, value_name = "NAME:DIMS")]
+    shapes: Vec<String>,
+}
+
+impl RandomShapes {
+    /// The input bindings with the shapes random inputs take: the first
+    /// profile's opt shapes, overridden by `--shapes`.
+    fn bindings(&self, engine: &trtc_runtime::Engine) -> Result<Vec<trtc_runtime::BindingInfo>> {
+        let mut bindings = opt_bindings(engine);
+        for one in &self.shapes {
+            for (name, dims) in parse_shape_list("--shapes", one)? {
+                let Some(b) = bindings.iter_mut().find(|b| b.name == name) else {
+                    let names: Vec<&str> = engine.inputs().iter().map(|b| b.name.as_str()).collect();
+                    bail!("--shapes {one}: unknown input '{name}'; the engine's inputs are {names:?}");
+                };
+                if engine.profiles().is_empty() && b.ty.shape != dims {
+                    bail!("--shapes {one}: the engine's input '{name}' is fixed at {}", b.ty);
+                }
+                b.ty.shape = dims;
+            }
+        }
+        Ok(bindings)
+    }
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     engine: PathBuf,
     /// Inputs, keyed by ONNX input name. Random inputs when absent.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shapes")]
     inputs: Option<PathBuf>,
+    #[command(flatten)]
+    shapes: RandomShapes,
     /// Write the outputs, keyed by ONNX output name.
     #[arg(long)]
     save_outputs: Option<PathBuf>,
@@ -677,7 +712,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
         Some(p) => read_inputs(p, &engine)?,
-        None => random_inputs(&opt_bindings(&engine), a.seed)?,
+        None => random_inputs(&a.shapes.bindings(&engine)?, a.seed)?,
     };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let start = std::time::Instant::now();
@@ -866,7 +901,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     }
     let inputs: Vec<(String, trtc_runtime::Tensor)> = match &a.inputs {
         Some(p) => read_inputs(p, &engine)?,
-        None => random_inputs(&opt_bindings(&engine), 0)?,
+        None => random_inputs(&a.shapes.bindings(&engine)?, 0)?,
     };
     let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let more = |n: usize| {

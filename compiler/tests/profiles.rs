@@ -223,5 +223,15 @@ fn the_cli_takes_one_profile_per_repetition_of_the_three_flags() {
     let (ok, out) = trtc(&bad);
     assert!(!ok && out.contains("profile 1") && out.contains("does not hold"), "{out}");
     assert_eq!(out.lines().count(), 1, "{out}");
+
+    // Random inputs of a shape inside a profile (--shapes), for run and bench.
+    let (ok, out) = trtc(&["run", engine_s, "--shapes", "x:5x3x8x8"]);
+    assert!(ok && out.contains("y: f32[5,5]"), "{out}");
+    let (ok, out) = trtc(&["bench", engine_s, "--shapes", "x:1x3x8x8", "--iterations", "2", "--warmup", "0"]);
+    assert!(ok, "{out}");
+    let (ok, out) = trtc(&["run", engine_s, "--shapes", "x:3x3x8x8"]);
+    assert!(!ok && out.contains("outside each of its 2 profiles"), "{out}");
+    let (ok, out) = trtc(&["run", engine_s, "--shapes", "z:3x3x8x8"]);
+    assert!(!ok && out.contains("unknown input 'z'"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -77,6 +77,9 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
             unsupported(format!("{}: duplicate indices apply in order on the CPU", op.as_impl().name()))
         }
         MovementOp::GridSample(g) => grid_sample::candidates(g, io, limits),
+        MovementOp::SliceLike(_) | MovementOp::DynamicResize(_) | MovementOp::DynamicExpand(_) | MovementOp::IndexGrid(_) => {
+            unsupported(format!("{}: only engines whose shapes vary have it, and they run on the CPU", op.as_impl().name()))
+        }
     }
 }
 

@@ -33,9 +33,11 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// nothing else changed. Version 4 appended the 8-bit float and 4-bit
 /// integer dtypes and the CastNoSaturate and DeformConv ops. Version 5 added
 /// the optional PROFILES section (optimization profiles) and appended the
-/// DynamicReshape op. An older runtime
+/// DynamicReshape op. Version 6 appended the SliceLike, DynamicResize, DynamicExpand and
+/// IndexGrid ops, the profiles' shared dimensions, and DynamicReshape's
+/// axes read from other inputs (`ReshapeDim::Of`). An older runtime
 /// refuses a newer engine by its version instead of failing to decode it.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).
@@ -205,7 +207,9 @@ impl Engine {
         let profiles: Vec<Profile> = match optional_section(bytes, &header, SectionKind::Profiles)? {
             None => Vec::new(),
             Some(_) if format_version < 5 => return Err(Error::invalid("a PROFILES section in an engine of format version < 5")),
-            Some(p) => postcard::from_bytes(p).map_err(|e| Error::invalid(format!("profiles do not decode: {e}")))?,
+            Some(p) => {
+                crate::profile::decode(p, format_version).map_err(|e| Error::invalid(format!("profiles do not decode: {e}")))?
+            }
         };
         for p in &profiles {
             p.validate(&plan)?;

@@ -42,10 +42,36 @@ impl ProfilePoint {
     }
 }
 
-/// One optimization profile: a range for every input binding.
+/// A dimension the model names (an ONNX `dim_param` such as `batch` or
+/// `sequence`) on several input axes, which must then agree at run time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedDim {
+    pub name: String,
+    /// (input binding index, axis), two or more.
+    pub axes: Vec<(usize, usize)>,
+}
+
+/// One optimization profile: a range for every input binding, and the
+/// dimensions input axes share.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
     pub inputs: Vec<ProfileInput>,
+    pub shared: Vec<SharedDim>,
+}
+
+/// A profile as format version 5 wrote it (no shared dimensions).
+#[derive(Deserialize)]
+struct ProfileV5 {
+    inputs: Vec<ProfileInput>,
+}
+
+/// Decodes the PROFILES section of an engine of `format_version`.
+pub(crate) fn decode(bytes: &[u8], format_version: u32) -> std::result::Result<Vec<Profile>, postcard::Error> {
+    if format_version <= 5 {
+        let old: Vec<ProfileV5> = postcard::from_bytes(bytes)?;
+        return Ok(old.into_iter().map(|p| Profile { inputs: p.inputs, shared: Vec::new() }).collect());
+    }
+    postcard::from_bytes(bytes)
 }
 
 fn dims(d: &[usize]) -> String {
@@ -83,6 +109,34 @@ impl Profile {
             }
             if range.max.iter().zip(planned).any(|(m, p)| m > p) {
                 return bad(format!("'{}': max {} exceeds the planned shape {}", range.name, dims(&range.max), dims(planned)));
+            }
+        }
+        for d in &self.shared {
+            let valid = d.axes.len() >= 2 && d.axes.iter().all(|&(i, a)| i < self.inputs.len() && a < self.inputs[i].max.len());
+            if !valid {
+                return bad(format!("dimension '{}' names axes the inputs do not have", d.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that input axes sharing a dimension agree (`shapes` in binding
+    /// order); the error names both axes and the dimension.
+    pub fn consistent(&self, shapes: &[&[usize]]) -> std::result::Result<(), String> {
+        for d in &self.shared {
+            let size = |&(i, a): &(usize, usize)| shapes.get(i).and_then(|s| s.get(a)).copied();
+            let first = d.axes[0];
+            for other in &d.axes[1..] {
+                if size(other) != size(&first) {
+                    let show = |(i, a): (usize, usize)| {
+                        format!(
+                            "input '{}' axis {a} is {}",
+                            self.inputs[i].name,
+                            size(&(i, a)).map_or("missing".into(), |n| n.to_string())
+                        )
+                    };
+                    return Err(format!("{} but {}: both are the model's dimension '{}'", show(first), show(*other), d.name));
+                }
             }
         }
         Ok(())
@@ -192,4 +246,24 @@ pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         }
     }
     Ok(types)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_5_profiles_decode_without_shared_dimensions() {
+        #[derive(Serialize)]
+        struct Written {
+            inputs: Vec<ProfileInput>,
+        }
+        let input = ProfileInput { name: "x".into(), min: vec![1, 3], opt: vec![2, 3], max: vec![4, 3] };
+        let bytes = postcard::to_stdvec(&vec![Written { inputs: vec![input.clone()] }]).unwrap();
+        let decoded = decode(&bytes, 5).unwrap();
+        assert_eq!(decoded, vec![Profile { inputs: vec![input.clone()], shared: Vec::new() }]);
+        // Version 6 carries the shared dimensions.
+        let now = vec![Profile { inputs: vec![input], shared: vec![SharedDim { name: "n".into(), axes: vec![(0, 0), (0, 1)] }] }];
+        assert_eq!(decode(&postcard::to_stdvec(&now).unwrap(), 6).unwrap(), now);
+    }
 }

@@ -51,6 +51,8 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::ops::movement::GridPadding,
         trtc_runtime::ops::movement::ScatterReduction,
         trtc_runtime::ops::movement::ReshapeDim,
+        trtc_runtime::ops::movement::ResizeSize,
+        trtc_runtime::ops::movement::GridValue,
         trtc_runtime::ops::linalg::PoolKind,
         trtc_runtime::ops::linalg::RecurrentCell,
         trtc_runtime::ops::linalg::RecurrentDirection,

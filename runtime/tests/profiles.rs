@@ -44,7 +44,10 @@ fn plan() -> (Plan, Vec<u8>) {
 }
 
 fn profile(min: usize, opt: usize) -> Profile {
-    Profile { inputs: vec![ProfileInput { name: "x".into(), min: vec![min, 4], opt: vec![opt, 4], max: vec![8, 4] }] }
+    Profile {
+        inputs: vec![ProfileInput { name: "x".into(), min: vec![min, 4], opt: vec![opt, 4], max: vec![8, 4] }],
+        shared: Vec::new(),
+    }
 }
 
 fn engine(profiles: &[Profile]) -> Engine {
@@ -74,8 +77,14 @@ fn shapes_inside_the_profile_run_and_give_outputs_of_their_shape() {
 #[test]
 fn a_run_takes_the_first_profile_that_admits_its_shapes() {
     // Rows 1 to 2, and 6 to 8 (the plan's max): 3 to 5 lie in neither.
-    let low = Profile { inputs: vec![ProfileInput { name: "x".into(), min: vec![1, 4], opt: vec![2, 4], max: vec![2, 4] }] };
-    let high = Profile { inputs: vec![ProfileInput { name: "x".into(), min: vec![6, 4], opt: vec![8, 4], max: vec![8, 4] }] };
+    let low = Profile {
+        inputs: vec![ProfileInput { name: "x".into(), min: vec![1, 4], opt: vec![2, 4], max: vec![2, 4] }],
+        shared: Vec::new(),
+    };
+    let high = Profile {
+        inputs: vec![ProfileInput { name: "x".into(), min: vec![6, 4], opt: vec![8, 4], max: vec![8, 4] }],
+        shared: Vec::new(),
+    };
     let engine = engine(&[low, high]);
     assert_eq!(engine.profiles().len(), 2);
     let mut ctx = engine.create_context().unwrap();

@@ -95,6 +95,9 @@ pub struct Graph {
     outputs: Vec<GraphOutput>,
     /// Inputs whose value was fixed at build time (shape tensors): name and value.
     fixed_inputs: Vec<(String, Tensor)>,
+    /// The names the model gives input dimensions (ONNX `dim_param`), per
+    /// input: the axes that share a name must agree at run time.
+    dim_names: Vec<(String, Vec<Option<String>>)>,
 }
 
 /// Infers an op's output types and checks that each fits in memory
@@ -157,6 +160,17 @@ impl Graph {
     }
 
     /// Records an input whose value the build fixed (it is not bound at run time).
+    /// Records the names the model gives an input's dimensions.
+    pub fn set_dim_names(&mut self, input: &str, names: Vec<Option<String>>) {
+        self.dim_names.retain(|(n, _)| n != input);
+        self.dim_names.push((input.to_string(), names));
+    }
+
+    /// The names the model gives an input's dimensions, if it names any.
+    pub fn dim_names(&self, input: &str) -> Option<&[Option<String>]> {
+        self.dim_names.iter().find(|(n, _)| n == input).map(|(_, d)| d.as_slice())
+    }
+
     pub fn add_fixed_input(&mut self, name: &str, value: Tensor) {
         self.fixed_inputs.push((name.to_string(), value));
     }
@@ -285,6 +299,75 @@ impl Graph {
                     ready.push(Reverse(s));
                 }
             }
+        }
+        order
+    }
+
+    /// The same graph rebuilt without holes, its nodes in a topological
+    /// order that breaks ties by node name: two graphs that differ only in
+    /// the slots their nodes took (the model imported at two shapes, where
+    /// converters made and dropped other temporary nodes) come out with the
+    /// same node indices.
+    pub fn compacted(&self) -> Graph {
+        use std::cmp::Reverse;
+        use std::collections::{BinaryHeap, HashMap};
+        let key = |n: NodeIndex| Reverse((self.g[n].name.clone(), n));
+        let mut indeg: HashMap<NodeIndex, usize> = self
+            .g
+            .node_indices()
+            .map(|n| (n, self.g.neighbors_directed(n, Direction::Incoming).collect::<std::collections::BTreeSet<_>>().len()))
+            .collect();
+        let mut ready: BinaryHeap<_> = indeg.iter().filter(|(_, &d)| d == 0).map(|(&n, _)| key(n)).collect();
+        let mut out = Graph {
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            fixed_inputs: self.fixed_inputs.clone(),
+            dim_names: self.dim_names.clone(),
+            g: StableDiGraph::default(),
+        };
+        let mut new_index = HashMap::new();
+        // Inputs first, in the model's order.
+        for &n in &self.inputs {
+            new_index.insert(n, out.g.add_node(self.g[n].clone()));
+        }
+        while let Some(Reverse((_, n))) = ready.pop() {
+            if let std::collections::hash_map::Entry::Vacant(slot) = new_index.entry(n) {
+                slot.insert(out.g.add_node(self.g[n].clone()));
+            }
+            let succs: std::collections::BTreeSet<NodeIndex> = self.g.neighbors_directed(n, Direction::Outgoing).collect();
+            for s in succs {
+                let d = indeg.get_mut(&s).expect("node");
+                *d -= 1;
+                if *d == 0 {
+                    ready.push(key(s));
+                }
+            }
+        }
+        for e in self.g.edge_indices() {
+            let (a, b) = self.g.edge_endpoints(e).expect("edge");
+            out.g.add_edge(new_index[&a], new_index[&b], self.g[e]);
+        }
+        out.inputs = self.inputs.iter().map(|n| new_index[n]).collect();
+        out.outputs = self
+            .outputs
+            .iter()
+            .map(|o| GraphOutput { name: o.name.clone(), port: Port { node: new_index[&o.port.node], port: o.port.port } })
+            .collect();
+        out
+    }
+
+    /// Every node `n` depends on, nearest first (breadth-first over inputs,
+    /// each level by index).
+    pub fn ancestors(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let dir = Direction::Incoming;
+        let mut seen = std::collections::HashSet::from([n]);
+        let mut order = Vec::new();
+        let mut level = vec![n];
+        while !level.is_empty() {
+            let next: std::collections::BTreeSet<NodeIndex> =
+                level.iter().flat_map(|&m| self.g.neighbors_directed(m, dir)).filter(|m| seen.insert(*m)).collect();
+            order.extend(next.iter().copied());
+            level = next.into_iter().collect();
         }
         order
     }

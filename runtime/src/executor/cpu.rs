@@ -222,8 +222,13 @@ impl<'e> ExecutionContext<'e> {
         let plan = self.engine.plan();
         let mut refusals = Vec::new();
         for profile in self.engine.profiles() {
-            let outside =
-                plan.inputs.iter().zip(inputs).find_map(|(&id, t)| profile.admits(&plan.tensors[id].name, t.shape).err());
+            let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape).collect();
+            let outside = plan
+                .inputs
+                .iter()
+                .zip(inputs)
+                .find_map(|(&id, t)| profile.admits(&plan.tensors[id].name, t.shape).err())
+                .or_else(|| profile.consistent(&shapes).err());
             match outside {
                 None => {
                     let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();

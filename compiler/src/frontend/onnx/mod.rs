@@ -131,6 +131,18 @@ fn node_name(node: &pb::NodeProto, i: usize) -> String {
     }
 }
 
+/// The names an input declares for its dimensions (`dim_param`).
+fn dim_names(vi: &pb::ValueInfoProto) -> Vec<Option<String>> {
+    let Some(pb::type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else { return Vec::new() };
+    let dims = t.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or_default();
+    dims.iter()
+        .map(|d| match &d.value {
+            Some(pb::tensor_shape_proto::dimension::Value::DimParam(p)) if !p.is_empty() => Some(p.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn input_type(vi: &pb::ValueInfoProto, opts: &ImportOptions) -> Result<TensorType> {
     let Some(pb::type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
         bail!("input '{}' is not a tensor (sequences, maps and optionals are not supported)", vi.name);
@@ -161,7 +173,7 @@ fn input_type(vi: &pb::ValueInfoProto, opts: &ImportOptions) -> Result<TensorTyp
         match &d.value {
             Some(Value::DimValue(v)) if *v >= 0 => shape.push(*v as usize),
             Some(Value::DimParam(p)) => bail!(
-                "input '{}' has a symbolic dimension '{p}' at axis {axis}; give its shape with --shape {}:DIMS (e.g. 1x3x224x224)",
+                "input '{}' has a symbolic dimension '{p}' at axis {axis}; give its shape with --shape {}:DIMS (e.g. 1x3x224x224), or its range with --min-shapes, --opt-shapes and --max-shapes",
                 vi.name,
                 vi.name
             ),
@@ -284,6 +296,10 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
             bail!("input '{}' of shape {} is too large", vi.name, ty);
         }
         let p = graph.add_input(&vi.name, ty);
+        let names = dim_names(vi);
+        if names.iter().any(Option::is_some) {
+            graph.set_dim_names(&vi.name, names);
+        }
         values.insert(vi.name.clone(), p);
     }
     let input_names = || {

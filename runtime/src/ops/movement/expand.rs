@@ -1,8 +1,11 @@
-//! Expand (broadcast to a static shape) and Tile (repeat along each axis).
+//! Expand (broadcast to a static shape, or one read from other inputs'
+//! shapes) and Tile (repeat along each axis).
 
 use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
+use crate::ops::movement::reshape::{type_shapes, view_shapes};
+use crate::ops::movement::DimOf;
 use crate::ops::util::{broadcast_shapes, broadcast_strides};
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
@@ -37,6 +40,46 @@ impl OpImpl for Expand {
             dst_off: 0,
         };
         copy_broadcast(x.bytes, out.bytes, x.dtype.size(), &plan)
+    }
+}
+
+/// An Expand whose target follows the input shapes: each axis the
+/// largest target's size, or read from another input's shape (those
+/// inputs are read for their shapes only).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DynamicExpand {
+    /// The target at the largest shapes.
+    pub shape: Vec<usize>,
+    pub dims: Vec<Option<DimOf>>,
+}
+
+impl DynamicExpand {
+    /// The Expand for inputs of shapes `shapes` (the data first).
+    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Expand> {
+        ensure_op!(self.dims.len() == self.shape.len(), "DynamicExpand: {} sizes for rank {}", self.dims.len(), self.shape.len());
+        let mut shape = self.shape.clone();
+        for (s, d) in shape.iter_mut().zip(&self.dims) {
+            if let Some(d) = d {
+                *s = d.size(shapes, "DynamicExpand")?;
+            }
+        }
+        Ok(Expand { shape })
+    }
+}
+
+impl OpImpl for DynamicExpand {
+    fn name(&self) -> &'static str {
+        "DynamicExpand"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let shapes = type_shapes(inputs);
+        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let shapes = view_shapes(inputs);
+        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
     }
 }
 

@@ -3,12 +3,14 @@
 
 mod concat;
 pub(crate) mod copy;
-mod expand;
 mod gather;
 mod grid_sample;
 mod onehot;
 mod pad;
-mod reshape;
+// Sizes read from other inputs' shapes (`DimOf`), used by the modules below.
+pub(crate) mod reshape;
+mod expand;
+mod index_grid;
 mod resize;
 mod reverse_sequence;
 mod scatter;
@@ -17,16 +19,17 @@ mod transpose;
 mod trilu;
 
 pub use concat::{Concat, Split};
-pub use expand::{Expand, Tile};
+pub use expand::{DynamicExpand, Expand, Tile};
 pub use gather::{Gather, GatherElements, GatherND};
 pub use grid_sample::{GridPadding, GridSample, GridSampleMode};
+pub use index_grid::{GridAxis, GridValue, IndexGrid};
 pub use onehot::OneHot;
 pub use pad::{Pad, PadMode};
-pub use reshape::{DynamicReshape, Reshape, ReshapeDim};
-pub use resize::{CoordinateMode, NearestMode, Resize, ResizeMode};
+pub use reshape::{DimOf, DynamicReshape, Reshape, ReshapeDim};
+pub use resize::{CoordinateMode, DynamicResize, NearestMode, Resize, ResizeMode, ResizeSize};
 pub use reverse_sequence::ReverseSequence;
 pub use scatter::{ScatterElements, ScatterND, ScatterReduction};
-pub use slice::{resolve_range, AxisRange, Slice};
+pub use slice::{resolve_range, AxisRange, Slice, SliceLike};
 pub use transpose::Transpose;
 pub use trilu::Trilu;
 
@@ -50,4 +53,8 @@ crate::op_family!(MovementOp => Movement {
     ReverseSequence(ReverseSequence),
     GridSample(GridSample),
     DynamicReshape(DynamicReshape),
+    SliceLike(SliceLike),
+    DynamicResize(DynamicResize),
+    DynamicExpand(DynamicExpand),
+    IndexGrid(IndexGrid),
 });

@@ -39,10 +39,44 @@ pub enum ReshapeDim {
     Copy(usize),
     /// Whatever the element count leaves (at most one axis).
     Infer,
+    /// Another input's size on one of its axes (the inputs after the first
+    /// are read for their shapes only).
+    Of(DimOf),
+}
+
+/// One axis of one of an op's inputs, whose size decides a size of the
+/// op's output: how an engine whose shapes vary spells a dimension that
+/// comes from another tensor's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DimOf {
+    pub input: usize,
+    pub axis: usize,
+}
+
+/// The shapes of an op's input types, for [`DimOf::size`].
+pub fn type_shapes<'a>(inputs: &[Option<&'a TensorType>]) -> Vec<Option<&'a [usize]>> {
+    inputs.iter().map(|t| t.map(|t| t.shape.as_slice())).collect()
+}
+
+/// The shapes of an op's input views, for [`DimOf::size`].
+pub fn view_shapes<'a>(inputs: &'a [Option<TensorView<'_>>]) -> Vec<Option<&'a [usize]>> {
+    inputs.iter().map(|t| t.as_ref().map(|t| t.shape)).collect()
+}
+
+impl DimOf {
+    /// The size this names, given the op's input shapes.
+    pub fn size(self, shapes: &[Option<&[usize]>], op: &str) -> Result<usize> {
+        let shape = shapes.get(self.input).copied().flatten();
+        ensure_op!(shape.is_some(), "{op}: no input {} to read a size from", self.input);
+        let shape = shape.unwrap_or_default();
+        ensure_op!(self.axis < shape.len(), "{op}: axis {} of input {}, which has rank {}", self.axis, self.input, shape.len());
+        Ok(shape[self.axis])
+    }
 }
 
 /// A Reshape whose target follows the input's shape: each output axis is a
-/// fixed size, an input axis' size, or inferred from the element count.
+/// fixed size, an input axis' size, another input's axis size, or inferred
+/// from the element count.
 /// What a Reshape (and Flatten, Squeeze, Unsqueeze) becomes in an engine
 /// whose input shapes vary within a profile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,8 +85,15 @@ pub struct DynamicReshape {
 }
 
 impl DynamicReshape {
-    /// The output shape for an input of shape `x`.
+    /// The output shape for an input of shape `x` (a target that reads no
+    /// other input).
     pub fn target(&self, x: &[usize]) -> Result<Vec<usize>> {
+        self.target_of(&[Some(x)])
+    }
+
+    /// The output shape for inputs of shapes `shapes` (the data first).
+    pub fn target_of(&self, shapes: &[Option<&[usize]>]) -> Result<Vec<usize>> {
+        let x = shapes.first().copied().flatten().unwrap_or_default();
         let total: usize = x.iter().product();
         let mut out = Vec::with_capacity(self.dims.len());
         let mut infer = None;
@@ -68,6 +109,7 @@ impl DynamicReshape {
                     infer = Some(i);
                     1
                 }
+                ReshapeDim::Of(d) => d.size(shapes, "DynamicReshape")?,
             });
         }
         if let Some(i) = infer {
@@ -86,7 +128,8 @@ impl OpImpl for DynamicReshape {
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
         let x = input(inputs, 0, "DynamicReshape")?;
-        let out = TensorType::new(x.dtype, self.target(&x.shape)?);
+        let shapes = type_shapes(inputs);
+        let out = TensorType::new(x.dtype, self.target_of(&shapes)?);
         ensure_op!(out.checked_len() == x.checked_len(), "DynamicReshape: cannot reshape {x} to {:?}", self.dims);
         Ok(vec![out])
     }
@@ -114,5 +157,11 @@ mod tests {
         assert!(DynamicReshape { dims: vec![Infer, Infer] }.target(&[4]).is_err());
         assert!(DynamicReshape { dims: vec![Copy(3)] }.target(&[4]).is_err());
         assert!(DynamicReshape { dims: vec![Fixed(0), Infer] }.target(&[0, 4]).is_err());
+        // [batch * seq, hidden] back to [batch, seq, hidden], the two read
+        // from the model's input ids.
+        let unflatten = DynamicReshape { dims: vec![Of(DimOf { input: 1, axis: 0 }), Of(DimOf { input: 1, axis: 1 }), Infer] };
+        assert_eq!(unflatten.target_of(&[Some(&[12, 8]), Some(&[3, 4])]).unwrap(), vec![3, 4, 8]);
+        assert!(unflatten.target_of(&[Some(&[12, 8]), Some(&[3])]).is_err());
+        assert!(unflatten.target_of(&[Some(&[12, 8])]).is_err());
     }
 }

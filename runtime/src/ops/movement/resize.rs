@@ -9,6 +9,8 @@
 
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::movement::reshape::{type_shapes, view_shapes};
+use crate::ops::movement::DimOf;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
@@ -373,6 +375,71 @@ impl OpImpl for Resize {
             DType::U64 => run_filtered::<u64>(self, &x, out, true),
             d => bail_op!("Resize: {:?} mode does not support {d}", self.mode),
         }
+    }
+}
+
+/// How a [`DynamicResize`] sizes one axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResizeSize {
+    /// The inner Resize's size and scale.
+    Fixed,
+    /// `floor(input size * scale)`, the inner Resize's scale (ONNX's
+    /// `scales` input).
+    Scaled,
+    /// Another input's size on one of its axes; the scale is output size /
+    /// input size (ONNX's `sizes` input).
+    Of(DimOf),
+}
+
+/// A Resize whose output sizes follow the input shapes: what a Resize
+/// becomes in an engine whose shapes vary (feature pyramids that upsample
+/// to the size of another level).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DynamicResize {
+    /// The Resize at the largest shapes; its mode and coordinate rules.
+    pub resize: Resize,
+    pub sizes: Vec<ResizeSize>,
+}
+
+impl DynamicResize {
+    /// The Resize for inputs of shapes `shapes` (the data first).
+    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Resize> {
+        let x = shapes.first().copied().flatten().unwrap_or_default();
+        let r = x.len();
+        ensure_op!(
+            self.sizes.len() == r && self.resize.sizes.len() == r && self.resize.scales.len() == r,
+            "DynamicResize: sizes do not match a rank-{r} input"
+        );
+        let mut resize = self.resize.clone();
+        for (a, how) in self.sizes.iter().enumerate() {
+            match *how {
+                ResizeSize::Fixed => {}
+                ResizeSize::Scaled => resize.sizes[a] = (resize.scales[a] * x[a] as f64).floor() as usize,
+                ResizeSize::Of(d) => {
+                    let n = d.size(shapes, "DynamicResize")?;
+                    ensure_op!(x[a] > 0, "DynamicResize: cannot resize empty axis {a} to {n}");
+                    resize.sizes[a] = n;
+                    resize.scales[a] = n as f64 / x[a] as f64;
+                }
+            }
+        }
+        Ok(resize)
+    }
+}
+
+impl OpImpl for DynamicResize {
+    fn name(&self) -> &'static str {
+        "DynamicResize"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let shapes = type_shapes(inputs);
+        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let shapes = view_shapes(inputs);
+        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
     }
 }
 

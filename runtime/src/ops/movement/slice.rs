@@ -5,6 +5,8 @@
 use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
+use crate::ops::movement::reshape::type_shapes;
+use crate::ops::movement::DimOf;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Serialize};
@@ -99,6 +101,59 @@ impl OpImpl for Slice {
     }
 }
 
+/// The leading block of input 0 whose size on each axis is fixed (the
+/// whole axis) or read from another input's shape: what a constant
+/// computed from the input shapes (position ids, causal masks) becomes in
+/// an engine whose shapes vary. Input 0 holds the value at the largest
+/// shapes; the other inputs are read for their shapes only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SliceLike {
+    /// Per axis of input 0: `None` keeps the axis whole.
+    pub dims: Vec<Option<DimOf>>,
+}
+
+impl SliceLike {
+    fn shape(&self, shapes: &[Option<&[usize]>]) -> Result<Vec<usize>> {
+        let x = shapes.first().copied().flatten().unwrap_or_default();
+        ensure_op!(self.dims.len() == x.len(), "SliceLike: {} sizes for a rank-{} input", self.dims.len(), x.len());
+        let mut out = Vec::with_capacity(x.len());
+        for (a, (d, &whole)) in self.dims.iter().zip(x).enumerate() {
+            let n = match d {
+                None => whole,
+                Some(d) => d.size(shapes, "SliceLike")?,
+            };
+            ensure_op!(n <= whole, "SliceLike: axis {a} would take {n} of {whole}");
+            out.push(n);
+        }
+        Ok(out)
+    }
+}
+
+impl OpImpl for SliceLike {
+    fn name(&self) -> &'static str {
+        "SliceLike"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let x = input(inputs, 0, "SliceLike")?;
+        let shapes = type_shapes(inputs);
+        Ok(vec![TensorType::new(x.dtype, self.shape(&shapes)?)])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let x = input(inputs, 0, "SliceLike")?;
+        let out = &mut outputs[0];
+        let plan = Strided {
+            shape: out.shape.to_vec(),
+            src_strides: istrides(x.shape),
+            dst_strides: istrides(out.shape),
+            src_off: 0,
+            dst_off: 0,
+        };
+        strided_copy(x.bytes, out.bytes, x.dtype.size(), &plan)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +186,23 @@ mod tests {
         let x = Tensor::from_vec(vec![2, 3], (0..6).collect()).unwrap();
         let y = run(&x, Slice { axes: vec![1], starts: vec![-1], ends: vec![i64::MIN], steps: vec![-1] });
         assert_eq!(y.as_slice::<i32>().unwrap(), &[2, 1, 0, 5, 4, 3]);
+    }
+
+    #[test]
+    fn slice_like_takes_the_leading_block_sized_by_other_inputs() {
+        // A causal mask built for 4 positions, cut to the 3 of a run.
+        let mask = Tensor::from_vec(vec![4, 4], (0..16).map(|i| (i % 4 <= i / 4) as i32).collect()).unwrap();
+        let ids = Tensor::from_vec(vec![2, 3], vec![0i64; 6]).unwrap();
+        let op: Op = SliceLike { dims: vec![Some(DimOf { input: 1, axis: 1 }), Some(DimOf { input: 1, axis: 1 })] }.into();
+        let y = op.eval_owned(&[Some(&mask), Some(&ids)]).unwrap().remove(0);
+        assert_eq!(y.shape(), &[3, 3]);
+        assert_eq!(y.as_slice::<i32>().unwrap(), &[1, 0, 0, 1, 1, 0, 1, 1, 1]);
+        let keep_rows: Op = SliceLike { dims: vec![None, Some(DimOf { input: 1, axis: 0 })] }.into();
+        assert_eq!(keep_rows.eval_owned(&[Some(&mask), Some(&ids)]).unwrap()[0].shape(), &[4, 2]);
+        // Larger than the value it cuts from, or a missing axis: errors.
+        let big = Tensor::from_vec(vec![5, 5], vec![0i64; 25]).unwrap();
+        assert!(op.eval_owned(&[Some(&mask), Some(&big)]).is_err());
+        let bad: Op = SliceLike { dims: vec![Some(DimOf { input: 1, axis: 2 }), None] }.into();
+        assert!(bad.eval_owned(&[Some(&mask), Some(&ids)]).is_err());
     }
 }

@@ -1,0 +1,538 @@
+//! One graph for input shapes that vary: the model imported at several input
+//! shapes (every profile's minimum, optimum and maximum, the largest last),
+//! generalized node by node into the graph an engine with profiles runs.
+//!
+//! The frontend evaluates shape computations on the spot, so at each input
+//! shape the model gives the same nodes with other constants and other
+//! static attributes where the exporter computed them from `Shape`. Each
+//! difference is generalized by a rule that reads sizes from tensor shapes
+//! at run time, and only when it reproduces every imported graph:
+//!
+//! - a Reshape whose target changes becomes a `DynamicReshape` (an axis
+//!   fixed where the targets agree, else a copy of an axis of its input or
+//!   of a model input equal to it at every shape, else the one inferred axis);
+//! - a Resize whose output sizes change becomes a `DynamicResize` (each axis
+//!   fixed, following its scale, or read from another tensor's shape, as
+//!   feature pyramids upsample one level to the size of the next);
+//! - a constant whose value changes becomes a `SliceLike` of its value at
+//!   the largest shapes (position ids, causal masks, ranges), when every
+//!   smaller value is the leading block of that one, sized by other
+//!   tensors' axes.
+//!
+//! A size read from another tensor is taken from the nearest tensor that
+//! has it at every imported shape: the node's own inputs, the model's
+//! inputs, then its ancestors (see `find_source`).
+//!
+//! Anything else that differs is refused, naming the node: trtc keeps no
+//! symbolic value of its own yet. [`same_plan_but_shapes`] then checks the
+//! result: at every imported shape, the generalized plan must infer the
+//! tensor types the model has there.
+
+use crate::ir::{Graph, Node, Patch, Port, Wire};
+use crate::lower;
+use anyhow::{bail, Result};
+use petgraph::stable_graph::NodeIndex;
+use trtc_runtime::ops::movement::{
+    DimOf, DynamicExpand, DynamicReshape, DynamicResize, GridAxis, GridValue, IndexGrid, MovementOp, ReshapeDim, Resize,
+    ResizeSize, SliceLike,
+};
+use trtc_runtime::{DType, Op, Tensor};
+
+/// Rewrites every graph (the same model at several input shapes, the last
+/// at the largest) so that they all hold the same nodes, whose shapes follow
+/// their inputs'.
+pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
+    let max = graphs.last().expect("graphs");
+    if graphs.iter().any(|g| g.node_count() != max.node_count()) {
+        bail!("the model has a different number of nodes at different input shapes");
+    }
+    let order = Order::of(max);
+    let mut rewrites = Vec::new();
+    for n in max.node_ids() {
+        let nodes: Vec<&Node> = graphs.iter().map(|g| g.node(n)).collect();
+        let name = &nodes[0].name;
+        if nodes.iter().any(|x| &x.name != name) {
+            bail!("the model's nodes differ at different input shapes ('{name}')");
+        }
+        if let Some(c) = nodes[0].constant() {
+            if nodes.iter().any(|x| x.constant() != Some(c)) {
+                rewrites.push(constant_rule(graphs, &order, n)?);
+            }
+            continue;
+        }
+        let ops: Vec<Option<&Op>> = nodes.iter().map(|x| x.op()).collect();
+        if ops.iter().all(|o| *o == ops[0]) {
+            continue;
+        }
+        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Reshape(_))))) {
+            rewrites.push(reshape_rule(graphs, &order, n)?);
+            continue;
+        }
+        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Expand(_))))) {
+            rewrites.push(expand_rule(graphs, &order, n)?);
+            continue;
+        }
+        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Resize(_))))) {
+            rewrites.push(resize_rule(graphs, &order, n)?);
+            continue;
+        }
+        return Err(refusal(name, format!("({}) has other attributes at other input shapes", ops[0].map_or("?", |o| o.name()))));
+    }
+    if rewrites.is_empty() {
+        return Ok(());
+    }
+    for g in graphs.iter_mut() {
+        let mut patch = Patch::new();
+        for r in &rewrites {
+            r.record(g, &mut patch)?;
+        }
+        g.apply(patch)?;
+    }
+    Ok(())
+}
+
+fn refusal(node: &str, why: String) -> anyhow::Error {
+    anyhow::anyhow!("node '{node}' {why}: the model computes it from the input shapes in a way trtc cannot keep symbolic yet")
+}
+
+/// Where each node may sit in one topological order of the generalized
+/// graph: op nodes where they are, constants just before their first
+/// reader. A rule reads sizes only from tensors placed before the node it
+/// rewrites, so that every rewrite together keeps the graph acyclic.
+struct Order(std::collections::HashMap<NodeIndex, usize>);
+
+impl Order {
+    fn of(g: &Graph) -> Order {
+        let topo = g.topo_order();
+        let index: std::collections::HashMap<NodeIndex, usize> = topo.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let pos = topo
+            .iter()
+            .map(|&n| {
+                let at = if g.node(n).constant().is_some() {
+                    let first = (0..g.node(n).outputs.len())
+                        .flat_map(|port| g.consumers(Port { node: n, port }))
+                        .map(|(c, _)| index[&c])
+                        .min()
+                        .unwrap_or(topo.len());
+                    2 * first
+                } else {
+                    2 * index[&n] + 1
+                };
+                (n, at)
+            })
+            .collect();
+        Order(pos)
+    }
+
+    fn before(&self, a: NodeIndex, b: NodeIndex) -> bool {
+        self.0[&a] < self.0[&b]
+    }
+}
+
+/// A size read at run time: an axis of one of the node's own inputs, or of
+/// another tensor of the graph (which the node then also reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Own { input: usize, axis: usize },
+    Other { port: Port, axis: usize },
+}
+
+/// The first tensor axis whose size is `sizes[k]` in graph `k`, for every
+/// `k`, in order of preference: the node's own inputs, the model's inputs
+/// in binding order, the node's ancestors nearest first, then any other
+/// tensor placed before it in `order`.
+/// The nearer the source, the likelier it is the size the exporter read
+/// (a size equal at the imported shapes may differ at others: `ceil(h / 2)`
+/// and `floor(h / 2)` agree on every even `h`).
+fn find_source(graphs: &[Graph], order: &Order, n: NodeIndex, sizes: &[usize]) -> Option<Source> {
+    let sizes: Vec<Option<usize>> = sizes.iter().map(|&s| Some(s)).collect();
+    find_source_where(graphs, order, n, &sizes)
+}
+
+/// [`find_source`] where `None` entries match any size.
+fn find_source_where(graphs: &[Graph], order: &Order, n: NodeIndex, sizes: &[Option<usize>]) -> Option<Source> {
+    let g0 = &graphs[0];
+    let matches = |p: Port, axis: usize| {
+        graphs.iter().zip(sizes).all(|(g, s)| g.ty(p).shape.get(axis).is_some_and(|d| s.is_none_or(|s| s == *d)))
+    };
+    let first_axis = |p: Port| (0..g0.ty(p).shape.len()).find(|&axis| matches(p, axis));
+    for (input, p) in g0.inputs_of(n).iter().enumerate() {
+        if let Some(axis) = p.and_then(first_axis) {
+            return Some(Source::Own { input, axis });
+        }
+    }
+    let model_inputs = g0.inputs().iter().map(|&node| Port { node, port: 0 });
+    if let Some(found) = model_inputs.clone().find_map(|port| first_axis(port).map(|axis| Source::Other { port, axis })) {
+        return Some(found);
+    }
+    let outputs = |m: NodeIndex| (0..g0.node(m).outputs.len()).map(move |port| Port { node: m, port });
+    let ancestors = g0.ancestors(n);
+    let mut candidates: Vec<Port> = ancestors.iter().flat_map(|&a| outputs(a)).collect();
+    let ancestors: std::collections::HashSet<NodeIndex> = ancestors.into_iter().collect();
+    candidates.extend(
+        g0.topo_order().into_iter().filter(|&m| m != n && !ancestors.contains(&m) && order.before(m, n)).flat_map(outputs),
+    );
+    candidates.into_iter().find_map(|port| first_axis(port).map(|axis| Source::Other { port, axis }))
+}
+
+/// A generalized node, recorded into each graph's patch.
+enum Rewrite {
+    /// Op node `node` runs `op` on its own inputs and then the tensors
+    /// `extra` (read for their shapes).
+    Op { node: NodeIndex, op: Op, extra: Vec<Port> },
+    /// Constant node `node` becomes `op` on the constant `value` and the
+    /// tensors `extra`.
+    Constant { node: NodeIndex, value: Tensor, op: Op, extra: Vec<Port> },
+    /// Constant node `node` becomes `op` on the tensors `extra` alone.
+    Generated { node: NodeIndex, op: Op, extra: Vec<Port> },
+}
+
+impl Rewrite {
+    fn record(&self, g: &Graph, patch: &mut Patch) -> Result<()> {
+        match self {
+            Rewrite::Op { node, op, extra } => {
+                let mut inputs = crate::ir::wires(&g.inputs_of(*node));
+                inputs.extend(extra.iter().map(|&p| Some(Wire::Graph(p))));
+                patch.rewrite(g, *node, op.clone(), &inputs)
+            }
+            Rewrite::Constant { node, op, extra, .. } | Rewrite::Generated { node, op, extra } => {
+                let name = &g.node(*node).name;
+                let mut inputs = match self {
+                    Rewrite::Constant { value, .. } => vec![Some(patch.add_constant(&format!("{name}:largest"), value.clone()))],
+                    _ => Vec::new(),
+                };
+                inputs.extend(extra.iter().map(|&p| Some(Wire::Graph(p))));
+                let out = patch.add_op(g, name, op.clone(), &inputs).map_err(|e| anyhow::anyhow!("rewriting {name}: {e}"))?;
+                patch.replace(g, Port { node: *node, port: 0 }, out[0]);
+                patch.remove(*node);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The sizes a node's rule reads: its own inputs, then the extra tensors
+/// it gains.
+struct Reads {
+    own: usize,
+    extra: Vec<Port>,
+}
+
+impl Reads {
+    fn new(graphs: &[Graph], n: NodeIndex) -> Reads {
+        Reads { own: graphs[0].inputs_of(n).len(), extra: Vec::new() }
+    }
+
+    /// The input index of a source, adding it to the extra tensors.
+    fn dim(&mut self, source: Source) -> DimOf {
+        match source {
+            Source::Own { input, axis } => DimOf { input, axis },
+            Source::Other { port, axis } => {
+                let k = self.extra.iter().position(|&p| p == port).unwrap_or_else(|| {
+                    self.extra.push(port);
+                    self.extra.len() - 1
+                });
+                DimOf { input: self.own + k, axis }
+            }
+        }
+    }
+
+    /// Every input's shape in `g`, as the rewritten node sees them.
+    fn shapes<'g>(&self, g: &'g Graph, n: NodeIndex) -> Vec<Option<&'g [usize]>> {
+        let mut shapes: Vec<Option<&[usize]>> = g.inputs_of(n).iter().map(|p| p.map(|p| g.ty(p).shape.as_slice())).collect();
+        shapes.extend(self.extra.iter().map(|&p| Some(g.ty(p).shape.as_slice())));
+        shapes
+    }
+}
+
+fn reshape_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let targets: Vec<&[usize]> = graphs
+        .iter()
+        .map(|g| match g.node(n).op() {
+            Some(Op::Movement(MovementOp::Reshape(r))) => r.shape.as_slice(),
+            _ => unreachable!("checked by the caller"),
+        })
+        .collect();
+    let rank = targets[0].len();
+    if targets.iter().any(|t| t.len() != rank) {
+        return Err(refusal(name, "(Reshape) has a target rank that changes with the input shapes".into()));
+    }
+    let mut reads = Reads::new(graphs, n);
+    let mut dims = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let sizes: Vec<usize> = targets.iter().map(|t| t[i]).collect();
+        if sizes.iter().all(|&s| s == sizes[0]) {
+            dims.push(ReshapeDim::Fixed(sizes[0]));
+            continue;
+        }
+        dims.push(match find_source(graphs, order, n, &sizes) {
+            Some(Source::Own { input: 0, axis }) => ReshapeDim::Copy(axis),
+            Some(source) => ReshapeDim::Of(reads.dim(source)),
+            None => ReshapeDim::Infer,
+        });
+    }
+    let op = DynamicReshape { dims };
+    for (g, t) in graphs.iter().zip(&targets) {
+        if op.target_of(&reads.shapes(g, n)).ok().as_deref() != Some(*t) {
+            return Err(refusal(
+                name,
+                format!("(Reshape to {t:?}) has a target that follows the input shapes in no way trtc can express"),
+            ));
+        }
+    }
+    Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })
+}
+
+/// A Resize whose output sizes change: each axis keeps its size, follows
+/// its scale (`floor(input * scale)`), or reads another tensor's size (the
+/// scale then being output / input).
+fn resize_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let resizes: Vec<&Resize> = graphs
+        .iter()
+        .map(|g| match g.node(n).op() {
+            Some(Op::Movement(MovementOp::Resize(r))) => r,
+            _ => unreachable!("checked by the caller"),
+        })
+        .collect();
+    let largest = *resizes.last().expect("graphs");
+    let rank = largest.sizes.len();
+    let mut reads = Reads::new(graphs, n);
+    let inputs: Vec<&[usize]> =
+        graphs.iter().map(|g| g.inputs_of(n).first().copied().flatten().map_or(&[][..], |p| g.ty(p).shape.as_slice())).collect();
+    let mut sizes = Vec::with_capacity(rank);
+    for a in 0..rank {
+        let out: Vec<usize> = resizes.iter().map(|r| r.sizes.get(a).copied().unwrap_or(0)).collect();
+        let same_scale = resizes.iter().all(|r| r.scales.get(a) == largest.scales.get(a));
+        if out.iter().all(|&s| s == out[0]) && same_scale {
+            sizes.push(ResizeSize::Fixed);
+        } else if same_scale
+            && resizes
+                .iter()
+                .zip(&inputs)
+                .all(|(r, x)| x.get(a).is_some_and(|&i| (r.scales[a] * i as f64).floor() as usize == r.sizes[a]))
+        {
+            sizes.push(ResizeSize::Scaled);
+        } else {
+            match find_source(graphs, order, n, &out) {
+                Some(source) => sizes.push(ResizeSize::Of(reads.dim(source))),
+                None => {
+                    return Err(refusal(name, format!("(Resize) has an output size on axis {a} that no tensor of the model has")))
+                }
+            }
+        }
+    }
+    let op = DynamicResize { resize: largest.clone(), sizes };
+    for (g, r) in graphs.iter().zip(&resizes) {
+        if op.at(&reads.shapes(g, n)).ok().as_ref() != Some(*r) {
+            return Err(refusal(name, "(Resize) has sizes that follow the input shapes in no way trtc can express".into()));
+        }
+    }
+    Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })
+}
+
+/// An Expand whose target changes: each axis fixed, or read from another
+/// tensor's shape.
+fn expand_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let targets: Vec<&[usize]> = graphs
+        .iter()
+        .map(|g| match g.node(n).op() {
+            Some(Op::Movement(MovementOp::Expand(e))) => e.shape.as_slice(),
+            _ => unreachable!("checked by the caller"),
+        })
+        .collect();
+    let largest = *targets.last().expect("graphs");
+    if targets.iter().any(|t| t.len() != largest.len()) {
+        return Err(refusal(name, "(Expand) has a target rank that changes with the input shapes".into()));
+    }
+    let mut reads = Reads::new(graphs, n);
+    let mut dims = Vec::with_capacity(largest.len());
+    for a in 0..largest.len() {
+        let sizes: Vec<usize> = targets.iter().map(|t| t[a]).collect();
+        if sizes.iter().all(|&s| s == sizes[0]) {
+            dims.push(None);
+            continue;
+        }
+        match find_source(graphs, order, n, &sizes) {
+            Some(source) => dims.push(Some(reads.dim(source))),
+            None => return Err(refusal(name, format!("(Expand) has a size on axis {a} that no tensor of the model has"))),
+        }
+    }
+    let op = DynamicExpand { shape: largest.to_vec(), dims };
+    for (g, t) in graphs.iter().zip(&targets) {
+        if op.at(&reads.shapes(g, n)).ok().map(|e| e.shape).as_deref() != Some(*t) {
+            return Err(refusal(name, "(Expand) has a target that follows the input shapes in no way trtc can express".into()));
+        }
+    }
+    Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })
+}
+
+/// A constant whose value changes: the leading block of its largest value
+/// ([`SliceLike`]), or else, for integers, an affine function of the
+/// element indices ([`IndexGrid`]).
+fn constant_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let values: Vec<&Tensor> = graphs.iter().map(|g| g.node(n).constant().expect("a constant at every shape")).collect();
+    let largest = *values.last().expect("graphs");
+    let why = "is a constant whose value changes with the input shapes";
+    if values.iter().any(|v| v.dtype() != largest.dtype() || v.shape().len() != largest.shape().len()) {
+        return Err(refusal(name, format!("{why} (its type changes)")));
+    }
+    if let Some(r) = slice_like_rule(graphs, order, n, &values)? {
+        return Ok(r);
+    }
+    if let Some(r) = index_grid_rule(graphs, order, n, &values)? {
+        return Ok(r);
+    }
+    Err(refusal(
+        name,
+        format!("{why}, neither as the leading block of its largest value nor as an affine function of its indices"),
+    ))
+}
+
+fn slice_like_rule(graphs: &[Graph], order: &Order, n: NodeIndex, values: &[&Tensor]) -> Result<Option<Rewrite>> {
+    let largest = *values.last().expect("graphs");
+    // The constant's own input is its value at the largest shapes.
+    let mut reads = Reads { own: 1, extra: Vec::new() };
+    let mut dims = Vec::with_capacity(largest.shape().len());
+    for a in 0..largest.shape().len() {
+        let sizes: Vec<usize> = values.iter().map(|v| v.shape()[a]).collect();
+        if sizes.iter().all(|&s| s == largest.shape()[a]) {
+            dims.push(None);
+            continue;
+        }
+        match find_source(graphs, order, n, &sizes) {
+            Some(source) => dims.push(Some(reads.dim(source))),
+            None => return Ok(None),
+        }
+    }
+    if reads.extra.is_empty() {
+        return Ok(None);
+    }
+    let op: Op = SliceLike { dims }.into();
+    for (g, v) in graphs.iter().zip(values) {
+        let mut ins: Vec<Option<&Tensor>> = vec![Some(largest)];
+        let shapes: Vec<Tensor> = reads.extra.iter().map(|&p| shape_stand_in(g.ty(p).shape.clone())).collect();
+        ins.extend(shapes.iter().map(Some));
+        match op.eval_owned(&ins) {
+            Ok(cut) if cut[0] == **v => {}
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(Rewrite::Constant { node: n, value: largest.clone(), op, extra: reads.extra }))
+}
+
+/// `value[i] = offset + sum(step[a] * i[a])`: the offset and each axis'
+/// step (`None` on axes of size 1 or less, where any step fits), if the
+/// integer tensor is such a grid.
+fn affine_fit(v: &Tensor) -> Option<(i64, Vec<Option<i64>>)> {
+    let data = match v.dtype() {
+        DType::I64 | DType::I32 => v.to_i64_vec().ok()?,
+        _ => return None,
+    };
+    let shape = v.shape();
+    let strides = trtc_runtime::ops::util::strides(shape);
+    let offset = *data.first()?;
+    let steps: Vec<Option<i64>> =
+        shape.iter().zip(&strides).map(|(&d, &st)| (d > 1).then(|| data[st].wrapping_sub(offset))).collect();
+    let fits = data.iter().enumerate().all(|(flat, &x)| {
+        let at =
+            shape.iter().zip(&strides).zip(&steps).fold(offset, |acc, ((&d, &st), step)| {
+                acc.wrapping_add(step.unwrap_or(0).wrapping_mul(((flat / st) % d) as i64))
+            });
+        at == x
+    });
+    fits.then_some((offset, steps))
+}
+
+fn index_grid_rule(graphs: &[Graph], order: &Order, n: NodeIndex, values: &[&Tensor]) -> Result<Option<Rewrite>> {
+    let largest = *values.last().expect("graphs");
+    let Some(fits) = values.iter().map(|v| affine_fit(v)).collect::<Option<Vec<_>>>() else { return Ok(None) };
+    if fits.iter().any(|(offset, _)| *offset != fits[0].0) {
+        return Ok(None);
+    }
+    let mut reads = Reads { own: 0, extra: Vec::new() };
+    let mut axes = Vec::with_capacity(largest.shape().len());
+    for a in 0..largest.shape().len() {
+        let sizes: Vec<usize> = values.iter().map(|v| v.shape()[a]).collect();
+        let size = if sizes.iter().all(|&s| s == sizes[0]) {
+            GridValue::Fixed(sizes[0] as i64)
+        } else {
+            match find_source(graphs, order, n, &sizes) {
+                Some(source) => GridValue::Of(reads.dim(source)),
+                None => return Ok(None),
+            }
+        };
+        let steps: Vec<Option<i64>> = fits.iter().map(|(_, steps)| steps[a]).collect();
+        let known: Vec<i64> = steps.iter().flatten().copied().collect();
+        let step = if known.iter().all(|&s| Some(&s) == known.first()) {
+            GridValue::Fixed(known.first().copied().unwrap_or(0))
+        } else if known.iter().all(|&s| s > 0) {
+            let sizes: Vec<Option<usize>> = steps.iter().map(|s| s.map(|s| s as usize)).collect();
+            match find_source_where(graphs, order, n, &sizes) {
+                Some(source) => GridValue::Of(reads.dim(source)),
+                None => return Ok(None),
+            }
+        } else {
+            return Ok(None);
+        };
+        axes.push(GridAxis { size, step });
+    }
+    let op = IndexGrid { dtype: largest.dtype(), offset: fits[0].0, axes };
+    for (g, v) in graphs.iter().zip(values) {
+        let shapes: Vec<Option<&[usize]>> = reads.extra.iter().map(|&p| Some(g.ty(p).shape.as_slice())).collect();
+        if op.values(&shapes).ok() != v.to_i64_vec().ok() {
+            return Ok(None);
+        }
+    }
+    let op: Op = op.into();
+    Ok(Some(Rewrite::Generated { node: n, op, extra: reads.extra }))
+}
+
+/// A tensor of `shape` for an op that reads only its shape (empty data
+/// would do, but a real tensor keeps the op's checks honest).
+fn shape_stand_in(shape: Vec<usize>) -> Tensor {
+    let len = shape.iter().product();
+    Tensor::from_vec(shape, vec![0u8; len]).expect("a u8 tensor of its own length")
+}
+
+/// Checks that `other` (the same model imported at other input shapes) has
+/// the layers, weights and bindings of `max`, and that inferring `max`'s
+/// layers at `other`'s input shapes gives `other`'s tensor types.
+pub fn same_plan_but_shapes(max: &lower::Lowered, other: &lower::Lowered) -> Result<()> {
+    let (a, b) = (&max.plan, &other.plan);
+    for (i, (la, lb)) in a.layers.iter().zip(&b.layers).enumerate() {
+        if la != lb {
+            bail!("layer {i} is {} ({}) at the max shapes, {} ({}) here", la.name, la.op.name(), lb.name, lb.op.name());
+        }
+    }
+    if a.layers.len() != b.layers.len() {
+        bail!("{} layers at the max shapes, {} here", a.layers.len(), b.layers.len());
+    }
+    let names_differ = a.tensors.len() != b.tensors.len() || a.tensors.iter().zip(&b.tensors).any(|(x, y)| x.name != y.name);
+    if names_differ || a.inputs != b.inputs || a.outputs != b.outputs || a.fixed_inputs != b.fixed_inputs {
+        bail!("the tensors or bindings differ");
+    }
+    if max.weights != other.weights {
+        let which = a
+            .tensors
+            .iter()
+            .zip(&b.tensors)
+            .find(|(x, y)| {
+                matches!(x.storage, trtc_runtime::plan::Storage::Weight { .. }) && (x.ty != y.ty || x.storage != y.storage)
+            })
+            .map(|(x, _)| format!(": first '{}'", x.name))
+            .unwrap_or_default();
+        bail!("constants computed from the input shapes differ{which}");
+    }
+    let inputs: Vec<trtc_runtime::TensorType> = b.inputs.iter().map(|&i| b.tensors[i].ty.clone()).collect();
+    let bound = trtc_runtime::profile::bind(a, &inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (t, ty) in b.tensors.iter().zip(&bound) {
+        if &t.ty != ty {
+            bail!("tensor '{}' is {} here, but the plan for the max shapes infers {ty}", t.name, t.ty);
+        }
+    }
+    Ok(())
+}

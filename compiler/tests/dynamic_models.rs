@@ -1,0 +1,124 @@
+//! The models of `testdata/export_dynamic.py`, exported with symbolic
+//! batch, sequence or image dimensions by both torch exporters, are each
+//! built ONCE with the profile `testdata/dynamic/manifest.json` gives, and
+//! run at every recorded shape (the profile's minimum, its maximum and odd
+//! sizes in between) against onnxruntime's outputs: max |ours - ort| /
+//! max |ort| <= 1e-4, as for the static testdata models, in the exact and
+//! the fast CPU modes. A model that fails to build counts as a failure.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use trtc::build::{build_file, BuildOptions, ShapeProfile};
+use trtc_runtime::math::Math;
+use trtc_runtime::{Engine, Tensor};
+
+type Named = (String, Tensor);
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/dynamic")
+}
+
+fn manifest() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir().join("manifest.json")).unwrap()).unwrap()
+}
+
+fn dims(v: &serde_json::Value) -> Vec<usize> {
+    v.as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect()
+}
+
+/// The profile the manifest gives a model.
+fn profile(model: &serde_json::Value) -> ShapeProfile {
+    let at = |which: &str| -> Vec<(String, Vec<usize>)> {
+        model["profile"].as_object().unwrap().iter().map(|(name, r)| (name.clone(), dims(&r[which]))).collect()
+    };
+    ShapeProfile::from_flags(&at("min"), &at("opt"), &at("max")).unwrap()
+}
+
+/// Runs every recorded case of a built model; the worst error relative to
+/// scale over both CPU modes.
+fn worst_error(engine: &Engine, model: &serde_json::Value) -> anyhow::Result<f64> {
+    let mut worst = 0f64;
+    for (math, threads) in [(Math::Exact, 1), (Math::Fast, 2)] {
+        let mut ctx = engine.create_context()?;
+        ctx.set_math(math);
+        ctx.set_threads(threads)?;
+        for case in model["cases"].as_array().unwrap() {
+            let file = case["file"].as_str().unwrap();
+            let arrays = trtc::npz::read_npz(&dir().join(file))?;
+            let (expected, inputs): (Vec<Named>, Vec<Named>) = arrays.into_iter().partition(|(n, _)| n.starts_with("out:"));
+            let expected: Vec<(String, Tensor)> =
+                expected.into_iter().map(|(n, t)| (n.trim_start_matches("out:").to_string(), t)).collect();
+            let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let outputs = ctx.run(&refs).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+            anyhow::ensure!(
+                outputs.len() == expected.len(),
+                "{file}: {} outputs, onnxruntime has {}",
+                outputs.len(),
+                expected.len()
+            );
+            for d in trtc::compare::diff_all(&outputs, &expected)? {
+                anyhow::ensure!(d.shape_ok, "{file}: output {} has the wrong shape", d.name);
+                worst = worst.max(d.max_rel_to_scale);
+            }
+        }
+    }
+    Ok(worst)
+}
+
+#[test]
+fn models_with_symbolic_dimensions_build_once_and_match_onnxruntime_at_every_shape() {
+    let manifest = manifest();
+    let models = manifest["models"].as_array().unwrap();
+    assert!(models.len() >= 8, "expected the exported models in testdata/dynamic, found {}", models.len());
+    let (mut passed, mut failures) = (0, Vec::new());
+    for m in models {
+        let name = m["name"].as_str().unwrap();
+        if m["status"] != "ok" {
+            failures.push(format!("{name}: not exported: {}", m["error"]));
+            continue;
+        }
+        let opts = BuildOptions { profiles: vec![profile(m)], ..Default::default() };
+        let result = build_file(&dir().join(m["file"].as_str().unwrap()), &opts)
+            .and_then(|built| Ok(Engine::from_bytes(&built.engine)?))
+            .and_then(|engine| worst_error(&engine, m));
+        let cases = m["cases"].as_array().unwrap().len();
+        match result {
+            Ok(err) if err <= 1e-4 => {
+                passed += 1;
+                println!("ok   {name}: {cases} shapes, max err / max |ref| = {err:.2e}");
+            }
+            Ok(err) => failures.push(format!("{name}: max err / max |ref| = {err:.2e} > 1e-4")),
+            Err(e) => failures.push(format!("{name}: {e:#}")),
+        }
+    }
+    for f in &failures {
+        println!("FAIL {f}");
+    }
+    println!("dynamic models: {passed} passed, {} failed", failures.len());
+    assert!(failures.is_empty(), "{} models failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn shapes_outside_the_profile_or_inconsistent_are_refused_with_one_line_errors() {
+    let manifest = manifest();
+    let bert = manifest["models"].as_array().unwrap().iter().find(|m| m["name"] == "bert_legacy").unwrap();
+    let opts = BuildOptions { profiles: vec![profile(bert)], ..Default::default() };
+    let engine = Engine::from_bytes(&build_file(&dir().join("bert_legacy.onnx"), &opts).unwrap().engine).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    let ids = |b: usize, s: usize| Tensor::from_vec(vec![b, s], vec![1i64; b * s]).unwrap();
+    let run = |ctx: &mut trtc_runtime::ExecutionContext, a: Tensor, m: Tensor, t: Tensor| {
+        ctx.run(&[("input_ids", &a), ("attention_mask", &m), ("token_type_ids", &t)]).unwrap_err().to_string()
+    };
+    let err = run(&mut ctx, ids(2, 33), ids(2, 33), ids(2, 33));
+    assert_eq!(err, "outside its profile: input 'input_ids' axis 1 is 33: allowed 2 to 32");
+    let err = run(&mut ctx, Tensor::from_vec(vec![2, 4, 1], vec![1i64; 8]).unwrap(), ids(2, 4), ids(2, 4));
+    assert!(err.contains("input 'input_ids' has rank 3"), "{err}");
+    let err = run(&mut ctx, ids(2, 7), ids(2, 9), ids(2, 7));
+    assert_eq!(
+        err,
+        "outside its profile: input 'input_ids' axis 1 is 7 but input 'attention_mask' axis 1 is 9: both are the model's dimension 'sequence'"
+    );
+    // After refusals the context still runs a good shape.
+    assert!(ctx.run(&[("input_ids", &ids(3, 5)), ("attention_mask", &ids(3, 5)), ("token_type_ids", &ids(3, 5))]).is_ok());
+}
