@@ -122,3 +122,31 @@ fn shapes_outside_the_profile_or_inconsistent_are_refused_with_one_line_errors()
     // After refusals the context still runs a good shape.
     assert!(ctx.run(&[("input_ids", &ids(3, 5)), ("attention_mask", &ids(3, 5)), ("token_type_ids", &ids(3, 5))]).is_ok());
 }
+
+/// How many layers of each fused kind an engine has.
+fn fused_layers(engine: &Engine) -> std::collections::BTreeMap<&'static str, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for layer in &engine.plan().layers {
+        let name = layer.op.name();
+        if name.starts_with("Fused") || name == "Attention" {
+            *counts.entry(name).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn a_profile_engine_fuses_what_an_engine_for_one_shape_fuses() {
+    let manifest = manifest();
+    for m in manifest["models"].as_array().unwrap().iter().filter(|m| m["status"] == "ok") {
+        let path = dir().join(m["file"].as_str().unwrap());
+        let profiled = BuildOptions { profiles: vec![profile(m)], ..Default::default() };
+        let dynamic = Engine::from_bytes(&build_file(&path, &profiled).unwrap().engine).unwrap();
+        let mut fixed = BuildOptions::default();
+        for (name, r) in m["profile"].as_object().unwrap() {
+            fixed.import.shapes.insert(name.clone(), dims(&r["opt"]));
+        }
+        let fixed = Engine::from_bytes(&build_file(&path, &fixed).unwrap().engine).unwrap();
+        assert_eq!(fused_layers(&dynamic), fused_layers(&fixed), "{}", m["name"]);
+    }
+}

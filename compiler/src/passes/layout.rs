@@ -108,13 +108,19 @@ impl Pass for GemmToMatMul {
             }
             let ins = graph.inputs_of(n);
             let (Some(a), Some(b)) = (ins[0], ins[1]) else { return Ok(None) };
-            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(a.node).op() else { return Ok(None) };
+            let Some(Op::Movement(first)) = graph.node(a.node).op() else { return Ok(None) };
+            if !first.is_reshape() {
+                return Ok(None);
+            }
             let Some(x) = graph.inputs_of(a.node)[0] else { return Ok(None) };
             let out = Port { node: n, port: 0 };
             let consumers = graph.consumers(out);
             let [(r2, 0)] = consumers.as_slice() else { return Ok(None) };
             let r2 = *r2;
-            let Some(Op::Movement(MovementOp::Reshape(_))) = graph.node(r2).op() else { return Ok(None) };
+            let Some(Op::Movement(second)) = graph.node(r2).op() else { return Ok(None) };
+            if !second.is_reshape() {
+                return Ok(None);
+            }
             if graph.is_output(out) {
                 return Ok(None);
             }

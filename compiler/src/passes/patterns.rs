@@ -218,7 +218,8 @@ fn head_split(graph: &Graph, p: Port, perm: &[usize]) -> Option<(Port, usize)> {
         return None;
     }
     let r = graph.inputs_of(p.node)[0]?;
-    let Op::Movement(MovementOp::Reshape(_)) = graph.node(r.node).op()? else { return None };
+    let Op::Movement(m) = graph.node(r.node).op()? else { return None };
+    m.is_reshape().then_some(())?;
     sole(graph, r)?;
     let x = graph.inputs_of(r.node)[0]?;
     let (xs, rs) = (&graph.ty(x).shape, &graph.ty(r).shape);
@@ -233,7 +234,8 @@ fn key_split(graph: &Graph, p: Port) -> Option<(Port, usize)> {
         return Some(found);
     }
     let reshape_input = |p: Port| -> Option<Port> {
-        let Op::Movement(MovementOp::Reshape(_)) = graph.node(p.node).op()? else { return None };
+        let Op::Movement(m) = graph.node(p.node).op()? else { return None };
+        m.is_reshape().then_some(())?;
         sole(graph, p)?;
         graph.inputs_of(p.node)[0]
     };
@@ -342,7 +344,8 @@ impl AttentionPattern {
         }
         let t_out = Port { node: t, port: 0 };
         let r = sole(graph, t_out)?;
-        let Op::Movement(MovementOp::Reshape(_)) = graph.node(r).op()? else { return None };
+        let Op::Movement(m) = graph.node(r).op()? else { return None };
+        m.is_reshape().then_some(())?;
         let rs = &graph.ty(Port { node: r, port: 0 }).shape;
         let vs = &graph.ty(v).shape;
         let qs = &graph.ty(q).shape;
@@ -376,10 +379,19 @@ impl Pass for AttentionPattern {
             // to [batch * seq, hidden] for its Gemm): keep that reshape.
             let want = graph.ty(Port { node: last, port: 0 }).shape.clone();
             if patch.ty(graph, result).shape != want {
-                use trtc_runtime::ops::movement::Reshape;
-                result = patch
-                    .add_op(graph, &format!("{name} reshape"), Reshape { shape: want }.into(), &[Some(result)])
-                    .map_err(|e| anyhow::anyhow!("{e}"))?[0];
+                use trtc_runtime::ops::movement::{MovementOp, Reshape};
+                // A reshape that follows the input shapes stays one, reading
+                // the same tensors' shapes.
+                let (op, mut extra): (Op, Vec<Option<crate::ir::Wire>>) = match graph.node(last).op() {
+                    Some(Op::Movement(MovementOp::DynamicReshape(d))) => (d.clone().into(), wires(&graph.inputs_of(last)[1..])),
+                    _ => (Reshape { shape: want.clone() }.into(), Vec::new()),
+                };
+                extra.insert(0, Some(result));
+                let Ok(reshaped) = patch.add_op(graph, &format!("{name} reshape"), op, &extra) else { return Ok(None) };
+                if patch.ty(graph, reshaped[0]).shape != want {
+                    return Ok(None);
+                }
+                result = reshaped[0];
             }
             patch.replace(graph, Port { node: last, port: 0 }, result);
             patch.remove(last);

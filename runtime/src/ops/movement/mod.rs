@@ -58,3 +58,11 @@ crate::op_family!(MovementOp => Movement {
     DynamicExpand(DynamicExpand),
     IndexGrid(IndexGrid),
 });
+
+impl MovementOp {
+    /// Whether the op only gives its input another shape: a Reshape, static
+    /// or following the input shapes.
+    pub fn is_reshape(&self) -> bool {
+        matches!(self, MovementOp::Reshape(_) | MovementOp::DynamicReshape(_))
+    }
+}
