@@ -151,10 +151,12 @@ fn future_format_version_is_refused() {
     let dir = TempDir::new("future");
     let engine = build_mlp(&dir);
     let mut bytes = std::fs::read(&engine).unwrap();
-    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let future = trtc_runtime::engine::FORMAT_VERSION + 1;
+    bytes[8..12].copy_from_slice(&future.to_le_bytes());
     std::fs::write(&engine, &bytes).unwrap();
-    expect_error(&["run", engine.to_str().unwrap()], "engine format version 7 is not supported");
-    expect_error(&["inspect", "--version-only", engine.to_str().unwrap()], "engine format version 7 is not supported");
+    let refusal = format!("engine format version {future} is not supported");
+    expect_error(&["run", engine.to_str().unwrap()], &refusal);
+    expect_error(&["inspect", "--version-only", engine.to_str().unwrap()], &refusal);
     bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
     std::fs::write(&engine, &bytes).unwrap();
     expect_error(&["run", engine.to_str().unwrap()], "engine format version 1 is not supported");

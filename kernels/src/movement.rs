@@ -77,7 +77,11 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
             unsupported(format!("{}: duplicate indices apply in order on the CPU", op.as_impl().name()))
         }
         MovementOp::GridSample(g) => grid_sample::candidates(g, io, limits),
-        MovementOp::SliceLike(_) | MovementOp::DynamicResize(_) | MovementOp::DynamicExpand(_) | MovementOp::IndexGrid(_) => {
+        MovementOp::SliceLike(_)
+        | MovementOp::DynamicResize(_)
+        | MovementOp::DynamicExpand(_)
+        | MovementOp::IndexGrid(_)
+        | MovementOp::NonZero(_) => {
             unsupported(format!("{}: only engines whose shapes vary have it, and they run on the CPU", op.as_impl().name()))
         }
     }

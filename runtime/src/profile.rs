@@ -215,16 +215,6 @@ pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
     if inputs.len() != plan.inputs.len() {
         return Err(Error::Binding(format!("{} input types for {} input bindings", inputs.len(), plan.inputs.len())));
     }
-    let fits = |id: usize, ty: &TensorType| -> Result<()> {
-        let planned = plan.tensors[id].ty.bytes();
-        match ty.checked_bytes() {
-            Some(n) if n <= planned || matches!(plan.tensors[id].storage, Storage::Weight { .. }) => Ok(()),
-            _ => Err(Error::Binding(format!(
-                "tensor '{}' would be {ty}, larger than the {} the engine was planned for",
-                plan.tensors[id].name, plan.tensors[id].ty
-            ))),
-        }
-    };
     for (&id, ty) in plan.inputs.iter().zip(inputs) {
         if ty.dtype != plan.tensors[id].ty.dtype {
             return Err(Error::Binding(format!(
@@ -232,20 +222,39 @@ pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
                 plan.tensors[id].name, plan.tensors[id].ty.dtype, ty.dtype
             )));
         }
-        fits(id, ty)?;
+        fits(plan, id, ty)?;
         types[id] = ty.clone();
     }
     for layer in &plan.layers {
-        let ins: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(|id| &types[id])).collect();
-        let outs = layer.op.infer(&ins).map_err(|e| {
-            Error::Binding(format!("layer {} ({}) does not take these input shapes: {e}", layer.name, layer.op.name()))
-        })?;
-        for (&o, ty) in layer.outputs.iter().zip(outs) {
-            fits(o, &ty)?;
-            types[o] = ty;
-        }
+        infer_layer(plan, layer, &mut types)?;
     }
     Ok(types)
+}
+
+/// Infers `layer`'s output types from its inputs' in `types` and records
+/// them, checking that each fits where the memory plan put it.
+pub fn infer_layer(plan: &Plan, layer: &crate::plan::Layer, types: &mut [TensorType]) -> Result<()> {
+    let ins: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(|id| &types[id])).collect();
+    let outs = layer.op.infer(&ins).map_err(|e| {
+        Error::Binding(format!("layer {} ({}) does not take these input shapes: {e}", layer.name, layer.op.name()))
+    })?;
+    for (&o, ty) in layer.outputs.iter().zip(outs) {
+        fits(plan, o, &ty)?;
+        types[o] = ty;
+    }
+    Ok(())
+}
+
+/// Checks that tensor `id` of type `ty` fits in the room the plan made.
+pub fn fits(plan: &Plan, id: usize, ty: &TensorType) -> Result<()> {
+    let planned = plan.tensors[id].ty.bytes();
+    match ty.checked_bytes() {
+        Some(n) if n <= planned || matches!(plan.tensors[id].storage, Storage::Weight { .. }) => Ok(()),
+        _ => Err(Error::Binding(format!(
+            "tensor '{}' would be {ty}, larger than the {} the engine was planned for",
+            plan.tensors[id].name, plan.tensors[id].ty
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -98,6 +98,9 @@ pub struct Graph {
     /// The names the model gives input dimensions (ONNX `dim_param`), per
     /// input: the axes that share a name must agree at run time.
     dim_names: Vec<(String, Vec<Option<String>>)>,
+    /// Whether `add_op` added an op whose output sizes depend on the data
+    /// (see [`Graph::data_sized_by`]).
+    has_data_sized: bool,
 }
 
 /// Infers an op's output types and checks that each fits in memory
@@ -217,6 +220,7 @@ impl Graph {
             .map(|(i, ty)| TensorInfo { name: if i == 0 { name.to_string() } else { format!("{name}:{i}") }, ty })
             .collect::<Vec<_>>();
         let n_out = outputs.len();
+        self.has_data_sized |= op.as_impl().data_dependent();
         let node = self.g.add_node(Node { name: name.to_string(), kind: NodeKind::Op(op), num_inputs: inputs.len(), outputs });
         for (slot, p) in inputs.iter().enumerate() {
             if let Some(p) = p {
@@ -323,6 +327,7 @@ impl Graph {
             outputs: Vec::new(),
             fixed_inputs: self.fixed_inputs.clone(),
             dim_names: self.dim_names.clone(),
+            has_data_sized: self.has_data_sized,
             g: StableDiGraph::default(),
         };
         let mut new_index = HashMap::new();
@@ -354,6 +359,16 @@ impl Graph {
             .map(|o| GraphOutput { name: o.name.clone(), port: Port { node: new_index[&o.port.node], port: o.port.port } })
             .collect();
         out
+    }
+
+    /// The op whose output sizes depend on the data (NonMaxSuppression) that
+    /// `p`'s size may follow: `p`'s node or one of its ancestors.
+    pub fn data_sized_by(&self, p: Port) -> Option<NodeIndex> {
+        if !self.has_data_sized {
+            return None;
+        }
+        let dependent = |n: NodeIndex| self.g[n].op().is_some_and(|op| op.as_impl().data_dependent());
+        std::iter::once(p.node).chain(self.ancestors(p.node)).find(|&n| dependent(n))
     }
 
     /// Every node `n` depends on, nearest first (breadth-first over inputs,

@@ -6,8 +6,9 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::math::Math;
 use crate::parallel::Threads;
-use crate::plan::{Layer, Storage, TensorId};
+use crate::plan::{Layer, Plan, Storage, TensorId};
 use crate::tensor::{AlignedBytes, Tensor, TensorType, TensorView, TensorViewMut};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Per-thread execution state of an engine: its activation arena, the
@@ -98,60 +99,115 @@ impl<'e> ExecutionContext<'e> {
         let plan = self.engine.plan();
         let bound = self.bind_inputs(inputs)?;
         // Every tensor's type in this run: the plan's, or for an engine
-        // with profiles, the types at the inputs' shapes.
-        let ty_of = |id: TensorId| -> &TensorType { bound.as_ref().map_or(&plan.tensors[id].ty, |b| &b[id]) };
+        // with profiles, the types at the inputs' shapes; after a layer
+        // whose output sizes depend on the data, the types it gave and
+        // those inferred from them.
+        let mut types: Cow<'_, [TensorType]> = match &bound {
+            Some(b) => Cow::Borrowed(&b[..]),
+            None => Cow::Owned(Vec::new()),
+        };
+        let mut data_sized = false;
         let base = self.arena.as_mut_ptr();
         let arena_len = self.arena.len();
         let weights = self.engine.weights();
-        let read = |id: TensorId| -> TensorView<'_> {
-            let t = &plan.tensors[id];
-            let ty = ty_of(id);
+        fn ty_of<'a>(plan: &'a Plan, types: &'a [TensorType], id: TensorId) -> &'a TensorType {
+            types.get(id).unwrap_or(&plan.tensors[id].ty)
+        }
+        // SAFETY (both views): `Plan::validate` checked that every tensor's
+        // planned range lies in the arena, `profile::fits` that no type is
+        // larger than planned, and that tensors live at the same step never
+        // overlap; a layer's inputs and outputs are all live at its step, so
+        // an output slice aliases nothing else handed out for the layer.
+        let view = |id: TensorId, ty: &'_ TensorType| -> &[u8] {
             let n = ty.bytes();
-            let bytes = match t.storage {
-                // SAFETY: `Plan::validate` checked the range lies in the arena;
-                // no `&mut` to it exists while this layer runs (see below).
+            match plan.tensors[id].storage {
                 Storage::Arena { offset } => unsafe {
                     debug_assert!(offset as usize + n <= arena_len);
                     std::slice::from_raw_parts(base.add(offset as usize), n)
                 },
                 Storage::Weight { offset } => &weights[offset as usize..offset as usize + n],
-            };
-            TensorView { dtype: ty.dtype, shape: &ty.shape, bytes }
+            }
         };
+        fn tensor_view<'a>(ty: &'a TensorType, bytes: &'a [u8]) -> TensorView<'a> {
+            TensorView { dtype: ty.dtype, shape: &ty.shape, bytes }
+        }
         let math = self.math;
         self.threads.install(|| -> Result<()> {
             crate::math::install(math, || -> Result<()> {
                 for layer in &plan.layers {
-                    let ins: Vec<Option<TensorView>> = layer.inputs.iter().map(|i| i.map(read)).collect();
-                    let mut outs: Vec<TensorViewMut> = layer
+                    if data_sized {
+                        crate::profile::infer_layer(plan, layer, types.to_mut())?;
+                    }
+                    let op = layer.op.as_impl();
+                    let failed = |e: Error| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name()));
+                    let sized = {
+                        let tys: &[TensorType] = &types;
+                        let ins: Vec<Option<TensorView>> = layer
+                            .inputs
+                            .iter()
+                            .map(|i| {
+                                i.map(|id| {
+                                    let ty = ty_of(plan, tys, id);
+                                    tensor_view(ty, view(id, ty))
+                                })
+                            })
+                            .collect();
+                        let mut outs: Vec<TensorViewMut> = layer
+                            .outputs
+                            .iter()
+                            .map(|&id| {
+                                let ty = ty_of(plan, tys, id);
+                                let Storage::Arena { offset } = plan.tensors[id].storage else {
+                                    unreachable!("validated: outputs live in the arena")
+                                };
+                                let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), ty.bytes()) };
+                                TensorViewMut { dtype: ty.dtype, shape: &ty.shape, bytes }
+                            })
+                            .collect();
+                        if op.data_dependent() {
+                            Some(op.eval_sized(&ins, &mut outs).map_err(failed)?)
+                        } else {
+                            op.eval(&ins, &mut outs).map_err(failed)?;
+                            let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
+                            observe(layer, &views);
+                            None
+                        }
+                    };
+                    let Some(shapes) = sized else { continue };
+                    // The outputs' actual sizes; every later layer's types
+                    // are inferred again from them.
+                    if types.is_empty() {
+                        types = Cow::Owned(plan.tensors.iter().map(|t| t.ty.clone()).collect());
+                    }
+                    for (&id, shape) in layer.outputs.iter().zip(shapes) {
+                        let actual = TensorType::new(types[id].dtype, shape);
+                        crate::profile::fits(plan, id, &actual).map_err(failed)?;
+                        types.to_mut()[id] = actual;
+                    }
+                    data_sized = true;
+                    let tys: &[TensorType] = &types;
+                    let views: Vec<TensorView> = layer
                         .outputs
                         .iter()
                         .map(|&id| {
-                            let t = &plan.tensors[id];
-                            let ty = ty_of(id);
-                            let Storage::Arena { offset } = t.storage else {
-                                unreachable!("validated: outputs live in the arena")
-                            };
-                            // SAFETY: `Plan::validate` checked that tensors live at the
-                            // same step never overlap, and a layer's inputs and outputs
-                            // are all live at its step, so this slice aliases nothing
-                            // else handed out for this layer.
-                            let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), ty.bytes()) };
-                            TensorViewMut { dtype: ty.dtype, shape: &ty.shape, bytes }
+                            let ty = ty_of(plan, tys, id);
+                            tensor_view(ty, view(id, ty))
                         })
                         .collect();
-                    layer
-                        .op
-                        .as_impl()
-                        .eval(&ins, &mut outs)
-                        .map_err(|e| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name())))?;
-                    let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
                     observe(layer, &views);
                 }
                 Ok(())
             })
         })?;
-        Ok(plan.outputs.iter().map(|(name, id)| (name.clone(), read(*id).to_owned())).collect())
+        let tys: &[TensorType] = &types;
+        Ok(plan
+            .outputs
+            .iter()
+            .map(|(name, id)| {
+                let ty = ty_of(plan, tys, *id);
+                (name.clone(), tensor_view(ty, view(*id, ty)).to_owned())
+            })
+            .collect())
     }
 
     /// Checks the inputs and copies them into the arena. For an engine with

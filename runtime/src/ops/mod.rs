@@ -37,6 +37,21 @@ pub trait OpImpl: std::fmt::Debug {
     /// Computes the outputs. `outputs` have the types `infer` returned and
     /// never alias the inputs.
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()>;
+
+    /// Whether the sizes of the outputs depend on the input values
+    /// (NonMaxSuppression): `infer` then gives the largest they can be, the
+    /// room the memory plan holds, and [`OpImpl::eval_sized`] their actual
+    /// shapes.
+    fn data_dependent(&self) -> bool {
+        false
+    }
+
+    /// Like [`OpImpl::eval`], returning each output's actual shape: its
+    /// values fill the start of the output's room, row-major in that shape.
+    fn eval_sized(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<Vec<Vec<usize>>> {
+        self.eval(inputs, outputs)?;
+        Ok(outputs.iter().map(|o| o.shape.to_vec()).collect())
+    }
 }
 
 /// Any op of any family.
@@ -119,8 +134,21 @@ impl Op {
         let mut outputs = out_types.into_iter().map(Tensor::zeros).collect::<Result<Vec<_>>>()?;
         let views: Vec<Option<TensorView>> = inputs.iter().map(|t| t.map(|t| t.view())).collect();
         let mut out_views: Vec<TensorViewMut> = outputs.iter_mut().map(|t| t.view_mut()).collect();
-        self.as_impl().eval(&views, &mut out_views)?;
-        Ok(outputs)
+        let shapes = self.as_impl().eval_sized(&views, &mut out_views)?;
+        drop(out_views);
+        if !self.as_impl().data_dependent() {
+            return Ok(outputs);
+        }
+        outputs
+            .into_iter()
+            .zip(shapes)
+            .map(|(t, shape)| {
+                let ty = TensorType::new(t.dtype(), shape);
+                let n = ty.checked_bytes().filter(|&n| n <= t.bytes().len());
+                let n = n.ok_or_else(|| crate::Error::op(format!("{}: an output larger than its room", self.name())))?;
+                Tensor::from_bytes(ty, &t.bytes()[..n])
+            })
+            .collect()
     }
 }
 

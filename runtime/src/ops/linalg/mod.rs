@@ -19,6 +19,7 @@ mod col2im;
 mod det;
 mod recurrent;
 mod roi_align;
+mod nms;
 mod spectral;
 
 pub use col2im::Col2Im;
@@ -31,6 +32,7 @@ pub use gemm::Gemm;
 pub use gemm_kernel::{gemm_f32, GemmArgs};
 pub use integer::{ConvInteger, MatMulInteger};
 pub use matmul::MatMul;
+pub use nms::NonMaxSuppression;
 pub use pool::{Pool, PoolKind};
 pub use recurrent::{Recurrent, RecurrentActivation, RecurrentCell, RecurrentDirection};
 pub use roi_align::RoiAlign;
@@ -55,4 +57,5 @@ crate::op_family!(LinalgOp => Linalg {
     Stft(Stft),
     RoiAlign(RoiAlign),
     DeformConv(DeformConv),
+    NonMaxSuppression(NonMaxSuppression),
 });

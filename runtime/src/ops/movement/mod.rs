@@ -11,6 +11,7 @@ mod pad;
 pub(crate) mod reshape;
 mod expand;
 mod index_grid;
+mod nonzero;
 mod resize;
 mod reverse_sequence;
 mod scatter;
@@ -23,6 +24,7 @@ pub use expand::{DynamicExpand, Expand, Tile};
 pub use gather::{Gather, GatherElements, GatherND};
 pub use grid_sample::{GridPadding, GridSample, GridSampleMode};
 pub use index_grid::{GridAxis, GridValue, IndexGrid};
+pub use nonzero::NonZero;
 pub use onehot::OneHot;
 pub use pad::{Pad, PadMode};
 pub use reshape::{DimOf, DynamicReshape, Reshape, ReshapeDim};
@@ -57,6 +59,7 @@ crate::op_family!(MovementOp => Movement {
     DynamicResize(DynamicResize),
     DynamicExpand(DynamicExpand),
     IndexGrid(IndexGrid),
+    NonZero(NonZero),
 });
 
 impl MovementOp {

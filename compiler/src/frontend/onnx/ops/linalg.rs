@@ -11,8 +11,8 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, ensure, Result};
 use trtc_runtime::ops::linalg::{
-    Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, Pool, PoolKind,
-    RoiAlign, Window,
+    Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, NonMaxSuppression,
+    Pool, PoolKind, RoiAlign, Window,
 };
 
 pub fn register(r: &mut Registry) {
@@ -34,6 +34,7 @@ pub fn register(r: &mut Registry) {
     r.add("Det", det);
     r.add("Col2Im", col2im);
     r.add("RoiAlign", roi_align);
+    r.add("NonMaxSuppression", non_max_suppression);
 }
 
 fn matmul(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -366,6 +367,31 @@ fn roi_align(ctx: &mut Ctx) -> Result<Vec<Port>> {
     };
     let op = RoiAlign { output_height, output_width, sampling_ratio, spatial_scale, half_pixel, max };
     let ins = [Some(ctx.input(0)?), Some(ctx.input(1)?), Some(ctx.input(2)?)];
+    Ok(vec![ctx.op1(op, &ins)?])
+}
+
+/// NonMaxSuppression: how many boxes it keeps depends on the data; the
+/// engine holds room for the most there can be (`max_output_boxes_per_class`
+/// when it is a constant, else every box) and later layers take the actual
+/// count at run time.
+fn non_max_suppression(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let center_point_box = match ctx.attrs.int_or("center_point_box", 0)? {
+        0 => false,
+        1 => true,
+        v => bail!("center_point_box {v} is not 0 or 1"),
+    };
+    let max_per_class = match ctx.opt_input(2) {
+        None => Some(0),
+        Some(p) => match ctx.konst(p) {
+            Some(t) => match t.to_i64_vec()?.as_slice() {
+                [v] => Some((*v).max(0) as usize),
+                _ => bail!("max_output_boxes_per_class must be one integer, not {}", t.ty()),
+            },
+            None => None,
+        },
+    };
+    let op = NonMaxSuppression { center_point_box, max_per_class };
+    let ins: Vec<Option<Port>> = (0..5).map(|i| ctx.opt_input(i)).collect();
     Ok(vec![ctx.op1(op, &ins)?])
 }
 

@@ -1,7 +1,8 @@
 //! Ops whose output shape depends on input values, built as constants at
 //! import: ConstantOfShape, Range, EyeLike, NonZero and Unique. Their
-//! value inputs must be constant; a runtime input is a clear error (trtc's
-//! tensors have static shapes).
+//! value inputs must be constant, but NonZero's, which may come at run time
+//! (a layer whose output size depends on the data); another runtime input
+//! is a clear error.
 
 use super::{check_constant_size, dims, filled, tensor_from_f64};
 use crate::frontend::onnx::ctx::Ctx;
@@ -101,6 +102,11 @@ fn eye_like(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn non_zero(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    if ctx.const_input(0).is_none() {
+        // Computed at run time: the count is known only then.
+        let x = ctx.input(0)?;
+        return Ok(vec![ctx.op1(trtc_runtime::ops::movement::NonZero, &[Some(x)])?]);
+    }
     let x = data_input(ctx, 0, "NonZero")?;
     let shape = x.shape().to_vec();
     let strides = trtc_runtime::ops::util::strides(&shape);

@@ -119,7 +119,23 @@ fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<Port>> {
     Ok(vec![reshape_to(ctx, x, shape)?])
 }
 
+/// Refuses to read the shape of a tensor whose size depends on the data:
+/// at build time only its largest size is known.
+fn static_size(ctx: &Ctx) -> Result<()> {
+    let x = ctx.input(0)?;
+    if let Some(n) = ctx.graph.data_sized_by(x) {
+        let by = ctx.graph.node(n);
+        anyhow::bail!(
+            "it reads the shape of a tensor whose size depends on the data ({} '{}'), which trtc cannot keep symbolic yet",
+            by.op().map_or("?", |o| o.name()),
+            by.name
+        );
+    }
+    Ok(())
+}
+
 fn shape(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    static_size(ctx)?;
     let s = ctx.input_ty(0)?.shape.clone();
     let r = s.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
@@ -131,6 +147,7 @@ fn shape(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn size(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    static_size(ctx)?;
     let n = ctx.input_ty(0)?.shape.iter().product::<usize>() as i64;
     Ok(vec![ctx.constant(Tensor::scalar(n))])
 }
