@@ -35,9 +35,9 @@ pub struct Int8Options {
 impl Int8Options {
     /// The calibration batches: `calib_dir`'s files, else those given in
     /// memory (maybe none).
-    fn load_batches(&self, inputs: &[(String, trtc_runtime::TensorType)]) -> Result<Vec<Batch>> {
+    fn load_batches(&self, inputs: &[(String, trtc_runtime::TensorType)], any_shape: bool) -> Result<Vec<Batch>> {
         match &self.calib_dir {
-            Some(dir) => calib::load_batches(dir, inputs, self.calib.max_batches),
+            Some(dir) => calib::load_batches(dir, inputs, self.calib.max_batches, any_shape),
             None => Ok(self.batches.iter().take(self.calib.max_batches.unwrap_or(usize::MAX)).cloned().collect()),
         }
     }
@@ -302,7 +302,7 @@ pub struct Built {
 }
 
 /// Calibration scales for an INT8 build of the optimized FP32 `graph`.
-fn calibration(graph: &Graph, opts: &Int8Options) -> Result<(CalibrationCache, bool)> {
+fn calibration(graph: &Graph, opts: &Int8Options, profiles: &[ShapeProfile]) -> Result<(CalibrationCache, bool)> {
     if let Some(cache) = &opts.cache_given {
         return Ok((cache.clone(), true));
     }
@@ -317,8 +317,9 @@ fn calibration(graph: &Graph, opts: &Int8Options) -> Result<(CalibrationCache, b
             None => bail!("--int8 needs calibration data: --calib DIR (batches as .npz/.npy), or --calib-cache FILE"),
         }
     }
-    let batches = opts.load_batches(&calib::graph_inputs(graph))?;
-    let cache = calibrate(graph, &batches, &opts.calib)?;
+    let target = CalibrationTarget::of(graph, profiles)?;
+    let batches = opts.load_batches(&target.inputs, target.shapes_vary)?;
+    let cache = calib::calibrate(&target.engine()?, &batches, &opts.calib)?;
     if let Some(path) = &opts.cache {
         calib::write_cache(path, &cache)?;
     }
@@ -329,20 +330,17 @@ fn calibration(graph: &Graph, opts: &Int8Options) -> Result<(CalibrationCache, b
 /// of this machine when there is one and NVRTC can build for it, else on
 /// the CPU executor.
 pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
-    let engine = Engine::from_bytes(&calibration_engine(graph)?)?;
-    calib::calibrate(&engine, batches, opts)
+    calib::calibrate(&CalibrationTarget::of(graph, &[])?.engine()?, batches, opts)
 }
 
-/// The observed max |x| of every f32 tensor of the FP32 graph, for FP16
-/// builds, and what it was observed on: the calibration batches when
-/// `--calib DIR` (or batches in memory) are given; else 4 random batches (uniform in [-1, 1)) when
-/// every input is a float; else nothing.
-fn observe_ranges(graph: &Graph, data: &Int8Options) -> Result<(BTreeMap<String, f32>, String)> {
-    let inputs = calib::graph_inputs(graph);
+/// Observes every tensor's range for FP16 on the calibration data, or on a
+/// few random batches when there is none.
+fn observe_ranges(graph: &Graph, data: &Int8Options, profiles: &[ShapeProfile]) -> Result<(BTreeMap<String, f32>, String)> {
+    let target = CalibrationTarget::of(graph, profiles)?;
+    let inputs = &target.inputs;
     if data.calib_dir.is_some() || !data.batches.is_empty() {
-        let batches = data.load_batches(&inputs)?;
-        let engine = Engine::from_bytes(&calibration_engine(graph)?)?;
-        let ranges = calib::observe_ranges(&engine, &batches).context("observing tensor ranges for FP16")?;
+        let batches = data.load_batches(inputs, target.shapes_vary)?;
+        let ranges = calib::observe_ranges(&target.engine()?, &batches).context("observing tensor ranges for FP16")?;
         let n = batches.len();
         let source = match &data.calib_dir {
             Some(dir) => dir.display().to_string(),
@@ -359,8 +357,8 @@ fn observe_ranges(graph: &Graph, data: &Int8Options) -> Result<(BTreeMap<String,
     // Random data may make the FP32 engine fail where real data would not
     // (an index computed from the inputs, say): then nothing is observed,
     // and the build says so.
-    let observed = calib::synthetic_batches(&inputs, &[], 0..RANDOM_RANGE_BATCHES)
-        .and_then(|batches| calib::observe_ranges(&Engine::from_bytes(&calibration_engine(graph)?)?, &batches));
+    let observed = calib::synthetic_batches(inputs, &[], 0..RANDOM_RANGE_BATCHES)
+        .and_then(|batches| calib::observe_ranges(&target.engine()?, &batches));
     Ok(match observed {
         Ok(ranges) => (
             ranges,
@@ -373,18 +371,57 @@ fn observe_ranges(graph: &Graph, data: &Int8Options) -> Result<(BTreeMap<String,
 /// Random batches FP16 builds observe ranges on without `--calib`.
 const RANDOM_RANGE_BATCHES: u64 = 4;
 
-/// The FP32 engine calibration runs: for the GPU of this machine when there
-/// is one (heuristic tactics, no tuning), else for the CPU.
-fn calibration_engine(graph: &Graph) -> Result<Vec<u8>> {
-    if let Ok(gpu) = crate::cuda::present_gpu() {
-        let lowered = lower::lower(graph, Default::default())?;
-        let tuning = crate::cuda::TuningOptions { opt_level: Some(0), ..Default::default() };
-        if let Ok((table, _)) = crate::cuda::build_kernels(&lowered.plan, gpu.sm, &tuning) {
-            let target = Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) };
-            return Ok(Engine::serialize(target, vec![], &lowered.plan, &lowered.weights, Some(&table))?);
+/// What calibration and FP16 range observation run: the FP32 engine, for
+/// the GPU of this machine when there is one (heuristic tactics, no
+/// tuning), else for the CPU; with shapes that vary, a CPU engine with the
+/// build's profiles, whose batches may take any shape inside them (random
+/// ones take the first profile's opt shapes, as TensorRT calibrates at the
+/// opt shape).
+struct CalibrationTarget<'g> {
+    graph: &'g Graph,
+    profiles: &'g [ShapeProfile],
+    /// The input bindings, at the opt shapes when shapes vary.
+    inputs: Vec<(String, trtc_runtime::TensorType)>,
+    shapes_vary: bool,
+}
+
+impl<'g> CalibrationTarget<'g> {
+    fn of(graph: &'g Graph, profiles: &'g [ShapeProfile]) -> Result<CalibrationTarget<'g>> {
+        let shapes_vary = shapes_vary(profiles);
+        let mut inputs = calib::graph_inputs(graph);
+        if let (true, Some(first)) = (shapes_vary, profiles.first()) {
+            for (name, ty) in &mut inputs {
+                if let Some((_, [_, opt, _])) = first.inputs.iter().find(|(n, _)| n == name) {
+                    ty.shape = opt.clone();
+                }
+            }
         }
+        Ok(CalibrationTarget { graph, profiles, inputs, shapes_vary })
     }
-    engine_of(graph, Default::default(), vec![])
+
+    fn engine(&self) -> Result<Engine> {
+        let lowered = lower::lower(self.graph, Default::default())?;
+        if self.shapes_vary {
+            let profiles =
+                self.profiles.iter().map(|p| runtime_profile(p, self.graph, &lowered.plan)).collect::<Result<Vec<_>>>()?;
+            let bytes = Engine::serialize_with_profiles(Target::Cpu, vec![], &lowered.plan, &lowered.weights, None, &profiles)?;
+            return Ok(Engine::from_bytes(&bytes)?);
+        }
+        if let Ok(gpu) = crate::cuda::present_gpu() {
+            let tuning = crate::cuda::TuningOptions { opt_level: Some(0), ..Default::default() };
+            if let Ok((table, _)) = crate::cuda::build_kernels(&lowered.plan, gpu.sm, &tuning) {
+                let target = Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) };
+                return Ok(Engine::from_bytes(&Engine::serialize(
+                    target,
+                    vec![],
+                    &lowered.plan,
+                    &lowered.weights,
+                    Some(&table),
+                )?)?);
+            }
+        }
+        Ok(Engine::from_bytes(&Engine::serialize(Target::Cpu, vec![], &lowered.plan, &lowered.weights, None)?)?)
+    }
 }
 
 /// Optimizes an imported graph and compiles it into engine bytes.
@@ -393,10 +430,11 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
     let imported_nodes = graph.op_count();
     let pass_stats = crate::passes::optimize(&mut graph, &opts.passes)?;
     let reference = graph.clone();
-    let calibration = if opts.precision.int8 { Some(calibration(&graph, &opts.int8)?) } else { None };
+    let calibration = if opts.precision.int8 { Some(calibration(&graph, &opts.int8, &opts.profiles)?) } else { None };
     let scales: BTreeMap<String, f32> = calibration.as_ref().map(|(c, _)| c.scales.clone()).unwrap_or_default();
     let fp16_wanted = opts.precision.fp16 || opts.precision.layer_precisions.iter().any(|(_, p)| *p == Precision::Fp16);
-    let (ranges, range_source) = if fp16_wanted { observe_ranges(&graph, &opts.int8)? } else { (BTreeMap::new(), String::new()) };
+    let (ranges, range_source) =
+        if fp16_wanted { observe_ranges(&graph, &opts.int8, &opts.profiles)? } else { (BTreeMap::new(), String::new()) };
     let mut precision = crate::precision::apply(&mut graph, &opts.precision, &scales, &ranges)?;
     if fp16_wanted {
         precision.fp16_range_source = Some(range_source);

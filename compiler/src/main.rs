@@ -612,7 +612,7 @@ fn accuracy_batches(
 ) -> Result<(Vec<trtc::precision::calib::Batch>, String)> {
     let inputs = trtc::precision::calib::graph_inputs(graph);
     Ok(match data {
-        Some(dir) => (trtc::precision::calib::load_batches(dir, &inputs, None)?, format!("from {}", dir.display())),
+        Some(dir) => (trtc::precision::calib::load_batches(dir, &inputs, None, false)?, format!("from {}", dir.display())),
         None => {
             let b = (0..4u64)
                 .map(|i| {
@@ -650,7 +650,7 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     trtc::passes::optimize(&mut graph, &Default::default())?;
     let start = std::time::Instant::now();
     let batches =
-        trtc::precision::calib::load_batches(dir, &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches)?;
+        trtc::precision::calib::load_batches(dir, &trtc::precision::calib::graph_inputs(&graph), opts.calib.max_batches, false)?;
     let cache = trtc::build::calibrate(&graph, &batches, &opts.calib)?;
     trtc::precision::calib::write_cache(&a.output, &cache)?;
     eprintln!(

@@ -235,3 +235,30 @@ fn the_cli_takes_one_profile_per_repetition_of_the_three_flags() {
     assert!(!ok && out.contains("unknown input 'z'"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn int8_and_fp16_builds_calibrate_on_batches_of_any_shape_inside_the_profile() {
+    let model = cnn();
+    let profiles = vec![profile("x", &[3, 8, 8], [1, 3, 6])];
+    let fp32 = build(&model, &BuildOptions { profiles: profiles.clone(), ..Default::default() }).unwrap();
+    // Calibration batches of batch 2 and 5: neither the opt nor the max.
+    let batch = |n: usize, seed: u32| vec![("x".to_string(), Tensor::from_vec(vec![n, 3, 8, 8], values(n * 192, seed)).unwrap())];
+    let mut opts = BuildOptions { profiles: profiles.clone(), ..Default::default() };
+    opts.precision.int8 = true;
+    opts.int8.batches = vec![batch(2, 11), batch(5, 12)];
+    let int8 = build(&model, &opts).unwrap();
+    let mut fp16_opts = BuildOptions { profiles, ..Default::default() };
+    fp16_opts.precision.fp16 = true;
+    let fp16 = build(&model, &fp16_opts).unwrap();
+    for n in [1usize, 4, 6] {
+        let x = Tensor::from_vec(vec![n, 3, 8, 8], values(n * 192, 40 + n as u32)).unwrap();
+        let want = fp32.create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1.to_f64_vec();
+        for (mode, engine) in [("int8", &int8), ("fp16", &fp16)] {
+            let got = engine.create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1.to_f64_vec();
+            let dot: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+            let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
+            let cosine = dot / (norm(&got) * norm(&want));
+            assert!(cosine > 0.99, "{mode} at batch {n}: cosine {cosine}");
+        }
+    }
+}

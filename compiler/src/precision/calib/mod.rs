@@ -41,7 +41,9 @@ impl Default for CalibOptions {
 /// `.npz` file (keys are input names) or `.npy` file (for a single-input
 /// model), taken in file-name order. Every batch must match the inputs'
 /// dtypes and shapes exactly, since engines have static shapes.
-pub fn load_batches(dir: &Path, inputs: &[(String, TensorType)], max: Option<usize>) -> Result<Vec<Batch>> {
+/// With `any_shape` (an engine whose shapes vary), each array need only have
+/// its input's dtype and rank: the engine's profiles check the shapes.
+pub fn load_batches(dir: &Path, inputs: &[(String, TensorType)], max: Option<usize>, any_shape: bool) -> Result<Vec<Batch>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read the calibration folder {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -56,12 +58,12 @@ pub fn load_batches(dir: &Path, inputs: &[(String, TensorType)], max: Option<usi
     }
     // Every batch counts against the memory available, since all are kept.
     let mut budget = crate::npz::Budget::available_memory();
-    files.iter().map(|f| load_batch(f, inputs, &mut budget)).collect()
+    files.iter().map(|f| load_batch(f, inputs, any_shape, &mut budget)).collect()
 }
 
 /// Reads the arrays named like the inputs (others are never inflated),
 /// each checked against its input's type from its header alone.
-fn load_batch(file: &Path, inputs: &[(String, TensorType)], budget: &mut crate::npz::Budget) -> Result<Batch> {
+fn load_batch(file: &Path, inputs: &[(String, TensorType)], any_shape: bool, budget: &mut crate::npz::Budget) -> Result<Batch> {
     let is_npy = file.extension().and_then(|e| e.to_str()) == Some("npy");
     if is_npy && inputs.len() != 1 {
         bail!("{}: a .npy batch only works for a model with one input; this one has {} (use .npz)", file.display(), inputs.len());
@@ -70,18 +72,18 @@ fn load_batch(file: &Path, inputs: &[(String, TensorType)], budget: &mut crate::
     let mut batch = Vec::with_capacity(inputs.len());
     for (name, ty) in inputs {
         let t = match &mut npz {
-            None => crate::npz::read_npy_file_with(file, &mut InputCheck { expected: ty, budget })?,
+            None => crate::npz::read_npy_file_with(file, &mut InputCheck { expected: ty, any_shape, budget })?,
             Some(npz) => {
                 if !npz.names().any(|n| n == name) {
                     bail!("{}: no array named '{name}' (the model's inputs: {})", file.display(), names(inputs));
                 }
-                npz.read(name, &mut InputCheck { expected: ty, budget })?
+                npz.read(name, &mut InputCheck { expected: ty, any_shape, budget })?
             }
         };
         let t = if t.dtype() == DType::F64 && ty.dtype == DType::F32 {
             // numpy's default dtype; narrowing is what the user means.
             let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32).collect();
-            Tensor::from_vec(ty.shape.clone(), v)?
+            Tensor::from_vec(t.shape().to_vec(), v)?
         } else {
             t
         };
@@ -94,14 +96,18 @@ fn load_batch(file: &Path, inputs: &[(String, TensorType)], budget: &mut crate::
 /// an f32 input: narrowed after reading) within the memory budget.
 struct InputCheck<'a> {
     expected: &'a TensorType,
+    /// Only the dtype and rank must match.
+    any_shape: bool,
     budget: &'a mut crate::npz::Budget,
 }
 
 impl crate::npz::Accept for InputCheck<'_> {
     fn accept(&mut self, name: &str, ty: &TensorType) -> Result<()> {
         let e = self.expected;
-        let f64_for_f32 = ty.dtype == DType::F64 && e.dtype == DType::F32 && ty.shape == e.shape;
-        if ty != e && !f64_for_f32 {
+        let shape_ok = if self.any_shape { ty.shape.len() == e.shape.len() } else { ty.shape == e.shape };
+        let dtype_ok = ty.dtype == e.dtype || (ty.dtype == DType::F64 && e.dtype == DType::F32);
+        if !(shape_ok && dtype_ok) {
+            let e = if self.any_shape { format!("{} of rank {}", e.dtype, e.shape.len()) } else { e.to_string() };
             bail!("'{name}' is {ty}, but the engine's input is {e}");
         }
         self.budget.accept(name, ty)
