@@ -11,6 +11,8 @@
 //! - a Reshape whose target changes becomes a `DynamicReshape` (an axis
 //!   fixed where the targets agree, else a copy of an axis of its input or
 //!   of a model input equal to it at every shape, else the one inferred axis);
+//! - a Slice whose bounds change becomes a `DynamicSlice` (each start and
+//!   end fixed or another tensor's size, negated when counted from the end);
 //! - a Resize whose output sizes change becomes a `DynamicResize` (each axis
 //!   fixed, following its scale, or read from another tensor's shape, as
 //!   feature pyramids upsample one level to the size of the next);
@@ -33,8 +35,8 @@ use crate::lower;
 use anyhow::{bail, Result};
 use petgraph::stable_graph::NodeIndex;
 use trtc_runtime::ops::movement::{
-    DimOf, DynamicExpand, DynamicReshape, DynamicResize, GridAxis, GridValue, IndexGrid, MovementOp, ReshapeDim, Resize,
-    ResizeSize, SliceLike,
+    DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, GridAxis, GridValue, IndexGrid, MovementOp, ReshapeDim,
+    Resize, ResizeSize, SignedDim, Slice, SliceLike,
 };
 use trtc_runtime::{DType, Op, Tensor};
 
@@ -66,6 +68,10 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
         }
         if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Reshape(_))))) {
             rewrites.push(reshape_rule(graphs, &order, n)?);
+            continue;
+        }
+        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Slice(_))))) {
+            rewrites.push(slice_rule(graphs, &order, n)?);
             continue;
         }
         if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Expand(_))))) {
@@ -327,6 +333,51 @@ fn resize_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite>
     for (g, r) in graphs.iter().zip(&resizes) {
         if op.at(&reads.shapes(g, n)).ok().as_ref() != Some(*r) {
             return Err(refusal(name, "(Resize) has sizes that follow the input shapes in no way trtc can express".into()));
+        }
+    }
+    Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })
+}
+
+/// A Slice whose starts or ends change: each bound fixed, or another
+/// tensor's size (negated for bounds counted from the end).
+fn slice_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let slices: Vec<&Slice> = graphs
+        .iter()
+        .map(|g| match g.node(n).op() {
+            Some(Op::Movement(MovementOp::Slice(s))) => s,
+            _ => unreachable!("checked by the caller"),
+        })
+        .collect();
+    let largest = *slices.last().expect("graphs");
+    if slices.iter().any(|s| s.axes != largest.axes || s.steps != largest.steps) {
+        return Err(refusal(name, "(Slice) has axes or steps that change with the input shapes".into()));
+    }
+    let mut reads = Reads::new(graphs, n);
+    let bound = |values: Vec<i64>, reads: &mut Reads| -> Result<Option<SignedDim>> {
+        if values.iter().all(|&v| v == values[0]) {
+            return Ok(None);
+        }
+        let negate = values.iter().all(|&v| v < 0);
+        if !negate && values.iter().any(|&v| v < 0) {
+            return Err(refusal(name, "(Slice) has a bound whose sign changes with the input shapes".into()));
+        }
+        let sizes: Vec<usize> = values.iter().map(|&v| v.unsigned_abs() as usize).collect();
+        match find_source(graphs, order, n, &sizes) {
+            Some(source) => Ok(Some(SignedDim { dim: reads.dim(source), negate })),
+            None => Err(refusal(name, "(Slice) has a bound that no tensor of the model has as a size".into())),
+        }
+    };
+    let mut starts = Vec::with_capacity(largest.axes.len());
+    let mut ends = Vec::with_capacity(largest.axes.len());
+    for i in 0..largest.axes.len() {
+        starts.push(bound(slices.iter().map(|s| s.starts[i]).collect(), &mut reads)?);
+        ends.push(bound(slices.iter().map(|s| s.ends[i]).collect(), &mut reads)?);
+    }
+    let op = DynamicSlice { slice: largest.clone(), starts, ends };
+    for (g, s) in graphs.iter().zip(&slices) {
+        if op.at(&reads.shapes(g, n)).ok().as_ref() != Some(*s) {
+            return Err(refusal(name, "(Slice) has bounds that follow the input shapes in no way trtc can express".into()));
         }
     }
     Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })

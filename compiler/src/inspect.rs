@@ -77,7 +77,15 @@ pub fn text(engine: &Engine) -> String {
             let _ = writeln!(s, "  {k}: {}", ranges.join(", "));
         }
     }
+    if let Some(p) = profile {
+        for d in &p.shared {
+            let axes: Vec<String> = d.axes.iter().map(|&(i, a)| format!("{} axis {a}", p.inputs[i].name)).collect();
+            let _ = writeln!(s, "  dimension '{}': {} (must agree)", d.name, axes.join(", "));
+        }
+    }
     let _ = writeln!(s, "outputs:");
+    // Outputs sized by the data: the layers that decide them.
+    let data_sized: Vec<&str> = plan.layers.iter().filter(|l| l.op.as_impl().data_dependent()).map(|l| l.name.as_str()).collect();
     // With a profile, each output's range: its shape at the min and max.
     let at_min = profile.filter(|p| p.is_dynamic()).and_then(|p| p.bind_at(plan, trtc_runtime::profile::ProfilePoint::Min).ok());
     for (b, (_, id)) in engine.outputs().iter().zip(&plan.outputs) {
@@ -94,6 +102,14 @@ pub fn text(engine: &Engine) -> String {
             None => b.ty.to_string(),
         };
         let _ = writeln!(s, "  {}: {ty}", b.name);
+    }
+    if !data_sized.is_empty() {
+        let _ = writeln!(
+            s,
+            "  (sizes depend on the data after layer{} {}: the shapes above are the most there can be)",
+            if data_sized.len() == 1 { "" } else { "s" },
+            data_sized.join(", ")
+        );
     }
     let _ = writeln!(s, "memory:");
     let _ = writeln!(s, "  weights: {}", mib(engine.weights().len() as u64));

@@ -76,6 +76,8 @@ fn boxes() -> Tensor {
 #[test]
 fn layers_after_nms_and_nonzero_take_the_counts_of_each_run() {
     let engine = build(&detector(vec![], vec![]), &BuildOptions::default()).unwrap();
+    let report = trtc::inspect::text(&engine);
+    assert!(report.contains("sizes depend on the data after layers nms, positive"), "{report}");
     let mut ctx = engine.create_context().unwrap();
     let run = |ctx: &mut trtc_runtime::ExecutionContext, scores: [f32; BOXES]| {
         let s = Tensor::from_vec(vec![1, 1, BOXES], scores.to_vec()).unwrap();

@@ -105,6 +105,8 @@ fn shapes_outside_the_profile_or_inconsistent_are_refused_with_one_line_errors()
     let bert = manifest["models"].as_array().unwrap().iter().find(|m| m["name"] == "bert_legacy").unwrap();
     let opts = BuildOptions { profiles: vec![profile(bert)], ..Default::default() };
     let engine = Engine::from_bytes(&build_file(&dir().join("bert_legacy.onnx"), &opts).unwrap().engine).unwrap();
+    let report = trtc::inspect::text(&engine);
+    assert!(report.contains("dimension 'sequence': input_ids axis 1, attention_mask axis 1, token_type_ids axis 1"), "{report}");
     let mut ctx = engine.create_context().unwrap();
     let ids = |b: usize, s: usize| Tensor::from_vec(vec![b, s], vec![1i64; b * s]).unwrap();
     let run = |ctx: &mut trtc_runtime::ExecutionContext, a: Tensor, m: Tensor, t: Tensor| {

@@ -262,3 +262,60 @@ fn int8_and_fp16_builds_calibrate_on_batches_of_any_shape_inside_the_profile() {
         }
     }
 }
+
+/// x[N,T,2], y[N,S,2] -> z = x[:, :S] + y and w = x[:, -S:] + y: slices
+/// whose bounds are another input's length, as decoders crop to a skip
+/// connection's size.
+fn crop() -> Vec<u8> {
+    use pb::tensor_shape_proto::dimension::Value;
+    let dims = |t: &str| vec![Value::DimParam("N".into()), Value::DimParam(t.into()), Value::DimValue(2)];
+    let take = |name: &str, ins: &[&str], out: &str, op: &str| node(op, name, ins, &[out]);
+    encode(&model(
+        vec![
+            take("shape", &["y"], "sh", "Shape"),
+            take("length", &["sh", "one", "two", "zero"], "s", "Slice"),
+            take("head", &["x", "zero", "s", "one"], "xh", "Slice"),
+            take("neg", &["s"], "minus_s", "Neg"),
+            take("tail", &["x", "minus_s", "big", "one"], "xt", "Slice"),
+            take("z", &["xh", "y"], "z", "Add"),
+            take("w", &["xt", "y"], "w", "Add"),
+        ],
+        vec![value_info_dims("x", F32, dims("T")), value_info_dims("y", F32, dims("S"))],
+        vec![value_info_dims("z", F32, dims("S")), value_info_dims("w", F32, dims("S"))],
+        vec![
+            i64_tensor("zero", &[1], &[0]),
+            i64_tensor("one", &[1], &[1]),
+            i64_tensor("two", &[1], &[2]),
+            i64_tensor("big", &[1], &[i64::MAX]),
+        ],
+    ))
+}
+
+#[test]
+fn slices_bounded_by_another_inputs_length_follow_it() {
+    let at = |t: usize, s: usize| vec![("x".to_string(), vec![2, t, 2]), ("y".to_string(), vec![2, s, 2])];
+    let profile = ShapeProfile::from_flags(&at(4, 2), &at(8, 4), &at(16, 8)).unwrap();
+    let engine = build(&crop(), &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (t, s) in [(9usize, 3usize), (16, 8), (5, 5), (12, 7)] {
+        let xv = values(2 * t * 2, t as u32);
+        let yv = values(2 * s * 2, s as u32 + 100);
+        let x = Tensor::from_vec(vec![2, t, 2], xv.clone()).unwrap();
+        let y = Tensor::from_vec(vec![2, s, 2], yv.clone()).unwrap();
+        let out = ctx.run(&[("x", &x), ("y", &y)]).unwrap();
+        let expect = |first: usize| -> Vec<f32> {
+            let mut v = Vec::new();
+            for n in 0..2 {
+                for i in 0..s {
+                    for c in 0..2 {
+                        v.push(xv[(n * t + first + i) * 2 + c] + yv[(n * s + i) * 2 + c]);
+                    }
+                }
+            }
+            v
+        };
+        assert_eq!(out[0].1.shape(), &[2, s, 2]);
+        assert_eq!(out[0].1.as_slice::<f32>().unwrap(), expect(0).as_slice(), "head at {t}x{s}");
+        assert_eq!(out[1].1.as_slice::<f32>().unwrap(), expect(t - s).as_slice(), "tail at {t}x{s}");
+    }
+}

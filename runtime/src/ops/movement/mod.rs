@@ -31,7 +31,7 @@ pub use reshape::{DimOf, DynamicReshape, Reshape, ReshapeDim};
 pub use resize::{CoordinateMode, DynamicResize, NearestMode, Resize, ResizeMode, ResizeSize};
 pub use reverse_sequence::ReverseSequence;
 pub use scatter::{ScatterElements, ScatterND, ScatterReduction};
-pub use slice::{resolve_range, AxisRange, Slice, SliceLike};
+pub use slice::{resolve_range, AxisRange, DynamicSlice, SignedDim, Slice, SliceLike};
 pub use transpose::Transpose;
 pub use trilu::Trilu;
 
@@ -60,6 +60,7 @@ crate::op_family!(MovementOp => Movement {
     DynamicExpand(DynamicExpand),
     IndexGrid(IndexGrid),
     NonZero(NonZero),
+    DynamicSlice(DynamicSlice),
 });
 
 impl MovementOp {

@@ -5,7 +5,7 @@
 use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
-use crate::ops::movement::reshape::type_shapes;
+use crate::ops::movement::reshape::{type_shapes, view_shapes};
 use crate::ops::movement::DimOf;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
@@ -98,6 +98,65 @@ impl OpImpl for Slice {
             dst_off: 0,
         };
         strided_copy(x.bytes, out.bytes, x.dtype.size(), &plan)
+    }
+}
+
+/// A size read from an input's shape, maybe negated (a slice bound counted
+/// from the end: `x[:, -n:]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedDim {
+    pub dim: DimOf,
+    pub negate: bool,
+}
+
+/// A Slice whose starts or ends follow the input shapes (`x[:, :n]` where
+/// `n` is another tensor's size): what a Slice becomes in an engine whose
+/// shapes vary. The inputs after the first are read for their shapes only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DynamicSlice {
+    /// The Slice at the largest shapes.
+    pub slice: Slice,
+    /// Per sliced axis: the start read at run time, or `None` to keep the
+    /// slice's.
+    pub starts: Vec<Option<SignedDim>>,
+    pub ends: Vec<Option<SignedDim>>,
+}
+
+impl DynamicSlice {
+    /// The Slice for inputs of shapes `shapes` (the data first).
+    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Slice> {
+        let n = self.slice.axes.len();
+        ensure_op!(self.starts.len() == n && self.ends.len() == n, "DynamicSlice: bounds for {n} axes expected");
+        let mut slice = self.slice.clone();
+        let read = |d: &SignedDim| -> Result<i64> {
+            let v = d.dim.size(shapes, "DynamicSlice")? as i64;
+            Ok(if d.negate { -v } else { v })
+        };
+        for i in 0..n {
+            if let Some(d) = &self.starts[i] {
+                slice.starts[i] = read(d)?;
+            }
+            if let Some(d) = &self.ends[i] {
+                slice.ends[i] = read(d)?;
+            }
+        }
+        Ok(slice)
+    }
+}
+
+impl OpImpl for DynamicSlice {
+    fn name(&self) -> &'static str {
+        "DynamicSlice"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let shapes = type_shapes(inputs);
+        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let shapes = view_shapes(inputs);
+        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
     }
 }
 
