@@ -202,6 +202,29 @@ impl Context {
         self.threads
     }
 
+    /// Makes every run use optimization profile `index` (None: the first
+    /// profile that admits a run's shapes), as TensorRT's
+    /// `set_optimization_profile_async` does. CPU contexts only (a GPU
+    /// engine's shapes are fixed).
+    #[pyo3(signature = (index))]
+    fn set_profile(&self, index: Option<usize>) -> PyResult<()> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *inner {
+            Inner::Cpu(c) => c.with_dependent_mut(|_, ctx| ctx.set_profile(index)).map_err(errors::runtime),
+            Inner::Gpu(_) => Err(errors::error(Kind::Argument, "set_profile: a GPU engine's shapes are fixed")),
+        }
+    }
+
+    /// The profile set with `set_profile`, or None.
+    #[getter]
+    fn profile(&self) -> Option<usize> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        match &*inner {
+            Inner::Cpu(c) => c.with_dependent(|_, ctx| ctx.profile()),
+            Inner::Gpu(_) => None,
+        }
+    }
+
     fn __repr__(&self) -> String {
         format!("Context(device={:?}, threads={})", self.device, self.threads)
     }

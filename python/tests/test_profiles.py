@@ -68,6 +68,17 @@ def test_several_profiles(dynamic_cnn):
         assert ctx.run(batch)["y"].shape == (n, 5)
     with pytest.raises(trtc.BindingError, match="outside each of its 2 profiles"):
         ctx.run(np.zeros((3, 3, 16, 16), np.float32))
+    # A context set to one profile refuses shapes only the other admits.
+    assert ctx.profile is None
+    ctx.set_profile(1)
+    assert ctx.profile == 1
+    assert ctx.run(np.ones((5, 3, 16, 16), np.float32))["y"].shape == (5, 5)
+    with pytest.raises(trtc.BindingError, match="outside profile 1, which the context uses"):
+        ctx.run(np.ones((2, 3, 16, 16), np.float32))
+    ctx.set_profile(None)
+    assert ctx.run(np.ones((2, 3, 16, 16), np.float32))["y"].shape == (2, 5)
+    with pytest.raises(trtc.BindingError, match="profile 2 does not exist"):
+        ctx.set_profile(2)
 
 
 def test_bad_profiles(dynamic_cnn):

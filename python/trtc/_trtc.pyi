@@ -39,6 +39,18 @@ class Context:
     @property
     def threads(self) -> int:
         """Threads each CPU layer may use (0 on a GPU)."""
+    @property
+    def profile(self) -> Optional[int]:
+        """The optimization profile set with :meth:`set_profile`, or None."""
+    def set_profile(self, index: Optional[int]) -> None:
+        """Makes every run use optimization profile ``index`` (None: the
+        first profile that admits a run's shapes), as TensorRT's
+        ``set_optimization_profile_async``. Shapes outside it are refused
+        even when another profile admits them. CPU contexts only.
+
+        Raises :class:`trtc.BindingError` for a profile the engine lacks,
+        :class:`trtc.ArgumentError` on a GPU context.
+        """
     def run(self, inputs: Union[Mapping[str, npt.ArrayLike], npt.ArrayLike]) -> Dict[str, np.ndarray]:
         """Runs the engine and returns its outputs by name, in binding order.
 

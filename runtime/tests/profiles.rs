@@ -102,6 +102,29 @@ fn a_run_takes_the_first_profile_that_admits_its_shapes() {
 }
 
 #[test]
+fn a_context_set_to_one_profile_refuses_shapes_only_another_admits() {
+    let range = |lo: usize, hi: usize| Profile {
+        inputs: vec![ProfileInput { name: "x".into(), min: vec![lo, 4], opt: vec![hi, 4], max: vec![hi, 4] }],
+        shared: Vec::new(),
+    };
+    let engine = engine(&[range(1, 4), range(2, 8)]);
+    let mut ctx = engine.create_context().unwrap();
+    let x = |rows: usize| Tensor::from_vec(vec![rows, 4], vec![1f32; rows * 4]).unwrap();
+    // The first profile that admits 3 rows is 0; with profile 1 set, 3 rows
+    // still run, and 1 row (profile 0's alone) is refused naming profile 1.
+    assert!(ctx.run(&[("x", &x(3))]).is_ok());
+    ctx.set_profile(Some(1)).unwrap();
+    assert_eq!(ctx.profile(), Some(1));
+    assert!(ctx.run(&[("x", &x(3))]).is_ok());
+    let e = ctx.run(&[("x", &x(1))]).unwrap_err().to_string();
+    assert_eq!(e, "outside profile 1, which the context uses: input 'x' axis 0 is 1: allowed 2 to 8");
+    ctx.set_profile(None).unwrap();
+    assert!(ctx.run(&[("x", &x(1))]).is_ok());
+    let e = ctx.set_profile(Some(2)).unwrap_err().to_string();
+    assert_eq!(e, "profile 2 does not exist: the engine has 2 profiles");
+}
+
+#[test]
 fn shapes_outside_the_profile_are_refused_naming_the_axis_and_range() {
     let engine = engine(&[profile(2, 4)]);
     let mut ctx = engine.create_context().unwrap();

@@ -23,6 +23,9 @@ pub struct ExecutionContext<'e> {
     math: Math,
     /// For an engine with profiles: the last shapes bound.
     bound: Option<BoundShapes>,
+    /// The one profile runs must use ([`ExecutionContext::set_profile`]),
+    /// else the first that admits their shapes.
+    profile: Option<usize>,
 }
 
 /// The input shapes of a run and every tensor's type at those shapes.
@@ -36,7 +39,7 @@ impl<'e> ExecutionContext<'e> {
         let bytes = usize::try_from(engine.plan().arena_bytes).map_err(|_| Error::invalid("arena too large"))?;
         let arena = AlignedBytes::try_zeroed(bytes)
             .map_err(|_| Error::Device(format!("cannot allocate the engine's {bytes}-byte activation arena")))?;
-        Ok(ExecutionContext { engine, arena, threads: Threads::single(), math: Math::Exact, bound: None })
+        Ok(ExecutionContext { engine, arena, threads: Threads::single(), math: Math::Exact, bound: None, profile: None })
     }
 
     pub fn engine(&self) -> &'e Engine {
@@ -66,6 +69,29 @@ impl<'e> ExecutionContext<'e> {
 
     pub fn math(&self) -> Math {
         self.math
+    }
+
+    /// Makes every run use profile `index` (TensorRT's
+    /// `setOptimizationProfileAsync`): shapes outside it are refused even
+    /// when another profile admits them. `None` goes back to the first
+    /// profile that admits a run's shapes.
+    pub fn set_profile(&mut self, index: Option<usize>) -> Result<()> {
+        let count = self.engine.profiles().len();
+        if let Some(k) = index {
+            if k >= count {
+                return Err(Error::Binding(format!("profile {k} does not exist: the engine has {count} profiles")));
+            }
+        }
+        if index != self.profile {
+            self.profile = index;
+            self.bound = None;
+        }
+        Ok(())
+    }
+
+    /// The profile set with [`ExecutionContext::set_profile`].
+    pub fn profile(&self) -> Option<usize> {
+        self.profile
     }
 
     /// Runs the engine on host tensors given by binding name and returns the
@@ -277,7 +303,11 @@ impl<'e> ExecutionContext<'e> {
         }
         let plan = self.engine.plan();
         let mut refusals = Vec::new();
-        for profile in self.engine.profiles() {
+        let chosen = self.profile;
+        for (k, profile) in self.engine.profiles().iter().enumerate() {
+            if chosen.is_some_and(|c| c != k) {
+                continue;
+            }
             let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape).collect();
             let outside = plan
                 .inputs
@@ -298,6 +328,7 @@ impl<'e> ExecutionContext<'e> {
         }
         Err(Error::Binding(match refusals.as_slice() {
             [] => "the engine has no profile".to_string(),
+            [why] if let Some(k) = chosen => format!("outside profile {k}, which the context uses: {why}"),
             [why] => format!("outside its profile: {why}"),
             many => {
                 let each: Vec<String> = many.iter().enumerate().map(|(i, why)| format!("profile {i}: {why}")).collect();
