@@ -10,6 +10,13 @@ tests build for (its minimum, its maximum and odd sizes in between):
 - bert: batch and sequence (1x2 to 4x32), the tail of each row padded by
   the attention mask;
 - gpt2: batch and sequence (1x2 to 4x32), likewise;
+- roberta, t5 (the encoder, relative position buckets), distilbert: batch
+  and sequence like bert (t5's dynamo export fails in torch: legacy only);
+- unet: batch, height and width, upsampled by `scale_factor` and
+  concatenated with the skip connections;
+- speech_encoder: batch and frames, a Whisper-style stride-2 Conv1d stem
+  and a transformer encoder (dynamo only: the legacy exporter bakes
+  nn.TransformerEncoder's shapes, and onnxruntime fails at other lengths);
 - ocr_fpn: batch, height and width (1x3x32x32 to 2x3x96x128): a small
   DBNet-style text detector whose feature pyramid upsamples each level to
   the size of the next (`F.interpolate(size=lateral.shape[-2:])`); the
@@ -74,6 +81,45 @@ class OcrFpn(nn.Module):
         return self.head(fused)
 
 
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.d1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.d2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.d3 = nn.Conv2d(16, 16, 3, stride=2, padding=1)
+        self.u2 = nn.Conv2d(32, 8, 3, padding=1)
+        self.u1 = nn.Conv2d(16, 4, 3, padding=1)
+
+    def forward(self, x):
+        a = F.relu(self.d1(x))
+        b = F.relu(self.d2(a))
+        c = F.interpolate(F.relu(self.d3(b)), scale_factor=2.0, mode="bilinear", align_corners=False)
+        b = F.interpolate(F.relu(self.u2(torch.cat([b, c], 1))), scale_factor=2.0, mode="nearest")
+        return self.u1(torch.cat([a, b], 1))
+
+
+class SpeechEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(16, 32, 3, padding=1)
+        self.c2 = nn.Conv1d(32, 32, 3, stride=2, padding=1)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 2, 64, batch_first=True), 2)
+
+    def forward(self, x):
+        return self.enc(F.gelu(self.c2(F.gelu(self.c1(x)))).transpose(1, 2))
+
+
+class Hidden(nn.Module):
+    """A transformers encoder's last hidden state from ids and mask."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask)["last_hidden_state"]
+
+
 def text_inputs(seed: int, batch: int, seq: int, vocab: int, types: bool) -> dict:
     rng = np.random.RandomState(seed)
     ids = rng.randint(1, vocab, size=(batch, seq)).astype(np.int64)
@@ -96,6 +142,26 @@ def image(seed: int, shape) -> dict:
     return {"input": np.random.RandomState(seed).standard_normal(shape).astype(np.float32)}
 
 
+def text_encoders():
+    from transformers import DistilBertConfig, DistilBertModel, RobertaConfig, RobertaModel, T5Config, T5EncoderModel
+
+    torch.manual_seed(24)
+    roberta = RobertaModel(RobertaConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                         intermediate_size=128, max_position_embeddings=80), add_pooling_layer=False)
+    t5 = T5EncoderModel(T5Config(vocab_size=500, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2))
+    distilbert = DistilBertModel(DistilBertConfig(vocab_size=500, dim=64, n_layers=2, n_heads=2, hidden_dim=128,
+                                                  max_position_embeddings=80))
+    return [("roberta", roberta), ("t5", t5), ("distilbert", distilbert)]
+
+
+# Exporters that cannot export a model, or export one that only runs at its
+# example shape (see the module docstring).
+SKIP = {"t5": "dynamo", "speech_encoder": "legacy"}
+# Sizes torch.export must know to be multiples (two stride-2 levels
+# upsampled back; a stride-2 stem).
+MULTIPLE = {"unet": {"height": 4, "width": 4}, "speech_encoder": {"frames": 2}}
+
+
 def models():
     """(name, module, example inputs, output names, symbolic axes per input,
     profile (min, opt, max) per input, the shapes to record)."""
@@ -105,6 +171,10 @@ def models():
     torch.manual_seed(21)
     ocr = OcrFpn()
     em.randomize_norms(ocr, 21)
+    torch.manual_seed(22)
+    unet = UNet()
+    torch.manual_seed(23)
+    speech = SpeechEncoder()
     text_axes = {0: "batch", 1: "sequence"}
     return [
         ("resnet18", resnet, image(1, (2, 3, 32, 32)), ["logits"], {"input": {0: "batch"}},
@@ -118,6 +188,18 @@ def models():
          {k: text_axes for k in ("input_ids", "attention_mask")},
          {k: ([1, 2], [2, 16], [4, 32]) for k in ("input_ids", "attention_mask")},
          [text_inputs(30 + i, b, s, em.GPT2_VOCAB, False) for i, (b, s) in enumerate([(1, 2), (3, 7), (4, 32), (2, 19)])]),
+        *[(name, Hidden(m), text_inputs(5 + i, 2, 16, 500, False), ["last_hidden_state"],
+           {k: text_axes for k in ("input_ids", "attention_mask")},
+           {k: ([1, 2], [2, 16], [4, 48]) for k in ("input_ids", "attention_mask")},
+           [text_inputs(50 + 10 * i + j, b, q, 500, False) for j, (b, q) in enumerate([(1, 2), (3, 7), (4, 48), (2, 33)])])
+          for i, (name, m) in enumerate(text_encoders())],
+        ("unet", unet, image(6, (2, 3, 64, 64)), ["y"], {"input": {0: "batch", 2: "height", 3: "width"}},
+         {"input": ([1, 3, 32, 32], [1, 3, 64, 64], [2, 3, 128, 96])},
+         [image(60 + i, s) for i, s in enumerate([(1, 3, 32, 32), (2, 3, 128, 96), (1, 3, 48, 80), (2, 3, 36, 52)])]),
+        ("speech_encoder", speech, {"input": np.random.RandomState(7).standard_normal((2, 16, 40)).astype(np.float32)},
+         ["hidden"], {"input": {0: "batch", 2: "frames"}}, {"input": ([1, 16, 8], [1, 16, 40], [2, 16, 100])},
+         [{"input": np.random.RandomState(70 + i).standard_normal(s).astype(np.float32)}
+          for i, s in enumerate([(1, 16, 8), (2, 16, 100), (1, 16, 31), (2, 16, 58)])]),
         ("ocr_fpn", ocr, image(4, (1, 3, 64, 64)), ["probability"], {"input": {0: "batch", 2: "height", 3: "width"}},
          {"input": ([1, 3, 32, 32], [1, 3, 64, 64], [2, 3, 96, 128])},
          [image(40 + i, s) for i, s in enumerate([(1, 3, 32, 32), (2, 3, 96, 128), (1, 3, 48, 80), (2, 3, 40, 72),
@@ -139,7 +221,10 @@ def export(name, model, example, outs, axes, exporter, path: Path) -> None:
             for axis, sym in axes.get(k, {}).items():
                 # Symbols shared between inputs are one torch Dim; sequences
                 # start at 2 (torch specializes sizes 0 and 1).
-                dims.setdefault(sym, torch.export.Dim(sym, min=2 if sym == "sequence" else 1, max=4096))
+                k = MULTIPLE.get(name, {}).get(sym)
+                if sym not in dims:
+                    dims[sym] = (k * torch.export.Dim(f"{sym}_over_{k}", min=1, max=1024) if k else
+                                 torch.export.Dim(sym, min=1 if sym == "batch" else 2, max=4096))
                 spec[axis] = dims[sym]
             shapes.append(spec)
         # Positional: the wrappers take *args.
@@ -160,6 +245,8 @@ def main() -> int:
     for name, model, example, outs, axes, profile, shapes in models():
         model.eval()
         for exporter in ("legacy", "dynamo"):
+            if SKIP.get(name) == exporter:
+                continue
             variant = f"{name}_{exporter}"
             path = OUT / f"{variant}.onnx"
             try:

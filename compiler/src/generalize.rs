@@ -46,7 +46,7 @@ use trtc_runtime::{DType, Op, Tensor};
 pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
     let max = graphs.last().expect("graphs");
     if graphs.iter().any(|g| g.node_count() != max.node_count()) {
-        bail!("the model has a different number of nodes at different input shapes");
+        return Err(structure_differs(graphs));
     }
     let order = Order::of(max);
     let mut rewrites = Vec::new();
@@ -54,7 +54,7 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
         let nodes: Vec<&Node> = graphs.iter().map(|g| g.node(n)).collect();
         let name = &nodes[0].name;
         if nodes.iter().any(|x| &x.name != name) {
-            bail!("the model's nodes differ at different input shapes ('{name}')");
+            return Err(structure_differs(graphs));
         }
         if let Some(c) = nodes[0].constant() {
             if nodes.iter().any(|x| x.constant() != Some(c)) {
@@ -95,6 +95,28 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
         g.apply(patch)?;
     }
     Ok(())
+}
+
+/// The error for a model whose nodes differ between imported shapes (an op
+/// that folds away at one shape only): a node one graph has and the
+/// largest lacks, or the other way round.
+fn structure_differs(graphs: &[Graph]) -> anyhow::Error {
+    let names = |g: &Graph| g.node_ids().map(|n| g.node(n).name.clone()).collect::<std::collections::BTreeSet<String>>();
+    let max = names(graphs.last().expect("graphs"));
+    for g in &graphs[..graphs.len() - 1] {
+        let here = names(g);
+        let only_here = here.difference(&max).next();
+        let only_max = max.difference(&here).next();
+        if only_here.is_some() || only_max.is_some() {
+            let show = |n: Option<&String>| n.map_or("nothing".to_string(), |n| format!("'{n}'"));
+            return anyhow::anyhow!(
+                "the model's nodes differ at different input shapes: one shape gives {} where the largest gives {}, so its shapes cannot vary in one engine (build one engine per shape with --shape)",
+                show(only_here),
+                show(only_max)
+            );
+        }
+    }
+    anyhow::anyhow!("the model's nodes differ at different input shapes, so its shapes cannot vary in one engine (build one engine per shape with --shape)")
 }
 
 fn refusal(node: &str, why: String) -> anyhow::Error {

@@ -170,9 +170,9 @@ fn expand(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let target = dims(&ctx.require_const(1, "shape")?.to_i64_vec()?, "shape")?;
     let in_shape = ctx.ty(x).shape.clone();
     let shape = broadcast_shapes(&[&in_shape, &target]).map_err(|e| anyhow!("{e}"))?;
-    if shape == in_shape {
-        return Ok(vec![x]);
-    }
+    // Kept even when it copies (no-op removal drops it later): an Expand
+    // that copies at one input shape may broadcast at another, and a model
+    // imported at several shapes must give the same nodes at each.
     Ok(vec![ctx.op1(Expand { shape }, &[Some(x)])?])
 }
 
