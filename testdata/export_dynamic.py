@@ -12,6 +12,8 @@ tests build for (its minimum, its maximum and odd sizes in between):
 - gpt2: batch and sequence (1x2 to 4x32), likewise;
 - roberta, t5 (the encoder, relative position buckets), distilbert: batch
   and sequence like bert (t5's dynamo export fails in torch: legacy only);
+- efficientnet_b0: batch, height and width (squeeze-and-excitation
+  blocks: global pools over sizes that vary);
 - unet: batch, height and width, upsampled by `scale_factor` and
   concatenated with the skip connections;
 - speech_encoder: batch and frames, a Whisper-style stride-2 Conv1d stem
@@ -159,7 +161,8 @@ def text_encoders():
 SKIP = {"t5": "dynamo", "speech_encoder": "legacy"}
 # Sizes torch.export must know to be multiples (two stride-2 levels
 # upsampled back; a stride-2 stem).
-MULTIPLE = {"unet": {"height": 4, "width": 4}, "speech_encoder": {"frames": 2}}
+MULTIPLE = {"unet": {"height": 4, "width": 4}, "speech_encoder": {"frames": 2},
+            "efficientnet_b0": {"height": 32, "width": 32}}
 
 
 def models():
@@ -175,6 +178,8 @@ def models():
     unet = UNet()
     torch.manual_seed(23)
     speech = SpeechEncoder()
+    effnet, _, _ = em.build_efficientnet_b0()
+    em.randomize_norms(effnet, 5)
     text_axes = {0: "batch", 1: "sequence"}
     return [
         ("resnet18", resnet, image(1, (2, 3, 32, 32)), ["logits"], {"input": {0: "batch"}},
@@ -193,6 +198,9 @@ def models():
            {k: ([1, 2], [2, 16], [4, 48]) for k in ("input_ids", "attention_mask")},
            [text_inputs(50 + 10 * i + j, b, q, 500, False) for j, (b, q) in enumerate([(1, 2), (3, 7), (4, 48), (2, 33)])])
           for i, (name, m) in enumerate(text_encoders())],
+        ("efficientnet_b0", effnet, image(8, (2, 3, 64, 64)), ["logits"], {"input": {0: "batch", 2: "height", 3: "width"}},
+         {"input": ([1, 3, 32, 32], [1, 3, 64, 64], [2, 3, 128, 96])},
+         [image(80 + i, s) for i, s in enumerate([(1, 3, 32, 32), (2, 3, 128, 96), (1, 3, 45, 71)])]),
         ("unet", unet, image(6, (2, 3, 64, 64)), ["y"], {"input": {0: "batch", 2: "height", 3: "width"}},
          {"input": ([1, 3, 32, 32], [1, 3, 64, 64], [2, 3, 128, 96])},
          [image(60 + i, s) for i, s in enumerate([(1, 3, 32, 32), (2, 3, 128, 96), (1, 3, 48, 80), (2, 3, 36, 52)])]),

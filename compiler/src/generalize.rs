@@ -11,6 +11,8 @@
 //! - a Reshape whose target changes becomes a `DynamicReshape` (an axis
 //!   fixed where the targets agree, else a copy of an axis of its input or
 //!   of a model input equal to it at every shape, else the one inferred axis);
+//! - a global pool (its window the whole input) becomes the reduction over
+//!   the spatial axes;
 //! - a Slice whose bounds change becomes a `DynamicSlice` (each start and
 //!   end fixed or another tensor's size, negated when counted from the end);
 //! - a Resize whose output sizes change becomes a `DynamicResize` (each axis
@@ -34,10 +36,12 @@ use crate::ir::{Graph, Node, Patch, Port, Wire};
 use crate::lower;
 use anyhow::{bail, Result};
 use petgraph::stable_graph::NodeIndex;
+use trtc_runtime::ops::linalg::{LinalgOp, PoolKind};
 use trtc_runtime::ops::movement::{
     DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, GridAxis, GridValue, IndexGrid, MovementOp, ReshapeDim,
     Resize, ResizeSize, SignedDim, Slice, SliceLike,
 };
+use trtc_runtime::ops::reduce::{Reduce, ReduceKind, ReduceOp};
 use trtc_runtime::{DType, Op, Tensor};
 
 /// Rewrites every graph (the same model at several input shapes, the last
@@ -72,6 +76,10 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
         }
         if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Slice(_))))) {
             rewrites.push(slice_rule(graphs, &order, n)?);
+            continue;
+        }
+        if ops.iter().all(|o| matches!(o, Some(Op::Linalg(LinalgOp::Pool(_))))) {
+            rewrites.push(global_pool_rule(graphs, n)?);
             continue;
         }
         if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Expand(_))))) {
@@ -358,6 +366,39 @@ fn resize_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite>
         }
     }
     Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })
+}
+
+/// A pool whose window changes because it is the whole input (global
+/// average, max or L1/L2 pooling over spatial sizes that vary): the same
+/// reduction over the spatial axes, keeping them as size 1.
+fn global_pool_rule(graphs: &[Graph], n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let why = "(a pool) has a window that changes with the input shapes and is not the whole input";
+    let mut kind = None;
+    for g in graphs {
+        let Some(Op::Linalg(LinalgOp::Pool(p))) = g.node(n).op() else { unreachable!("checked by the caller") };
+        let Some(Some(x)) = g.inputs_of(n).first().copied() else { return Err(refusal(name, why.into())) };
+        let spatial = g.ty(x).shape.get(2..).unwrap_or_default();
+        let whole = p.kernel_shape == spatial
+            && p.pads.iter().all(|&v| v == 0)
+            && p.dilations.iter().all(|&v| v == 1)
+            && !p.indices
+            && g.node(n).outputs.len() == 1;
+        let k = match p.kind {
+            PoolKind::Max => Some(ReduceKind::Max),
+            PoolKind::Average { .. } => Some(ReduceKind::Mean),
+            PoolKind::Lp { p: 1.0 } => Some(ReduceKind::L1),
+            PoolKind::Lp { p: 2.0 } => Some(ReduceKind::L2),
+            PoolKind::Lp { .. } => None,
+        };
+        if !whole || k.is_none() || (kind.is_some() && kind != k) {
+            return Err(refusal(name, why.into()));
+        }
+        kind = k;
+    }
+    let rank = graphs[0].node(n).outputs[0].ty.shape.len();
+    let op = Reduce::new(kind.expect("graphs"), (2..rank).collect(), true);
+    Ok(Rewrite::Op { node: n, op: ReduceOp::Reduce(op).into(), extra: Vec::new() })
 }
 
 /// A Slice whose starts or ends change: each bound fixed, or another

@@ -21,6 +21,16 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
 
 /// x[N,3,8,8] -> Conv 3x3 (4 channels) -> Relu -> GlobalAveragePool -> Flatten -> Gemm (5) -> y[N,5]
 fn cnn() -> Vec<u8> {
+    cnn_of(batch_dims(&[3, 8, 8]))
+}
+
+/// The same CNN over images of any size: x[N,3,H,W].
+fn cnn_any_size() -> Vec<u8> {
+    use pb::tensor_shape_proto::dimension::Value;
+    cnn_of(vec![Value::DimParam("N".into()), Value::DimValue(3), Value::DimParam("H".into()), Value::DimParam("W".into())])
+}
+
+fn cnn_of(x: Vec<pb::tensor_shape_proto::dimension::Value>) -> Vec<u8> {
     let mut conv = node("Conv", "conv", &["x", "w", "b"], &["c"]);
     conv.attribute.push(pb::AttributeProto { name: "pads".into(), r#type: 7, ints: vec![1, 1, 1, 1], ..Default::default() });
     let mut gemm = node("Gemm", "fc", &["f", "g"], &["y"]);
@@ -33,7 +43,7 @@ fn cnn() -> Vec<u8> {
             node("Flatten", "flatten", &["p"], &["f"]),
             gemm,
         ],
-        vec![value_info_dims("x", F32, batch_dims(&[3, 8, 8]))],
+        vec![value_info_dims("x", F32, x)],
         vec![value_info_dims("y", F32, batch_dims(&[5]))],
         vec![
             f32_tensor("w", &[4, 3, 3, 3], &values(108, 1)),
@@ -317,5 +327,23 @@ fn slices_bounded_by_another_inputs_length_follow_it() {
         assert_eq!(out[0].1.shape(), &[2, s, 2]);
         assert_eq!(out[0].1.as_slice::<f32>().unwrap(), expect(0).as_slice(), "head at {t}x{s}");
         assert_eq!(out[1].1.as_slice::<f32>().unwrap(), expect(t - s).as_slice(), "tail at {t}x{s}");
+    }
+}
+
+#[test]
+fn a_global_pool_over_images_of_any_size_becomes_a_reduction() {
+    let model = cnn_any_size();
+    let at = |n: usize, h: usize, w: usize| vec![("x".to_string(), vec![n, 3, h, w])];
+    let profile = ShapeProfile::from_flags(&at(1, 8, 8), &at(2, 16, 16), &at(4, 32, 24)).unwrap();
+    let engine = build(&model, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
+    assert!(engine.plan().layers.iter().any(|l| l.op.name() == "ReduceMean"), "the global pool is a reduction");
+    let mut ctx = engine.create_context().unwrap();
+    for (n, h, w) in [(1usize, 8usize, 8usize), (3, 13, 21), (4, 32, 24)] {
+        let x = Tensor::from_vec(vec![n, 3, h, w], values(n * 3 * h * w, h as u32)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        let want = at_shape(&model, "x", vec![n, 3, h, w]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
+        let (g, w_) = (got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap());
+        let worst = g.iter().zip(w_).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-5, "{n}x{h}x{w}: {worst}");
     }
 }
