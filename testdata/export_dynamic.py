@@ -19,6 +19,9 @@ tests build for (its minimum, its maximum and odd sizes in between):
 - speech_encoder: batch and frames, a Whisper-style stride-2 Conv1d stem
   and a transformer encoder (dynamo only: the legacy exporter bakes
   nn.TransformerEncoder's shapes, and onnxruntime fails at other lengths);
+- detector: batch, height and width, a YOLO-style head (a meshgrid of
+  cell offsets, boxes and class scores) ending in NonMaxSuppression, whose
+  output size depends on the data (legacy exporter, the NMS node appended);
 - ocr_fpn: batch, height and width (1x3x32x32 to 2x3x96x128): a small
   DBNet-style text detector whose feature pyramid upsamples each level to
   the size of the next (`F.interpolate(size=lateral.shape[-2:])`); the
@@ -100,6 +103,48 @@ class UNet(nn.Module):
         return self.u1(torch.cat([a, b], 1))
 
 
+class Detector(nn.Module):
+    """A YOLO-style single-level head: per cell and anchor, a box decoded
+    from a grid of cell offsets and class scores; NonMaxSuppression is
+    appended to the exported graph (`append_nms`)."""
+
+    def __init__(self, classes: int = 3, anchors: int = 2):
+        super().__init__()
+        self.classes, self.anchors = classes, anchors
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU(),
+                                  nn.Conv2d(16, 16, 3, 2, 1), nn.ReLU())
+        self.head = nn.Conv2d(16, anchors * (5 + classes), 1)
+
+    def forward(self, x):
+        p = self.head(self.body(x))
+        b, _, h, w = p.shape
+        p = p.view(b, self.anchors, 5 + self.classes, h, w).permute(0, 1, 3, 4, 2).sigmoid()
+        gy, gx = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+        grid = torch.stack((gx, gy), -1).view(1, 1, h, w, 2).float()
+        xy = (p[..., :2] * 2 - 0.5 + grid) * 8
+        wh = (p[..., 2:4] * 2) ** 2 * 16
+        boxes = torch.cat([xy - wh / 2, xy + wh / 2], -1).reshape(b, -1, 4)
+        scores = (p[..., 5:] * p[..., 4:5]).reshape(b, -1, self.classes).transpose(1, 2)
+        return boxes, scores
+
+
+def append_nms(path: Path) -> None:
+    """Adds NonMaxSuppression (at most 5 boxes per class, IoU 0.5, score
+    0.2) over the detector's boxes and scores, as exported detectors end."""
+    from onnx import TensorProto, helper
+
+    m = onnx.load(str(path))
+    m.graph.initializer.extend([
+        helper.make_tensor("max_out", TensorProto.INT64, [1], [5]),
+        helper.make_tensor("iou", TensorProto.FLOAT, [1], [0.5]),
+        helper.make_tensor("score_min", TensorProto.FLOAT, [1], [0.2]),
+    ])
+    m.graph.node.append(helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "score_min"],
+                                         ["selected"], name="nms"))
+    m.graph.output.append(helper.make_tensor_value_info("selected", TensorProto.INT64, ["selected", 3]))
+    onnx.save_model(m, str(path))
+
+
 class SpeechEncoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -158,7 +203,7 @@ def text_encoders():
 
 # Exporters that cannot export a model, or export one that only runs at its
 # example shape (see the module docstring).
-SKIP = {"t5": "dynamo", "speech_encoder": "legacy"}
+SKIP = {"t5": "dynamo", "speech_encoder": "legacy", "detector": "dynamo"}
 # Sizes torch.export must know to be multiples (two stride-2 levels
 # upsampled back; a stride-2 stem).
 MULTIPLE = {"unet": {"height": 4, "width": 4}, "speech_encoder": {"frames": 2},
@@ -178,6 +223,8 @@ def models():
     unet = UNet()
     torch.manual_seed(23)
     speech = SpeechEncoder()
+    torch.manual_seed(25)
+    detector = Detector()
     effnet, _, _ = em.build_efficientnet_b0()
     em.randomize_norms(effnet, 5)
     text_axes = {0: "batch", 1: "sequence"}
@@ -208,6 +255,9 @@ def models():
          ["hidden"], {"input": {0: "batch", 2: "frames"}}, {"input": ([1, 16, 8], [1, 16, 40], [2, 16, 100])},
          [{"input": np.random.RandomState(70 + i).standard_normal(s).astype(np.float32)}
           for i, s in enumerate([(1, 16, 8), (2, 16, 100), (1, 16, 31), (2, 16, 58)])]),
+        ("detector", detector, image(9, (1, 3, 64, 64)), ["boxes", "scores"], {"input": {0: "batch", 2: "height", 3: "width"}},
+         {"input": ([1, 3, 32, 32], [1, 3, 64, 64], [2, 3, 128, 96])},
+         [image(90 + i, s) for i, s in enumerate([(1, 3, 32, 32), (2, 3, 128, 96), (1, 3, 48, 80), (2, 3, 40, 56)])]),
         ("ocr_fpn", ocr, image(4, (1, 3, 64, 64)), ["probability"], {"input": {0: "batch", 2: "height", 3: "width"}},
          {"input": ([1, 3, 32, 32], [1, 3, 64, 64], [2, 3, 96, 128])},
          [image(40 + i, s) for i, s in enumerate([(1, 3, 32, 32), (2, 3, 96, 128), (1, 3, 48, 80), (2, 3, 40, 72),
@@ -240,6 +290,8 @@ def export(name, model, example, outs, axes, exporter, path: Path) -> None:
                                  dynamic_shapes=(tuple(shapes),) if name in ("bert",) else tuple(shapes),
                                  external_data=False)
         prog.save(str(path), external_data=False)
+    if name == "detector":
+        append_nms(path)
     m = onnx.load(str(path), load_external_data=True)
     em.strip_bulky_metadata(m)
     onnx.save_model(m, str(path), save_as_external_data=False)

@@ -176,7 +176,7 @@ enum Source {
 /// The first tensor axis whose size is `sizes[k]` in graph `k`, for every
 /// `k`, in order of preference: the node's own inputs, the model's inputs
 /// in binding order, the node's ancestors nearest first, then any other
-/// tensor placed before it in `order`.
+/// tensor placed before it in `order`, latest first.
 /// The nearer the source, the likelier it is the size the exporter read
 /// (a size equal at the imported shapes may differ at others: `ceil(h / 2)`
 /// and `floor(h / 2)` agree on every even `h`).
@@ -205,8 +205,12 @@ fn find_source_where(graphs: &[Graph], order: &Order, n: NodeIndex, sizes: &[Opt
     let ancestors = g0.ancestors(n);
     let mut candidates: Vec<Port> = ancestors.iter().flat_map(|&a| outputs(a)).collect();
     let ancestors: std::collections::HashSet<NodeIndex> = ancestors.into_iter().collect();
+    // Latest first: the tensor nearest the node, which is more often the
+    // end of a chain of same-sized layers than its start (reading a
+    // convolution's output for its size would keep its activation from
+    // fusing into it).
     candidates.extend(
-        g0.topo_order().into_iter().filter(|&m| m != n && !ancestors.contains(&m) && order.before(m, n)).flat_map(outputs),
+        g0.topo_order().into_iter().rev().filter(|&m| m != n && !ancestors.contains(&m) && order.before(m, n)).flat_map(outputs),
     );
     candidates.into_iter().find_map(|port| first_axis(port).map(|axis| Source::Other { port, axis }))
 }
