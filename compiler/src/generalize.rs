@@ -18,14 +18,17 @@
 //! - a Resize whose output sizes change becomes a `DynamicResize` (each axis
 //!   fixed, following its scale, or read from another tensor's shape, as
 //!   feature pyramids upsample one level to the size of the next);
+//! - an Expand whose target changes becomes a `DynamicExpand`;
 //! - a constant whose value changes becomes a `SliceLike` of its value at
-//!   the largest shapes (position ids, causal masks, ranges), when every
+//!   the largest shapes (position ids, causal masks, grids), when every
 //!   smaller value is the leading block of that one, sized by other
-//!   tensors' axes.
+//!   tensors' axes; else, for integers, an `IndexGrid`, an affine function
+//!   of the element indices (`arange(batch) * seq + arange(seq)`).
 //!
-//! A size read from another tensor is taken from the nearest tensor that
-//! has it at every imported shape: the node's own inputs, the model's
-//! inputs, then its ancestors (see `find_source`).
+//! A size read from another tensor is taken from a tensor that has it at
+//! every imported shape, the nearest first: the node's own inputs, the
+//! model's inputs, its ancestors, then any tensor placed before it (see
+//! `find_source`). The rules are data (`OP_RULES`), tried in order.
 //!
 //! Anything else that differs is refused, naming the node: trtc keeps no
 //! symbolic value of its own yet. [`same_plan_but_shapes`] then checks the
@@ -70,24 +73,8 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
         if ops.iter().all(|o| *o == ops[0]) {
             continue;
         }
-        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Reshape(_))))) {
-            rewrites.push(reshape_rule(graphs, &order, n)?);
-            continue;
-        }
-        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Slice(_))))) {
-            rewrites.push(slice_rule(graphs, &order, n)?);
-            continue;
-        }
-        if ops.iter().all(|o| matches!(o, Some(Op::Linalg(LinalgOp::Pool(_))))) {
-            rewrites.push(global_pool_rule(graphs, n)?);
-            continue;
-        }
-        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Expand(_))))) {
-            rewrites.push(expand_rule(graphs, &order, n)?);
-            continue;
-        }
-        if ops.iter().all(|o| matches!(o, Some(Op::Movement(MovementOp::Resize(_))))) {
-            rewrites.push(resize_rule(graphs, &order, n)?);
+        if let Some((_, rule)) = OP_RULES.iter().find(|(applies, _)| ops.iter().all(|o| o.is_some_and(applies))) {
+            rewrites.push(rule(graphs, &order, n)?);
             continue;
         }
         return Err(refusal(name, format!("({}) has other attributes at other input shapes", ops[0].map_or("?", |o| o.name()))));
@@ -104,6 +91,23 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
     }
     Ok(())
 }
+
+/// A rule for an op node whose attributes differ between the imported
+/// shapes: the rewrite that reads those sizes at run time, or a refusal.
+type Rule = fn(&[Graph], &Order, NodeIndex) -> Result<Rewrite>;
+
+/// Which ops a rule applies to.
+type Applies = fn(&Op) -> bool;
+
+/// The op rules: which ops each applies to (at every imported shape), and
+/// the rule. A changing constant has its own rule ([`constant_rule`]).
+const OP_RULES: &[(Applies, Rule)] = &[
+    (|o| matches!(o, Op::Movement(MovementOp::Reshape(_))), reshape_rule),
+    (|o| matches!(o, Op::Movement(MovementOp::Slice(_))), slice_rule),
+    (|o| matches!(o, Op::Movement(MovementOp::Expand(_))), expand_rule),
+    (|o| matches!(o, Op::Movement(MovementOp::Resize(_))), resize_rule),
+    (|o| matches!(o, Op::Linalg(LinalgOp::Pool(_))), global_pool_rule),
+];
 
 /// The error for a model whose nodes differ between imported shapes (an op
 /// that folds away at one shape only): a node one graph has and the
@@ -375,7 +379,7 @@ fn resize_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite>
 /// A pool whose window changes because it is the whole input (global
 /// average, max or L1/L2 pooling over spatial sizes that vary): the same
 /// reduction over the spatial axes, keeping them as size 1.
-fn global_pool_rule(graphs: &[Graph], n: NodeIndex) -> Result<Rewrite> {
+fn global_pool_rule(graphs: &[Graph], _order: &Order, n: NodeIndex) -> Result<Rewrite> {
     let name = &graphs[0].node(n).name;
     let why = "(a pool) has a window that changes with the input shapes and is not the whole input";
     let mut kind = None;
