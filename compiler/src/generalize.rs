@@ -18,7 +18,8 @@
 //! - a Resize whose output sizes change becomes a `DynamicResize` (each axis
 //!   fixed, following its scale, or read from another tensor's shape, as
 //!   feature pyramids upsample one level to the size of the next);
-//! - an Expand whose target changes becomes a `DynamicExpand`;
+//! - an Expand whose target changes becomes a `DynamicExpand`, a Tile whose
+//!   repeats change a `DynamicTile`;
 //! - a constant whose value changes becomes a `SliceLike` of its value at
 //!   the largest shapes (position ids, causal masks, grids), when every
 //!   smaller value is the leading block of that one, sized by other
@@ -41,8 +42,8 @@ use anyhow::{bail, Result};
 use petgraph::stable_graph::NodeIndex;
 use trtc_runtime::ops::linalg::{LinalgOp, PoolKind};
 use trtc_runtime::ops::movement::{
-    DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, GridAxis, GridValue, IndexGrid, MovementOp, ReshapeDim,
-    Resize, ResizeSize, SignedDim, Slice, SliceLike,
+    DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, DynamicTile, GridAxis, GridValue, IndexGrid, MovementOp,
+    ReshapeDim, Resize, ResizeSize, SignedDim, Slice, SliceLike,
 };
 use trtc_runtime::ops::reduce::{Reduce, ReduceKind, ReduceOp};
 use trtc_runtime::{DType, Op, Tensor};
@@ -105,6 +106,7 @@ const OP_RULES: &[(Applies, Rule)] = &[
     (|o| matches!(o, Op::Movement(MovementOp::Reshape(_))), reshape_rule),
     (|o| matches!(o, Op::Movement(MovementOp::Slice(_))), slice_rule),
     (|o| matches!(o, Op::Movement(MovementOp::Expand(_))), expand_rule),
+    (|o| matches!(o, Op::Movement(MovementOp::Tile(_))), tile_rule),
     (|o| matches!(o, Op::Movement(MovementOp::Resize(_))), resize_rule),
     (|o| matches!(o, Op::Linalg(LinalgOp::Pool(_))), global_pool_rule),
 ];
@@ -449,6 +451,45 @@ fn slice_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> 
     for (g, s) in graphs.iter().zip(&slices) {
         if op.at(&reads.shapes(g, n)).ok().as_ref() != Some(*s) {
             return Err(refusal(name, "(Slice) has bounds that follow the input shapes in no way trtc can express".into()));
+        }
+    }
+    Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })
+}
+
+/// A Tile whose repeats change: each count fixed, or another tensor's
+/// size (`x.repeat(batch, 1, 1)`).
+fn tile_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let counts: Vec<&[usize]> = graphs
+        .iter()
+        .map(|g| match g.node(n).op() {
+            Some(Op::Movement(MovementOp::Tile(t))) => t.repeats.as_slice(),
+            _ => unreachable!("checked by the caller"),
+        })
+        .collect();
+    let largest = *counts.last().expect("graphs");
+    let mut reads = Reads::new(graphs, n);
+    let mut dims = Vec::with_capacity(largest.len());
+    for a in 0..largest.len() {
+        let sizes: Vec<usize> = counts.iter().map(|c| c.get(a).copied().unwrap_or(0)).collect();
+        if sizes.iter().all(|&s| s == sizes[0]) {
+            dims.push(None);
+            continue;
+        }
+        match find_source(graphs, order, n, &sizes) {
+            Some(source) => dims.push(Some(reads.dim(source))),
+            None => {
+                return Err(refusal(
+                    name,
+                    format!("(Tile) repeats axis {a} a number of times no tensor of the model has as a size"),
+                ))
+            }
+        }
+    }
+    let op = DynamicTile { repeats: largest.to_vec(), dims };
+    for (g, c) in graphs.iter().zip(&counts) {
+        if op.at(&reads.shapes(g, n)).ok().map(|t| t.repeats).as_deref() != Some(*c) {
+            return Err(refusal(name, "(Tile) has repeats that follow the input shapes in no way trtc can express".into()));
         }
     }
     Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })

@@ -347,3 +347,45 @@ fn a_global_pool_over_images_of_any_size_becomes_a_reduction() {
         assert!(worst < 1e-5, "{n}x{h}x{w}: {worst}");
     }
 }
+
+/// x[N,S,4] -> y = Concat(Tile(cls[1,1,4], [N,1,1]), x) on axis 1: a class
+/// token repeated per batch row (`cls.repeat(batch, 1, 1)`).
+fn class_token() -> Vec<u8> {
+    use pb::tensor_shape_proto::dimension::Value;
+    let dims = |s: Value| vec![Value::DimParam("N".into()), s, Value::DimValue(4)];
+    let mut gather = node("Gather", "batch", &["sh", "zero"], &["n"]);
+    gather.attribute.push(int_attr("axis", 0));
+    let mut counts = node("Concat", "counts", &["n", "one", "one"], &["repeats"]);
+    counts.attribute.push(int_attr("axis", 0));
+    let mut join = node("Concat", "join", &["tiled", "x"], &["y"]);
+    join.attribute.push(int_attr("axis", 1));
+    encode(&model(
+        vec![
+            node("Shape", "shape", &["x"], &["sh"]),
+            gather,
+            counts,
+            node("Tile", "tile", &["cls", "repeats"], &["tiled"]),
+            join,
+        ],
+        vec![value_info_dims("x", F32, dims(Value::DimParam("S".into())))],
+        vec![value_info_dims("y", F32, dims(Value::DimParam("S1".into())))],
+        vec![f32_tensor("cls", &[1, 1, 4], &[1.0, 2.0, 3.0, 4.0]), i64_tensor("zero", &[1], &[0]), i64_tensor("one", &[1], &[1])],
+    ))
+}
+
+#[test]
+fn a_tile_repeated_per_batch_row_follows_the_batch() {
+    let at = |n: usize, s: usize| vec![("x".to_string(), vec![n, s, 4])];
+    let profile = ShapeProfile::from_flags(&at(1, 2), &at(2, 4), &at(4, 8)).unwrap();
+    let engine = build(&class_token(), &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (n, s) in [(1usize, 2usize), (3, 5), (4, 8)] {
+        let x = Tensor::from_vec(vec![n, s, 4], values(n * s * 4, 3)).unwrap();
+        let y = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        assert_eq!(y.shape(), &[n, s + 1, 4]);
+        let v = y.as_slice::<f32>().unwrap();
+        for row in 0..n {
+            assert_eq!(&v[row * (s + 1) * 4..][..4], &[1.0, 2.0, 3.0, 4.0], "row {row} at {n}x{s}");
+        }
+    }
+}

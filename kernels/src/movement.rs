@@ -81,7 +81,8 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         | MovementOp::DynamicResize(_)
         | MovementOp::DynamicExpand(_)
         | MovementOp::IndexGrid(_)
-        | MovementOp::DynamicSlice(_) => {
+        | MovementOp::DynamicSlice(_)
+        | MovementOp::DynamicTile(_) => {
             unsupported(format!("{}: only engines whose shapes vary have it, and they run on the CPU", op.as_impl().name()))
         }
         MovementOp::NonZero(_) => unsupported("NonZero: its output size depends on the data"),

@@ -36,8 +36,8 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// DynamicReshape op. Version 6 appended the SliceLike, DynamicResize, DynamicExpand and
 /// IndexGrid ops, the profiles' shared dimensions, and DynamicReshape's
 /// axes read from other inputs (`ReshapeDim::Of`). Version 7 appended the
-/// NonMaxSuppression and NonZero ops (outputs sized by the data) and
-/// DynamicSlice. An older runtime
+/// NonMaxSuppression and NonZero ops (outputs sized by the data),
+/// DynamicSlice and DynamicTile. An older runtime
 /// refuses a newer engine by its version instead of failing to decode it.
 pub const FORMAT_VERSION: u32 = 7;
 /// The oldest format this runtime reads. A version-2 engine decodes as it

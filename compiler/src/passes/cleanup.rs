@@ -18,13 +18,13 @@ impl Pass for DeadNodes {
 }
 
 /// Removes single-input ops whose output is bit-identical to their input:
-/// a Reshape or Expand to the same shape, a Cast to the same dtype, an
+/// a Reshape, Expand or Tile to the same shape, a Cast to the same dtype, an
 /// Identity-like copy; and collapses Reshape chains into one Reshape.
 pub struct NoOpRemoval;
 
 /// Ops that only reinterpret or copy their data when input and output types
 /// are equal.
-const COPY_WHEN_SAME_TYPE: &[&str] = &["Reshape", "Cast", "Identity", "Expand"];
+const COPY_WHEN_SAME_TYPE: &[&str] = &["Reshape", "Cast", "Identity", "Expand", "Tile"];
 
 impl Pass for NoOpRemoval {
     fn name(&self) -> &'static str {

@@ -83,6 +83,50 @@ impl OpImpl for DynamicExpand {
     }
 }
 
+/// A Tile whose repeats follow the input shapes (`x.repeat(batch, 1, 1)`):
+/// each axis the largest repeats' count, or another input's size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DynamicTile {
+    /// The repeats at the largest shapes.
+    pub repeats: Vec<usize>,
+    pub dims: Vec<Option<DimOf>>,
+}
+
+impl DynamicTile {
+    /// The Tile for inputs of shapes `shapes` (the data first).
+    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Tile> {
+        ensure_op!(
+            self.dims.len() == self.repeats.len(),
+            "DynamicTile: {} counts for rank {}",
+            self.dims.len(),
+            self.repeats.len()
+        );
+        let mut repeats = self.repeats.clone();
+        for (r, d) in repeats.iter_mut().zip(&self.dims) {
+            if let Some(d) = d {
+                *r = d.size(shapes, "DynamicTile")?;
+            }
+        }
+        Ok(Tile { repeats })
+    }
+}
+
+impl OpImpl for DynamicTile {
+    fn name(&self) -> &'static str {
+        "DynamicTile"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+        let shapes = type_shapes(inputs);
+        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+    }
+
+    fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let shapes = view_shapes(inputs);
+        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
+    }
+}
+
 /// A strided copy whose source repeats. When the innermost dimensions are
 /// broadcast (stride 0), fills the first run and doubles it in place instead
 /// of copying element by element.

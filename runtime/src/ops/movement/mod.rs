@@ -20,7 +20,7 @@ mod transpose;
 mod trilu;
 
 pub use concat::{Concat, Split};
-pub use expand::{DynamicExpand, Expand, Tile};
+pub use expand::{DynamicExpand, DynamicTile, Expand, Tile};
 pub use gather::{Gather, GatherElements, GatherND};
 pub use grid_sample::{GridPadding, GridSample, GridSampleMode};
 pub use index_grid::{GridAxis, GridValue, IndexGrid};
@@ -61,6 +61,7 @@ crate::op_family!(MovementOp => Movement {
     IndexGrid(IndexGrid),
     NonZero(NonZero),
     DynamicSlice(DynamicSlice),
+    DynamicTile(DynamicTile),
 });
 
 impl MovementOp {

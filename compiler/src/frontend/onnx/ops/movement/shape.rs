@@ -194,9 +194,7 @@ fn tile(ctx: &mut Ctx) -> Result<Vec<Port>> {
     if repeats.len() != rank {
         bail!("{} repeats for an input of rank {rank}", repeats.len());
     }
-    if repeats.iter().all(|&r| r == 1) {
-        return Ok(vec![x]);
-    }
+    // Kept even when it copies, as Expand is (no-op removal drops it).
     Ok(vec![ctx.op1(Tile { repeats }, &[Some(x)])?])
 }
 
