@@ -42,8 +42,8 @@ use anyhow::{bail, Result};
 use petgraph::stable_graph::NodeIndex;
 use trtc_runtime::ops::linalg::{LinalgOp, PoolKind};
 use trtc_runtime::ops::movement::{
-    DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, DynamicTile, GridAxis, GridValue, IndexGrid, MovementOp,
-    ReshapeDim, Resize, ResizeSize, SignedDim, Slice, SliceLike,
+    AtShapes, DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, DynamicTile, GridAxis, GridValue, IndexGrid,
+    MovementOp, ReshapeDim, Resize, ResizeSize, SignedDim, Slice, SliceLike,
 };
 use trtc_runtime::ops::reduce::{Reduce, ReduceKind, ReduceOp};
 use trtc_runtime::{DType, Op, Tensor};

@@ -4,7 +4,7 @@
 use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
-use crate::ops::movement::reshape::{type_shapes, view_shapes};
+use crate::ops::movement::reshape::{eval_at, infer_at, AtShapes};
 use crate::ops::movement::DimOf;
 use crate::ops::util::{broadcast_shapes, broadcast_strides};
 use crate::ops::{input, OpImpl};
@@ -53,9 +53,11 @@ pub struct DynamicExpand {
     pub dims: Vec<Option<DimOf>>,
 }
 
-impl DynamicExpand {
+impl AtShapes for DynamicExpand {
+    type Static = Expand;
+
     /// The Expand for inputs of shapes `shapes` (the data first).
-    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Expand> {
+    fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Expand> {
         ensure_op!(self.dims.len() == self.shape.len(), "DynamicExpand: {} sizes for rank {}", self.dims.len(), self.shape.len());
         let mut shape = self.shape.clone();
         for (s, d) in shape.iter_mut().zip(&self.dims) {
@@ -73,13 +75,11 @@ impl OpImpl for DynamicExpand {
     }
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
-        let shapes = type_shapes(inputs);
-        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+        infer_at(self, inputs)
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        let shapes = view_shapes(inputs);
-        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
+        eval_at(self, inputs, outputs)
     }
 }
 
@@ -92,9 +92,11 @@ pub struct DynamicTile {
     pub dims: Vec<Option<DimOf>>,
 }
 
-impl DynamicTile {
+impl AtShapes for DynamicTile {
+    type Static = Tile;
+
     /// The Tile for inputs of shapes `shapes` (the data first).
-    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Tile> {
+    fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Tile> {
         ensure_op!(
             self.dims.len() == self.repeats.len(),
             "DynamicTile: {} counts for rank {}",
@@ -117,13 +119,11 @@ impl OpImpl for DynamicTile {
     }
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
-        let shapes = type_shapes(inputs);
-        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+        infer_at(self, inputs)
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        let shapes = view_shapes(inputs);
-        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
+        eval_at(self, inputs, outputs)
     }
 }
 

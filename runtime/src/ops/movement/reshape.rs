@@ -63,6 +63,27 @@ pub fn view_shapes<'a>(inputs: &'a [Option<TensorView<'_>>]) -> Vec<Option<&'a [
     inputs.iter().map(|t| t.as_ref().map(|t| t.shape)).collect()
 }
 
+/// An op that is a static op once its inputs' shapes are known (the data
+/// first, then the inputs read for their shapes): `DynamicExpand` is an
+/// `Expand`, `DynamicSlice` a `Slice`... Its `infer` and `eval` are the
+/// static op's on the data input ([`infer_at`], [`eval_at`]).
+pub trait AtShapes {
+    type Static: OpImpl;
+
+    /// The static op for inputs of shapes `shapes`.
+    fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Self::Static>;
+}
+
+/// `infer` of an [`AtShapes`] op.
+pub fn infer_at<A: AtShapes>(op: &A, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
+    op.at(&type_shapes(inputs))?.infer(&inputs[..inputs.len().min(1)])
+}
+
+/// `eval` of an [`AtShapes`] op.
+pub fn eval_at<A: AtShapes>(op: &A, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+    op.at(&view_shapes(inputs))?.eval(&inputs[..inputs.len().min(1)], outputs)
+}
+
 impl DimOf {
     /// The size this names, given the op's input shapes.
     pub fn size(self, shapes: &[Option<&[usize]>], op: &str) -> Result<usize> {

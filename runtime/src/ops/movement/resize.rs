@@ -9,7 +9,7 @@
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::movement::reshape::{type_shapes, view_shapes};
+use crate::ops::movement::reshape::{eval_at, infer_at, AtShapes};
 use crate::ops::movement::DimOf;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Element, TensorType, TensorView, TensorViewMut};
@@ -401,9 +401,11 @@ pub struct DynamicResize {
     pub sizes: Vec<ResizeSize>,
 }
 
-impl DynamicResize {
+impl AtShapes for DynamicResize {
+    type Static = Resize;
+
     /// The Resize for inputs of shapes `shapes` (the data first).
-    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Resize> {
+    fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Resize> {
         let x = shapes.first().copied().flatten().unwrap_or_default();
         let r = x.len();
         ensure_op!(
@@ -433,13 +435,11 @@ impl OpImpl for DynamicResize {
     }
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
-        let shapes = type_shapes(inputs);
-        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+        infer_at(self, inputs)
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        let shapes = view_shapes(inputs);
-        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
+        eval_at(self, inputs, outputs)
     }
 }
 

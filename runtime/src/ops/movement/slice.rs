@@ -5,7 +5,7 @@
 use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::movement::copy::{istrides, strided_copy, Strided};
-use crate::ops::movement::reshape::{type_shapes, view_shapes};
+use crate::ops::movement::reshape::{eval_at, infer_at, type_shapes, AtShapes};
 use crate::ops::movement::DimOf;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
@@ -122,9 +122,11 @@ pub struct DynamicSlice {
     pub ends: Vec<Option<SignedDim>>,
 }
 
-impl DynamicSlice {
+impl AtShapes for DynamicSlice {
+    type Static = Slice;
+
     /// The Slice for inputs of shapes `shapes` (the data first).
-    pub fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Slice> {
+    fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Slice> {
         let n = self.slice.axes.len();
         ensure_op!(self.starts.len() == n && self.ends.len() == n, "DynamicSlice: bounds for {n} axes expected");
         let mut slice = self.slice.clone();
@@ -150,13 +152,11 @@ impl OpImpl for DynamicSlice {
     }
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
-        let shapes = type_shapes(inputs);
-        self.at(&shapes)?.infer(&inputs[..inputs.len().min(1)])
+        infer_at(self, inputs)
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        let shapes = view_shapes(inputs);
-        self.at(&shapes)?.eval(&inputs[..inputs.len().min(1)], outputs)
+        eval_at(self, inputs, outputs)
     }
 }
 
