@@ -65,6 +65,9 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
             return Err(structure_differs(graphs));
         }
         if let Some(c) = nodes[0].constant() {
+            if nodes.iter().any(|x| x.constant().is_none()) {
+                return Err(structure_differs(graphs));
+            }
             if nodes.iter().any(|x| x.constant() != Some(c)) {
                 rewrites.push(constant_rule(graphs, &order, n)?);
             }
@@ -141,7 +144,11 @@ fn refusal(node: &str, why: String) -> anyhow::Error {
 /// graph: op nodes where they are, constants just before their first
 /// reader. A rule reads sizes only from tensors placed before the node it
 /// rewrites, so that every rewrite together keeps the graph acyclic.
-struct Order(std::collections::HashMap<NodeIndex, usize>);
+struct Order {
+    pos: std::collections::HashMap<NodeIndex, usize>,
+    /// The graph's topological order.
+    topo: Vec<NodeIndex>,
+}
 
 impl Order {
     fn of(g: &Graph) -> Order {
@@ -163,11 +170,11 @@ impl Order {
                 (n, at)
             })
             .collect();
-        Order(pos)
+        Order { pos, topo }
     }
 
     fn before(&self, a: NodeIndex, b: NodeIndex) -> bool {
-        self.0[&a] < self.0[&b]
+        self.pos[&a] < self.pos[&b]
     }
 }
 
@@ -216,7 +223,7 @@ fn find_source_where(graphs: &[Graph], order: &Order, n: NodeIndex, sizes: &[Opt
     // convolution's output for its size would keep its activation from
     // fusing into it).
     candidates.extend(
-        g0.topo_order().into_iter().rev().filter(|&m| m != n && !ancestors.contains(&m) && order.before(m, n)).flat_map(outputs),
+        order.topo.iter().rev().copied().filter(|&m| m != n && !ancestors.contains(&m) && order.before(m, n)).flat_map(outputs),
     );
     candidates.into_iter().find_map(|port| first_axis(port).map(|axis| Source::Other { port, axis }))
 }
@@ -456,6 +463,37 @@ fn slice_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> 
     Ok(Rewrite::Op { node: n, op: op.into(), extra: reads.extra })
 }
 
+/// Per axis of `values` (one vector per imported shape, of one length):
+/// `None` where every shape gives the same size, else a source of that
+/// size (`Expand`'s target, `Tile`'s repeats). `what` names it in errors.
+fn axis_sources(
+    graphs: &[Graph],
+    order: &Order,
+    n: NodeIndex,
+    values: &[&[usize]],
+    reads: &mut Reads,
+    what: &str,
+) -> Result<Vec<Option<DimOf>>> {
+    let name = &graphs[0].node(n).name;
+    let rank = values.last().map_or(0, |v| v.len());
+    if values.iter().any(|v| v.len() != rank) {
+        return Err(refusal(name, format!("({what}) has a rank that changes with the input shapes")));
+    }
+    let mut dims = Vec::with_capacity(rank);
+    for a in 0..rank {
+        let sizes: Vec<usize> = values.iter().map(|v| v[a]).collect();
+        if sizes.iter().all(|&s| s == sizes[0]) {
+            dims.push(None);
+            continue;
+        }
+        match find_source(graphs, order, n, &sizes) {
+            Some(source) => dims.push(Some(reads.dim(source))),
+            None => return Err(refusal(name, format!("({what}) has a size on axis {a} that no tensor of the model has"))),
+        }
+    }
+    Ok(dims)
+}
+
 /// A Tile whose repeats change: each count fixed, or another tensor's
 /// size (`x.repeat(batch, 1, 1)`).
 fn tile_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
@@ -467,25 +505,9 @@ fn tile_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
             _ => unreachable!("checked by the caller"),
         })
         .collect();
-    let largest = *counts.last().expect("graphs");
     let mut reads = Reads::new(graphs, n);
-    let mut dims = Vec::with_capacity(largest.len());
-    for a in 0..largest.len() {
-        let sizes: Vec<usize> = counts.iter().map(|c| c.get(a).copied().unwrap_or(0)).collect();
-        if sizes.iter().all(|&s| s == sizes[0]) {
-            dims.push(None);
-            continue;
-        }
-        match find_source(graphs, order, n, &sizes) {
-            Some(source) => dims.push(Some(reads.dim(source))),
-            None => {
-                return Err(refusal(
-                    name,
-                    format!("(Tile) repeats axis {a} a number of times no tensor of the model has as a size"),
-                ))
-            }
-        }
-    }
+    let dims = axis_sources(graphs, order, n, &counts, &mut reads, "Tile")?;
+    let largest = *counts.last().expect("graphs");
     let op = DynamicTile { repeats: largest.to_vec(), dims };
     for (g, c) in graphs.iter().zip(&counts) {
         if op.at(&reads.shapes(g, n)).ok().map(|t| t.repeats).as_deref() != Some(*c) {
@@ -506,23 +528,9 @@ fn expand_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite>
             _ => unreachable!("checked by the caller"),
         })
         .collect();
-    let largest = *targets.last().expect("graphs");
-    if targets.iter().any(|t| t.len() != largest.len()) {
-        return Err(refusal(name, "(Expand) has a target rank that changes with the input shapes".into()));
-    }
     let mut reads = Reads::new(graphs, n);
-    let mut dims = Vec::with_capacity(largest.len());
-    for a in 0..largest.len() {
-        let sizes: Vec<usize> = targets.iter().map(|t| t[a]).collect();
-        if sizes.iter().all(|&s| s == sizes[0]) {
-            dims.push(None);
-            continue;
-        }
-        match find_source(graphs, order, n, &sizes) {
-            Some(source) => dims.push(Some(reads.dim(source))),
-            None => return Err(refusal(name, format!("(Expand) has a size on axis {a} that no tensor of the model has"))),
-        }
-    }
+    let dims = axis_sources(graphs, order, n, &targets, &mut reads, "Expand")?;
+    let largest = *targets.last().expect("graphs");
     let op = DynamicExpand { shape: largest.to_vec(), dims };
     for (g, t) in graphs.iter().zip(&targets) {
         if op.at(&reads.shapes(g, n)).ok().map(|e| e.shape).as_deref() != Some(*t) {

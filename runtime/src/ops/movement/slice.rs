@@ -128,7 +128,10 @@ impl AtShapes for DynamicSlice {
     /// The Slice for inputs of shapes `shapes` (the data first).
     fn at(&self, shapes: &[Option<&[usize]>]) -> Result<Slice> {
         let n = self.slice.axes.len();
-        ensure_op!(self.starts.len() == n && self.ends.len() == n, "DynamicSlice: bounds for {n} axes expected");
+        ensure_op!(
+            self.starts.len() == n && self.ends.len() == n && self.slice.starts.len() == n && self.slice.ends.len() == n,
+            "DynamicSlice: bounds for {n} axes expected"
+        );
         let mut slice = self.slice.clone();
         let read = |d: &SignedDim| -> Result<i64> {
             let v = d.dim.size(shapes, "DynamicSlice")? as i64;
@@ -263,5 +266,22 @@ mod tests {
         assert!(op.eval_owned(&[Some(&mask), Some(&big)]).is_err());
         let bad: Op = SliceLike { dims: vec![Some(DimOf { input: 1, axis: 2 }), None] }.into();
         assert!(bad.eval_owned(&[Some(&mask), Some(&ids)]).is_err());
+    }
+
+    #[test]
+    fn dynamic_slice_reads_bounds_from_another_input_and_refuses_malformed_ones() {
+        let x = Tensor::from_vec(vec![2, 5], (0..10).collect::<Vec<i32>>()).unwrap();
+        let y = Tensor::from_vec(vec![3], vec![0u8; 3]).unwrap();
+        let n = SignedDim { dim: DimOf { input: 1, axis: 0 }, negate: false };
+        let head = Slice { axes: vec![1], starts: vec![0], ends: vec![5], steps: vec![1] };
+        let op: Op = DynamicSlice { slice: head.clone(), starts: vec![None], ends: vec![Some(n)] }.into();
+        assert_eq!(op.eval_owned(&[Some(&x), Some(&y)]).unwrap()[0].as_slice::<i32>().unwrap(), &[0, 1, 2, 5, 6, 7]);
+        let tail: Op =
+            DynamicSlice { slice: head.clone(), starts: vec![Some(SignedDim { negate: true, ..n })], ends: vec![None] }.into();
+        assert_eq!(tail.eval_owned(&[Some(&x), Some(&y)]).unwrap()[0].as_slice::<i32>().unwrap(), &[2, 3, 4, 7, 8, 9]);
+        // Bounds for more axes than the slice has (a corrupted engine): an error.
+        let bad = Slice { axes: vec![1], starts: vec![], ends: vec![5], steps: vec![1] };
+        let op: Op = DynamicSlice { slice: bad, starts: vec![None], ends: vec![Some(n)] }.into();
+        assert!(op.eval_owned(&[Some(&x), Some(&y)]).is_err());
     }
 }
