@@ -45,8 +45,16 @@ fn fast_sigmoid_is_within_4_ulp_of_the_reference() {
     assert!(e.iter().zip(f).any(|(a, b)| a != b), "the fast Sigmoid was not used");
 }
 
-/// |fast - exact| <= 2·k·ε·Σ|a·b| (+ the same for beta·C), elementwise.
+/// |fast - exact| <= 2·k·ε·Σ|a·b| (+ the same for beta·C), elementwise;
+/// some element must differ (the reordered path was taken).
 fn check_product(op: Op, inputs: &[Option<&Tensor>], k: usize, bound_scale: &[f32]) {
+    check_product_bound(op, inputs, k, bound_scale, true)
+}
+
+/// [`check_product`], where the fast path may also give the exact bits
+/// (the packed kernel sums in the same order as `matrixmultiply` where
+/// their blocks agree); that it runs is checked in `sgemm`'s unit tests.
+fn check_product_bound(op: Op, inputs: &[Option<&Tensor>], k: usize, bound_scale: &[f32], must_differ: bool) {
     let exact = op.eval_owned(inputs).unwrap().remove(0);
     let pool = Threads::new(3).unwrap();
     let fast = pool.install(|| math::install(Math::Fast, || op.eval_owned(inputs))).unwrap().remove(0);
@@ -57,7 +65,7 @@ fn check_product(op: Op, inputs: &[Option<&Tensor>], k: usize, bound_scale: &[f3
         let bound = 2.0 * k as f32 * f32::EPSILON * s + f32::MIN_POSITIVE;
         assert!((e - f).abs() <= bound, "{}: exact {e}, fast {f}, bound {bound}", op.name());
     }
-    assert!(e.iter().zip(f).any(|(a, b)| a != b), "{}: the fast path was not used", op.name());
+    assert!(!must_differ || e.iter().zip(f).any(|(a, b)| a != b), "{}: the fast path was not used", op.name());
 }
 
 /// Σ_k |a[i,k]·b[k,j]| for row-major a [m,k] and b given by strides.
@@ -186,4 +194,84 @@ fn in_place_tanh_sigmoid_and_silu_keep_their_bounds() {
     let mut special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 200.0, -200.0];
     math::sigmoid_in_place(&mut special);
     assert!(special[0].is_nan() && special[1..] == [1.0, 0.0, 1.0, 0.0]);
+}
+
+/// Whether this CPU runs the packed fast-mode kernel (`ops/linalg/sgemm.rs`).
+fn has_packed_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[test]
+fn large_products_are_within_the_reordering_bound() {
+    if !has_packed_kernel() {
+        eprintln!("skipped: 1 test (this CPU has no AVX2 and FMA, so the fast mode multiplies as the exact one)");
+        return;
+    }
+    // Edge tiles, several k blocks, more columns than one packed block, and
+    // few columns (the transposed small-batch path).
+    for (m, k, n) in [(13, 300, 33), (40, 700, 70), (7, 5, 4200), (300, 50, 3)] {
+        let (a, b) = (values(&[m, k], 11), values(&[k, n], 12));
+        let s = abs_products(a.as_slice().unwrap(), b.as_slice().unwrap(), m, k, n, |p, j| p * n + j);
+        check_product_bound(MatMul {}.into(), &[Some(&a), Some(&b)], k, &s, false);
+        // Gemm with A stored transposed (the packed-A path), B transposed, alpha and beta.
+        let (at, bt, c) = (values(&[k, m], 13), values(&[n, k], 14), values(&[n], 15));
+        let a_rows: Vec<f32> = (0..m * k).map(|i| at.as_slice::<f32>().unwrap()[(i % k) * m + i / k]).collect();
+        let mut s = abs_products(&a_rows, bt.as_slice().unwrap(), m, k, n, |p, j| j * k + p);
+        for (i, v) in s.iter_mut().enumerate() {
+            *v = 0.5 * *v + 2.0 * c.as_slice::<f32>().unwrap()[i % n].abs();
+        }
+        let gemm = Gemm { alpha: 0.5, beta: 2.0, trans_a: true, trans_b: true };
+        check_product_bound(gemm.into(), &[Some(&at), Some(&bt), Some(&c)], k, &s, false);
+    }
+}
+
+/// Convolutions through the packed im2col path: the bound of a product of
+/// K = C/group · taps terms, Σ|w·x| being the same convolution of |w| and
+/// |x| (plus |bias|, which the sums start from).
+#[test]
+fn fast_convolutions_are_within_the_reordering_bound() {
+    use trtc_runtime::ops::linalg::Conv;
+    if !has_packed_kernel() {
+        eprintln!("skipped: 1 test (this CPU has no AVX2 and FMA, so the fast mode convolves as the exact one)");
+        return;
+    }
+    let abs = |t: &Tensor| {
+        Tensor::from_vec(t.shape().to_vec(), t.as_slice::<f32>().unwrap().iter().map(|v| v.abs()).collect()).unwrap()
+    };
+    let cases = [
+        // (x shape, w shape, conv): a strided 7x7 stem, dilated grouped 3x3, 1-D, 3-D.
+        (vec![2, 3, 20, 24], vec![16, 3, 7, 7], Conv::new_2d([7, 7], [2, 2], [3, 3, 3, 3], [1, 1], 1)),
+        (vec![1, 8, 9, 11], vec![12, 4, 3, 3], Conv::new_2d([3, 3], [1, 1], [2, 1, 2, 0], [2, 2], 2)),
+        (vec![1, 40, 30, 30], vec![70, 40, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1)),
+        (
+            vec![2, 5, 37],
+            vec![9, 5, 4],
+            Conv { kernel_shape: vec![4], strides: vec![3], pads: vec![1, 2], dilations: vec![1], group: 1 },
+        ),
+        (
+            vec![1, 3, 5, 6, 7],
+            vec![4, 3, 2, 3, 3],
+            Conv {
+                kernel_shape: vec![2, 3, 3],
+                strides: vec![1, 2, 1],
+                pads: vec![0, 1, 1, 1, 0, 1],
+                dilations: vec![1, 1, 1],
+                group: 1,
+            },
+        ),
+    ];
+    for (i, (xs, ws, conv)) in cases.into_iter().enumerate() {
+        let (x, w, b) = (values(&xs, 20 + i as u64), values(&ws, 30 + i as u64), values(&ws[..1], 40 + i as u64));
+        let k = ws[1..].iter().product::<usize>() + 1;
+        let op: Op = conv.into();
+        let scale = op.eval_owned(&[Some(&abs(&x)), Some(&abs(&w)), Some(&abs(&b))]).unwrap().remove(0);
+        check_product_bound(op, &[Some(&x), Some(&w), Some(&b)], k, scale.as_slice().unwrap(), false);
+    }
 }

@@ -1,6 +1,10 @@
 //! The one place CPU matrix multiplies happen: C = alpha * A·B + beta * C with
-//! arbitrary strides, through `matrixmultiply`'s cache-blocked SIMD kernels.
+//! arbitrary strides. The exact mode goes through `matrixmultiply`'s
+//! cache-blocked SIMD kernels; the fast mode (`crate::math`) through
+//! `sgemm`'s packed AVX2 kernel where the CPU has one, and products with few
+//! rows or columns through the vector-matrix loops below.
 
+use super::sgemm::{self, PackedLayout};
 use std::ops::Range;
 
 /// A strided matrix operand: `ptr[i * rs + j * cs]`.
@@ -53,13 +57,25 @@ pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
     if !check(args, a.len(), b.len(), c.len()) {
         return;
     }
-    if args.m <= crate::math::FAST_GEMV_ROWS && crate::math::mode() == crate::math::Math::Fast && gemv_f32(args, a, b, c) {
-        return;
+    if crate::math::mode() == crate::math::Math::Fast {
+        use crate::math::FAST_GEMV_ROWS;
+        if args.m <= FAST_GEMV_ROWS && gemv_f32(args, a, b, c) {
+            return;
+        }
+        // A product of few columns is one of few rows transposed.
+        if args.n <= FAST_GEMV_ROWS && args.n < args.m && gemv_f32(&transposed(args), b, a, c) {
+            return;
+        }
+        if let Some(tile) = sgemm::tile() {
+            // SAFETY: as below.
+            split(args, a, b, c, tile, |args, a, b, c| unsafe { sgemm::sgemm(args, a, b, c) });
+            return;
+        }
     }
     // SAFETY: `check` asserted every addressed element is in bounds, C does
     // not alias A or B (distinct borrows), and `split` hands each call a
     // disjoint block of C.
-    split(args, a, b, c, |args, a, b, c| unsafe {
+    split(args, a, b, c, (8, 16), |args, a, b, c| unsafe {
         matrixmultiply::sgemm(
             args.m, args.k, args.n, args.alpha, a, args.rsa, args.csa, b, args.rsb, args.csb, args.beta, c, args.rsc, args.csc,
         )
@@ -72,7 +88,7 @@ pub fn gemm_f64(args: &GemmArgs, a: &[f64], b: &[f64], c: &mut [f64]) {
         return;
     }
     // SAFETY: as in `gemm_f32`.
-    split(args, a, b, c, |args, a, b, c| unsafe {
+    split(args, a, b, c, (8, 16), |args, a, b, c| unsafe {
         matrixmultiply::dgemm(
             args.m,
             args.k,
@@ -219,7 +235,7 @@ fn c_is_injective(args: &GemmArgs) -> bool {
 const MACS_PER_PIECE: usize = 1 << 17;
 
 /// A pointer the threads of one product share; each writes its own block.
-struct Shared<T>(*mut T);
+pub(super) struct Shared<T>(pub(super) *mut T);
 impl<T> Clone for Shared<T> {
     fn clone(&self) -> Self {
         *self
@@ -230,37 +246,95 @@ impl<T> Copy for Shared<T> {}
 unsafe impl<T> Send for Shared<T> {}
 unsafe impl<T> Sync for Shared<T> {}
 impl<T> Shared<T> {
-    fn at(self, offset: isize) -> *mut T {
+    pub(super) fn at(self, offset: isize) -> *mut T {
         // SAFETY: callers pass offsets of elements `check` proved in bounds.
         unsafe { self.0.offset(offset) }
     }
 }
 
+/// The product Cᵀ = Bᵀ·Aᵀ: the same elements, operands swapped.
+fn transposed(args: &GemmArgs) -> GemmArgs {
+    GemmArgs {
+        m: args.n,
+        n: args.m,
+        rsa: args.csb,
+        csa: args.rsb,
+        rsb: args.csa,
+        csb: args.rsa,
+        rsc: args.csc,
+        csc: args.rsc,
+        ..*args
+    }
+}
+
 /// Runs `run` on the whole product, or, when the current context has
 /// threads to spare and the product is large, on blocks of whole rows or
-/// columns of C (the longer side), one per thread. Each element of C is
-/// computed by the same sum in the same order either way, so the result does
-/// not depend on the thread count.
-fn split<T>(args: &GemmArgs, a: &[T], b: &[T], c: &mut [T], run: impl Fn(&GemmArgs, *const T, *const T, *mut T) + Sync) {
+/// columns of C (the longer side), one per thread, each a multiple of
+/// `align` (the kernel's tile: rows, columns) but the last. Each element of
+/// C is computed by the same sum in the same order either way, so the
+/// result does not depend on the thread count.
+fn split<T>(
+    args: &GemmArgs,
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    align: (usize, usize),
+    run: impl Fn(&GemmArgs, *const T, *const T, *mut T) + Sync,
+) {
+    let (a, b, c) = (Shared(a.as_ptr().cast_mut()), Shared(b.as_ptr().cast_mut()), Shared(c.as_mut_ptr()));
+    split_blocks(args, align, |block, i, j| {
+        let (i, j) = (i as isize, j as isize);
+        run(block, a.at(i * args.rsa), b.at(j * args.csb), c.at(i * args.rsc + j * args.csc))
+    });
+}
+
+/// The blocks of [`split`]: `run(block, first_row, first_column)`.
+fn split_blocks(args: &GemmArgs, (row_align, col_align): (usize, usize), run: impl Fn(&GemmArgs, usize, usize) + Sync) {
     let (m, n) = (args.m, args.n);
     if crate::parallel::threads() == 1 || !c_is_injective(args) {
-        run(args, a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+        run(args, 0, 0);
         return;
     }
     let by_columns = n >= m;
-    // Blocks are whole micro-kernel tiles (8 rows, 16 columns at most).
-    let (len, align, other) = if by_columns { (n, 16, m) } else { (m, 8, n) };
+    // Blocks are whole micro-kernel tiles.
+    let (len, align, other) = if by_columns { (n, col_align, m) } else { (m, row_align, n) };
     let grain = MACS_PER_PIECE.div_ceil((align * other * args.k).max(1));
-    let (a, b, c) = (Shared(a.as_ptr().cast_mut()), Shared(b.as_ptr().cast_mut()), Shared(c.as_mut_ptr()));
     crate::parallel::par_ranges(len.div_ceil(align), grain, |r| {
         let (lo, hi) = (r.start * align, (r.end * align).min(len));
         let mut block = *args;
         if by_columns {
             block.n = hi - lo;
-            run(&block, a.at(0), b.at(lo as isize * args.csb), c.at(lo as isize * args.csc));
+            run(&block, 0, lo);
         } else {
             block.m = hi - lo;
-            run(&block, a.at(lo as isize * args.rsa), b.at(0), c.at(lo as isize * args.rsc));
+            run(&block, lo, 0);
         }
     });
+}
+
+/// The fast mode's C = alpha·A·B + beta·C with B already in the packed
+/// kernel's layout (a convolution's im2col written there directly, saving
+/// the copy [`gemm_f32`] would make). Only for a CPU where
+/// [`packed_layout`] is `Some`; `args.rsb`/`csb` are ignored.
+pub(crate) fn gemm_f32_packed(args: &GemmArgs, a: &[f32], b: &[f32], layout: &PackedLayout, c: &mut [f32]) {
+    assert!(a.len() >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
+    assert!(c.len() >= span(args.m, args.n, args.rsc, args.csc), "gemm: C too small");
+    assert!(layout.k == args.k && layout.n == args.n && b.len() >= layout.len(), "gemm: packed B does not match");
+    let Some(tile) = sgemm::tile() else { panic!("gemm: no packed kernel on this CPU") };
+    if args.m == 0 || args.n == 0 {
+        return;
+    }
+    let (a, b, c) = (Shared(a.as_ptr().cast_mut()), Shared(b.as_ptr().cast_mut()), Shared(c.as_mut_ptr()));
+    split_blocks(args, tile, |block, i, j| {
+        let (ii, jj) = (i as isize, j as isize);
+        // SAFETY: the asserts above cover every element the blocks address;
+        // blocks of C are disjoint and start on whole tiles (j a multiple of NR).
+        unsafe { sgemm::sgemm_prepacked(block, a.at(ii * args.rsa), b.at(0), layout, j, c.at(ii * args.rsc + jj * args.csc)) }
+    });
+}
+
+/// The layout [`gemm_f32_packed`] takes B in, for a k×n matrix, when the
+/// fast mode's packed kernel runs on this CPU.
+pub(crate) fn packed_layout(k: usize, n: usize) -> Option<PackedLayout> {
+    sgemm::tile().map(|(_, nr)| PackedLayout::new(k, n, nr))
 }

@@ -1,8 +1,10 @@
 //! Matrix products and convolutions: MatMul, Gemm, Conv, ConvTranspose,
 //! DeformConv, Einsum, pooling, RoiAlign, Det, the recurrent layers (LSTM, GRU, RNN),
-//! Col2Im, DFT and STFT. Matrix multiplies go through the `matrixmultiply` crate.
+//! Col2Im, DFT and STFT. Matrix multiplies go through `gemm_kernel`: the
+//! `matrixmultiply` crate in the exact mode, `sgemm`'s packed kernel in the fast one.
 
 mod gemm_kernel;
+mod sgemm;
 pub(crate) mod num;
 mod window;
 mod matmul;

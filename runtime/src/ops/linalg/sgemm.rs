@@ -1,0 +1,704 @@
+//! The fast mode's f32 matrix multiply (see `crate::math`) on CPUs with AVX2
+//! and FMA: BLIS's loop nest around a register tile of fused multiply-adds,
+//! 12×32 with AVX-512, else 6×16.
+//!
+//! C (m×n) is computed in blocks: NC columns of B at a time, KC of the k
+//! dimension at a time (that KC×NC block of B packed into panels of NR
+//! columns, each 64-byte aligned), and MC rows of A at a time (read in place
+//! when A's rows are contiguous, else packed into panels of MR rows). The
+//! micro-kernel keeps an MR×NR tile of C in registers (24 with AVX-512, 12
+//! with AVX2) for a whole KC block: per k step two loads of B, MR
+//! broadcasts of A and 2·MR fused multiply-adds, so almost every issued
+//! instruction is a load or an FMA. It then adds the tile into C
+//! (`alpha · tile + factor · C`, the factor being `beta` for the first k
+//! block and 1 after it).
+//!
+//! Each element of C is therefore the sum of its KC-long partial sums, each
+//! fused in k order, added in k order: the same arithmetic whichever block
+//! of C a thread computes, so results do not depend on the thread count.
+//! They differ from `matrixmultiply`'s (the exact mode's) by the order of
+//! the sums, within the bound `runtime/tests/math.rs` checks.
+
+use super::gemm_kernel::GemmArgs;
+
+/// The k extent of one block: a packed panel of B (KC×NR, 16 or 32 KiB)
+/// stays in the L1 cache while the tiles of a row block of A pass over it.
+const KC: usize = 256;
+/// Rows of A per block (MC×KC, 192 KiB, stays in the L2 cache).
+const MC: usize = 192;
+/// Columns of B packed at once (KC×NC, 4 MiB, the L3 cache).
+const NC: usize = 4096;
+
+/// The register tile this CPU runs: (rows, columns), or `None` when it has
+/// no packed kernel (no AVX2 and FMA).
+pub(super) fn tile() -> Option<(usize, usize)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        use x86::Kernel;
+        if has!("avx512f") && has!("avx2") && has!("fma") {
+            return Some((x86::Avx512::MR, x86::Avx512::NR));
+        }
+        if has!("avx2") && has!("fma") {
+            return Some((x86::Avx2::MR, x86::Avx2::NR));
+        }
+    }
+    None
+}
+
+/// Where element (p, j) of a k×n matrix B lies when packed ahead of the
+/// multiply ([`sgemm_prepacked`]): for each block of KC rows (the last may
+/// be shorter) its panels of `nr` columns, each `kc × nr` floats row by
+/// row. Columns n..npad are zero and must be written so.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PackedLayout {
+    pub k: usize,
+    pub n: usize,
+    pub nr: usize,
+    /// n rounded up to whole panels.
+    pub npad: usize,
+}
+
+impl PackedLayout {
+    /// The layout for panels of `nr` columns, a power of two.
+    pub fn new(k: usize, n: usize, nr: usize) -> PackedLayout {
+        assert!(nr.is_power_of_two(), "panels are a power of two wide");
+        PackedLayout { k, n, nr, npad: n.div_ceil(nr) * nr }
+    }
+
+    /// Floats the packed matrix takes.
+    pub fn len(&self) -> usize {
+        self.k * self.npad
+    }
+
+    /// The index of element (p, j), and how many elements from there on
+    /// are contiguous along j (to the end of its panel).
+    #[inline]
+    pub fn index(&self, p: usize, j: usize) -> (usize, usize) {
+        let pc = p / KC * KC;
+        let kc = KC.min(self.k - pc);
+        let l = j & (self.nr - 1);
+        (pc * self.npad + (j - l) * kc + (p - pc) * self.nr + l, self.nr - l)
+    }
+}
+
+/// C = alpha·A·B + beta·C on strided operands (C is not read when beta is
+/// 0), with the kernel of [`tile`]. Only called when that is `Some`.
+///
+/// # Safety
+/// The pointers address every element `args`' sizes and strides reach;
+/// C overlaps neither A nor B, and its strides are injective.
+pub(super) unsafe fn sgemm(args: &GemmArgs, a: *const f32, b: *const f32, c: *mut f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract, and `tile` checked the CPU.
+    unsafe {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            x86::sgemm::<x86::Avx512>(args, a, b, c)
+        } else {
+            x86::sgemm::<x86::Avx2>(args, a, b, c)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (args, a, b, c);
+        unreachable!("sgemm is only called where tile() is Some");
+    }
+}
+
+/// [`sgemm`] with B packed in `layout` (its rows and columns strides in
+/// `args` unused): C's columns are B's columns `j0..j0 + args.n`, `j0` a
+/// multiple of the layout's panel width, which is [`tile`]'s.
+///
+/// # Safety
+/// As [`sgemm`]; `b` holds `layout.len()` floats.
+pub(super) unsafe fn sgemm_prepacked(
+    args: &GemmArgs,
+    a: *const f32,
+    b: *const f32,
+    layout: &PackedLayout,
+    j0: usize,
+    c: *mut f32,
+) {
+    debug_assert!(j0.is_multiple_of(layout.nr) && j0 + args.n <= layout.n && args.k == layout.k);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract, and `tile` checked the CPU.
+    unsafe {
+        let b = x86::BSource::Packed { data: b, npad: layout.npad, j0 };
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            x86::sgemm_from::<x86::Avx512>(args, a, b, c)
+        } else {
+            x86::sgemm_from::<x86::Avx2>(args, a, b, c)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (args, a, b, layout, j0, c);
+        unreachable!("sgemm is only called where tile() is Some");
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{GemmArgs, KC, MC, NC};
+    use std::arch::x86_64::*;
+    use std::cell::RefCell;
+
+    /// Sixteen floats on one cache line: the unit packed buffers are
+    /// allocated in, so that every packed panel starts on a line.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy)]
+    struct Line([f32; 16]);
+
+    const ZERO: Line = Line([0.0; 16]);
+
+    thread_local! {
+        /// Packed blocks of B and of A, kept per thread across calls.
+        static PACKED: RefCell<(Vec<Line>, Vec<Line>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    }
+
+    /// A micro-kernel: its register tile, and the code that runs one.
+    pub(super) trait Kernel {
+        const MR: usize;
+        const NR: usize;
+        /// Runs `tile` over its first `rows` (1 to MR) rows, reading A from
+        /// a packed panel when `packed_a`.
+        unsafe fn run(tile: &Tile, rows: usize, packed_a: bool);
+    }
+
+    /// The 6×16 tile of twelve 8-lane registers.
+    pub(super) struct Avx2;
+    /// The 12×32 tile of twenty-four 16-lane registers.
+    pub(super) struct Avx512;
+
+    /// Calls `$f::<R, PACKED>` for the run-time row count and A layout.
+    macro_rules! dispatch {
+        ($f:ident, $tile:expr, $rows:expr, $packed:expr, [$($r:literal)*]) => {
+            match ($rows, $packed) {
+                $(($r, false) => $f::<$r, false>($tile), ($r, true) => $f::<$r, true>($tile),)*
+                _ => unreachable!("a tile has 1 to MR rows"),
+            }
+        };
+    }
+
+    impl Kernel for Avx2 {
+        const MR: usize = 6;
+        const NR: usize = 16;
+        unsafe fn run(tile: &Tile, rows: usize, packed_a: bool) {
+            // SAFETY: the caller's contract on the tile; the CPU has AVX2 and FMA.
+            unsafe { dispatch!(rows_avx2, tile, rows, packed_a, [1 2 3 4 5 6]) }
+        }
+    }
+
+    impl Kernel for Avx512 {
+        const MR: usize = 12;
+        const NR: usize = 32;
+        unsafe fn run(tile: &Tile, rows: usize, packed_a: bool) {
+            // SAFETY: the caller's contract on the tile; the CPU has AVX-512F.
+            unsafe { dispatch!(rows_avx512, tile, rows, packed_a, [1 2 3 4 5 6 7 8 9 10 11 12]) }
+        }
+    }
+
+    /// Where the kernel reads B: strided (packed block by block into a
+    /// buffer), or packed ahead of time in a [`super::PackedLayout`] whose
+    /// columns from `j0` on are this product's.
+    #[derive(Clone, Copy)]
+    pub(super) enum BSource {
+        Strided(*const f32),
+        Packed { data: *const f32, npad: usize, j0: usize },
+    }
+
+    /// See [`super::sgemm`].
+    pub(super) unsafe fn sgemm<K: Kernel>(args: &GemmArgs, a: *const f32, b: *const f32, c: *mut f32) {
+        // SAFETY: the caller's contract.
+        unsafe { sgemm_from::<K>(args, a, BSource::Strided(b), c) }
+    }
+
+    /// [`sgemm`] from either source of B.
+    pub(super) unsafe fn sgemm_from<K: Kernel>(args: &GemmArgs, a: *const f32, b: BSource, c: *mut f32) {
+        if args.m == 0 || args.n == 0 {
+            return;
+        }
+        if args.k == 0 {
+            // SAFETY: the caller's contract.
+            unsafe { scale(args, c) };
+            return;
+        }
+        let kc = KC.min(args.k);
+        let b_lines = if matches!(b, BSource::Strided(_)) { NC * kc / 16 } else { 0 };
+        let a_lines = if args.csa == 1 { 0 } else { MC * kc / 16 };
+        PACKED.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut bufs) => {
+                let (pb, pa) = &mut *bufs;
+                if pb.len() < b_lines {
+                    pb.resize(b_lines, ZERO);
+                }
+                if pa.len() < a_lines {
+                    pa.resize(a_lines, ZERO);
+                }
+                // SAFETY: the caller's contract; the buffers are large enough.
+                unsafe { blocks::<K>(args, a, b, c, pb.as_mut_ptr().cast(), pa.as_mut_ptr().cast()) }
+            }
+            // Only reachable through reentrancy, which no caller does; stay correct anyway.
+            Err(_) => {
+                let (mut pb, mut pa) = (vec![ZERO; b_lines], vec![ZERO; a_lines]);
+                // SAFETY: as above.
+                unsafe { blocks::<K>(args, a, b, c, pb.as_mut_ptr().cast(), pa.as_mut_ptr().cast()) }
+            }
+        });
+    }
+
+    /// C = beta·C, for an empty k.
+    unsafe fn scale(args: &GemmArgs, c: *mut f32) {
+        for i in 0..args.m {
+            for j in 0..args.n {
+                // SAFETY: (i, j) is inside C.
+                unsafe {
+                    let p = c.offset(i as isize * args.rsc + j as isize * args.csc);
+                    *p = if args.beta == 0.0 { 0.0 } else { args.beta * *p };
+                }
+            }
+        }
+    }
+
+    /// The loop nest: column blocks, k blocks, row blocks, then tiles, one
+    /// packed panel of B against every row tile of the block in turn. `pb`
+    /// holds NC·KC floats, `pa` MC·KC (when A is packed).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn blocks<K: Kernel>(args: &GemmArgs, a: *const f32, b: BSource, c: *mut f32, pb: *mut f32, pa: *mut f32) {
+        let (m, k, n) = (args.m, args.k, args.n);
+        let packed_a = args.csa != 1;
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                let panels: *const f32 = match b {
+                    BSource::Strided(b) => {
+                        // SAFETY: the block lies inside B and fits `pb`.
+                        unsafe { pack_b(args, b, (pc, kc), (jc, nc), K::NR, pb) };
+                        pb
+                    }
+                    // SAFETY: panel (j0 + jc) / NR of the packed block pc.
+                    BSource::Packed { data, npad, j0 } => unsafe { data.add(pc * npad + (j0 + jc) * kc) },
+                };
+                let factor = if pc == 0 { args.beta } else { 1.0 };
+                for ic in (0..m).step_by(MC) {
+                    let mc = MC.min(m - ic);
+                    if packed_a {
+                        // SAFETY: the block lies inside A and fits `pa`.
+                        unsafe { pack_a(args, a, (ic, mc), (pc, kc), K::MR, pa) };
+                    }
+                    for q in 0..nc.div_ceil(K::NR) {
+                        let j = jc + q * K::NR;
+                        for ir in (0..mc).step_by(K::MR) {
+                            let i = ic + ir;
+                            // SAFETY: every pointer is inside its operand or buffer.
+                            let tile = unsafe {
+                                Tile {
+                                    kc,
+                                    a: if packed_a { pa.add(ir * kc) } else { a.offset(i as isize * args.rsa + pc as isize) },
+                                    rsa: args.rsa,
+                                    b: panels.add(q * K::NR * kc),
+                                    c: c.offset(i as isize * args.rsc + j as isize * args.csc),
+                                    rsc: args.rsc,
+                                    csc: args.csc,
+                                    cols: K::NR.min(n - j),
+                                    alpha: args.alpha,
+                                    factor,
+                                }
+                            };
+                            // SAFETY: the tile's rows and columns lie inside A, the panel and C.
+                            unsafe { K::run(&tile, K::MR.min(m - i), packed_a) };
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Packs rows `pc..pc+kc`, columns `jc..jc+nc` of B into panels of `nr`
+    /// columns (zero beyond n): element (p, l) of panel q at
+    /// `out[q·nr·kc + p·nr + l]`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pack_b(
+        args: &GemmArgs,
+        b: *const f32,
+        (pc, kc): (usize, usize),
+        (jc, nc): (usize, usize),
+        nr: usize,
+        out: *mut f32,
+    ) {
+        let (rsb, csb) = (args.rsb, args.csb);
+        for q in 0..nc.div_ceil(nr) {
+            let j0 = jc + q * nr;
+            let width = nr.min(jc + nc - j0);
+            // SAFETY: panel q of the buffer.
+            let panel = unsafe { std::slice::from_raw_parts_mut(out.add(q * nr * kc), nr * kc) };
+            if csb == 1 {
+                for (p, line) in panel.chunks_exact_mut(nr).enumerate() {
+                    // SAFETY: row pc + p, columns j0..j0 + width of B.
+                    let src = unsafe { std::slice::from_raw_parts(b.offset((pc + p) as isize * rsb + j0 as isize), width) };
+                    line[..width].copy_from_slice(src);
+                    line[width..].fill(0.0);
+                }
+            } else {
+                // Column by column: contiguous reads when B is stored transposed.
+                for l in 0..nr {
+                    for p in 0..kc {
+                        panel[p * nr + l] = if l < width {
+                            // SAFETY: element (pc + p, j0 + l) of B.
+                            unsafe { *b.offset((pc + p) as isize * rsb + (j0 + l) as isize * csb) }
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Packs rows `ic..ic+mc`, columns `pc..pc+kc` of A into panels of `mr`
+    /// rows: element (r, p) of the panel starting at row `t·mr` at
+    /// `out[t·mr·kc + p·mr + r]`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pack_a(
+        args: &GemmArgs,
+        a: *const f32,
+        (ic, mc): (usize, usize),
+        (pc, kc): (usize, usize),
+        mr: usize,
+        out: *mut f32,
+    ) {
+        for ir in (0..mc).step_by(mr) {
+            let rows = mr.min(mc - ir);
+            // SAFETY: panel ir/mr of the buffer.
+            let panel = unsafe { std::slice::from_raw_parts_mut(out.add(ir * kc), mr * kc) };
+            for p in 0..kc {
+                let col = (pc + p) as isize * args.csa;
+                for r in 0..rows {
+                    // SAFETY: element (ic + ir + r, pc + p) of A.
+                    panel[p * mr + r] = unsafe { *a.offset((ic + ir + r) as isize * args.rsa + col) };
+                }
+            }
+        }
+    }
+
+    /// One register tile: rows of A (in place or a packed panel), one packed
+    /// panel of B, and where its sums go in C.
+    pub(super) struct Tile {
+        kc: usize,
+        a: *const f32,
+        /// A's row stride when read in place.
+        rsa: isize,
+        b: *const f32,
+        c: *mut f32,
+        rsc: isize,
+        csc: isize,
+        /// Columns of C the tile covers (NR but at the right edge).
+        cols: usize,
+        alpha: f32,
+        /// C's scale before the tile is added: beta, then 1.
+        factor: f32,
+    }
+
+    impl Tile {
+        /// Where row `r` of the tile's A starts, and the step between its
+        /// consecutive k (1 in place; MR in a packed panel).
+        #[inline(always)]
+        unsafe fn a_row<const PACKED: bool>(&self, r: usize) -> *const f32 {
+            // SAFETY: row r of the tile's A.
+            unsafe {
+                if PACKED {
+                    self.a.add(r)
+                } else {
+                    self.a.offset(r as isize * self.rsa)
+                }
+            }
+        }
+
+        /// `alpha · v + factor · old` with the roundings of the vector stores.
+        #[inline(always)]
+        fn combine(&self, v: f32, old: impl FnOnce() -> f32) -> f32 {
+            let v = if self.alpha == 1.0 { v } else { v * self.alpha };
+            if self.factor == 0.0 {
+                v
+            } else if self.factor == 1.0 {
+                old() + v
+            } else {
+                old().mul_add(self.factor, v)
+            }
+        }
+
+        /// Adds a finished tile (rows of NR values) into C element by
+        /// element: for right-edge tiles and C with strided columns.
+        #[inline(always)]
+        unsafe fn store_scalar(&self, rows: &[[f32; 32]]) {
+            for (r, row) in rows.iter().enumerate() {
+                for (j, &v) in row[..self.cols].iter().enumerate() {
+                    // SAFETY: element (r, j) of the tile in C.
+                    unsafe {
+                        let p = self.c.offset(r as isize * self.rsc + j as isize * self.csc);
+                        *p = self.combine(v, || *p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The 6×16 micro-kernel for `R` rows.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows_avx2<const R: usize, const PACKED: bool>(t: &Tile) {
+        let step = if PACKED { Avx2::MR } else { 1 };
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        // SAFETY: rows of the tile's A.
+        let rows: [*const f32; R] = std::array::from_fn(|r| unsafe { t.a_row::<PACKED>(r) });
+        let mut bp = t.b;
+        for p in 0..t.kc {
+            // SAFETY: line p of the panel (64-byte aligned), and column p of
+            // the tile's rows of A.
+            unsafe {
+                let b0 = _mm256_load_ps(bp);
+                let b1 = _mm256_load_ps(bp.add(8));
+                for r in 0..R {
+                    let av = _mm256_set1_ps(*rows[r].add(p * step));
+                    acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+                }
+                bp = bp.add(Avx2::NR);
+            }
+        }
+        if t.cols == Avx2::NR && t.csc == 1 {
+            let (va, vf) = (_mm256_set1_ps(t.alpha), _mm256_set1_ps(t.factor));
+            for (r, acc) in acc.iter().enumerate() {
+                for (h, &v) in acc.iter().enumerate() {
+                    // SAFETY: row r, columns 8h..8h+8 of the tile in C.
+                    unsafe {
+                        let p = t.c.offset(r as isize * t.rsc).add(8 * h);
+                        let v = if t.alpha == 1.0 { v } else { _mm256_mul_ps(v, va) };
+                        let v = if t.factor == 0.0 {
+                            v
+                        } else if t.factor == 1.0 {
+                            _mm256_add_ps(_mm256_loadu_ps(p), v)
+                        } else {
+                            _mm256_fmadd_ps(_mm256_loadu_ps(p), vf, v)
+                        };
+                        _mm256_storeu_ps(p, v);
+                    }
+                }
+            }
+        } else {
+            let mut tmp = [[0f32; 32]; R];
+            for (row, acc) in tmp.iter_mut().zip(&acc) {
+                // SAFETY: 16 floats of `row`.
+                unsafe {
+                    _mm256_storeu_ps(row.as_mut_ptr(), acc[0]);
+                    _mm256_storeu_ps(row.as_mut_ptr().add(8), acc[1]);
+                }
+            }
+            // SAFETY: the tile's part of C.
+            unsafe { t.store_scalar(&tmp) };
+        }
+    }
+
+    /// The 12×32 micro-kernel for `R` rows.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn rows_avx512<const R: usize, const PACKED: bool>(t: &Tile) {
+        let step = if PACKED { Avx512::MR } else { 1 };
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        // SAFETY: rows of the tile's A.
+        let rows: [*const f32; R] = std::array::from_fn(|r| unsafe { t.a_row::<PACKED>(r) });
+        let mut bp = t.b;
+        for p in 0..t.kc {
+            // SAFETY: line p of the panel (64-byte aligned), and column p of
+            // the tile's rows of A.
+            unsafe {
+                let b0 = _mm512_load_ps(bp);
+                let b1 = _mm512_load_ps(bp.add(16));
+                for r in 0..R {
+                    let av = _mm512_set1_ps(*rows[r].add(p * step));
+                    acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+                }
+                bp = bp.add(Avx512::NR);
+            }
+        }
+        if t.csc == 1 {
+            // Masked loads and stores cover the right edge.
+            let (va, vf) = (_mm512_set1_ps(t.alpha), _mm512_set1_ps(t.factor));
+            let lanes = |h: usize| t.cols.saturating_sub(16 * h).min(16);
+            let masks: [__mmask16; 2] = std::array::from_fn(|h| ((1u32 << lanes(h)) - 1) as __mmask16);
+            for (r, acc) in acc.iter().enumerate() {
+                for (h, &v) in acc.iter().enumerate() {
+                    if masks[h] == 0 {
+                        continue;
+                    }
+                    // SAFETY: row r, the mask's columns of 16h..16h+16 of the tile in C.
+                    unsafe {
+                        let p = t.c.offset(r as isize * t.rsc).add(16 * h);
+                        let v = if t.alpha == 1.0 { v } else { _mm512_mul_ps(v, va) };
+                        let v = if t.factor == 0.0 {
+                            v
+                        } else if t.factor == 1.0 {
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(masks[h], p), v)
+                        } else {
+                            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[h], p), vf, v)
+                        };
+                        _mm512_mask_storeu_ps(p, masks[h], v);
+                    }
+                }
+            }
+        } else {
+            let mut tmp = [[0f32; 32]; R];
+            for (row, acc) in tmp.iter_mut().zip(&acc) {
+                // SAFETY: 32 floats of `row`.
+                unsafe {
+                    _mm512_storeu_ps(row.as_mut_ptr(), acc[0]);
+                    _mm512_storeu_ps(row.as_mut_ptr().add(16), acc[1]);
+                }
+            }
+            // SAFETY: the tile's part of C.
+            unsafe { t.store_scalar(&tmp) };
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::x86;
+    use super::*;
+
+    /// A xorshift64 generator of values in [-1, 1).
+    fn values(seed: u64, len: usize) -> Vec<f32> {
+        let mut s = seed.max(1);
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// A kernel's entry point.
+    type Entry = unsafe fn(&GemmArgs, *const f32, *const f32, *mut f32);
+
+    /// The kernels this CPU has, by name.
+    fn kernels() -> Vec<(&'static str, Entry)> {
+        let mut out: Vec<(&'static str, Entry)> = Vec::new();
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            out.push(("avx2", x86::sgemm::<x86::Avx2>));
+        } else {
+            eprintln!("skipped: the AVX2 kernel (this CPU has no AVX2 and FMA)");
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") && !out.is_empty() {
+            out.push(("avx512", x86::sgemm::<x86::Avx512>));
+        } else {
+            eprintln!("skipped: the AVX-512 kernel (this CPU has no AVX-512F)");
+        }
+        out
+    }
+
+    /// Row-major m×k A (or its transpose stored k×m), k×n B (or transposed),
+    /// C with a row stride of n + 3.
+    fn case(
+        m: usize,
+        k: usize,
+        n: usize,
+        trans_a: bool,
+        trans_b: bool,
+        alpha: f32,
+        beta: f32,
+    ) -> (GemmArgs, Vec<f32>, Vec<f32>, Vec<f32>) {
+        let (a, b) = (values(m as u64 * 31 + k as u64, m * k), values(n as u64 * 17 + 5, k * n));
+        let c = if beta == 0.0 { vec![f32::NAN; m * (n + 3)] } else { values(7, m * (n + 3)) };
+        let (rsa, csa) = if trans_a { (1, m as isize) } else { (k as isize, 1) };
+        let (rsb, csb) = if trans_b { (1, k as isize) } else { (n as isize, 1) };
+        let args = GemmArgs { m, k, n, alpha, beta, rsa, csa, rsb, csb, rsc: n as isize + 3, csc: 1 };
+        (args, a, b, c)
+    }
+
+    #[test]
+    fn kernels_are_within_the_rounding_bound_of_f64() {
+        let kernels = kernels();
+        for &(m, k, n) in &[(1, 1, 1), (5, 3, 7), (13, 300, 33), (12, 256, 32), (25, 513, 70), (7, 5, 4200), (40, 1, 65)] {
+            for (trans_a, trans_b, alpha, beta) in
+                [(false, false, 1.0, 0.0), (true, false, 0.5, 1.0), (false, true, 1.0, 2.0), (true, true, -1.5, 0.0)]
+            {
+                for (name, kernel) in &kernels {
+                    let (args, a, b, mut c) = case(m, k, n, trans_a, trans_b, alpha, beta);
+                    let c0 = c.clone();
+                    // SAFETY: the operands cover every element the strides address.
+                    unsafe { kernel(&args, a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) };
+                    for i in 0..m {
+                        for j in 0..n {
+                            let (mut sum, mut mag) = (0f64, 0f64);
+                            for p in 0..k {
+                                let x = a[i * args.rsa as usize + p * args.csa as usize] as f64;
+                                let y = b[p * args.rsb as usize + j * args.csb as usize] as f64;
+                                sum += x * y;
+                                mag += (x * y).abs();
+                            }
+                            let old = c0[i * (n + 3) + j] as f64;
+                            let want = alpha as f64 * sum + if beta == 0.0 { 0.0 } else { beta as f64 * old };
+                            let scaled_old = if beta == 0.0 { 0.0 } else { (beta as f64 * old).abs() };
+                            let bound =
+                                (2.0 * (k + 2) as f64 * f32::EPSILON as f64) * (alpha.abs() as f64 * mag + scaled_old) + 1e-30;
+                            let got = c[i * (n + 3) + j] as f64;
+                            assert!(
+                                (got - want).abs() <= bound,
+                                "{name} {m}x{k}x{n} ({trans_a}, {trans_b}, {alpha}, {beta}) at ({i}, {j}): {got} vs {want}"
+                            );
+                        }
+                        // The row stride's gap is never written.
+                        assert!(c[i * (n + 3) + n..][..3]
+                            .iter()
+                            .zip(&c0[i * (n + 3) + n..][..3])
+                            .all(|(x, y)| x.to_bits() == y.to_bits()));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_k_scales_c() {
+        for (name, kernel) in kernels() {
+            let (args, a, b, mut c) = case(3, 0, 5, false, false, 1.0, 2.0);
+            let c0 = c.clone();
+            // SAFETY: as above (A and B are empty).
+            unsafe { kernel(&args, a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) };
+            assert!(c.iter().zip(&c0).enumerate().all(|(i, (x, y))| i % 8 >= 5 || *x == 2.0 * y), "{name}");
+        }
+    }
+
+    /// B packed by [`PackedLayout`] gives the same bits as B packed by the
+    /// kernel, over column blocks starting at any whole panel.
+    #[test]
+    fn prepacked_b_matches_strided_b_bit_for_bit() {
+        let Some((_, nr)) = tile() else {
+            eprintln!("skipped: no packed kernel on this CPU");
+            return;
+        };
+        let (m, k, n) = (14, 600, 100);
+        let (args, a, b, c) = case(m, k, n, false, false, 1.0, 1.0);
+        let mut want = c.clone();
+        // SAFETY: as above.
+        unsafe { sgemm(&args, a.as_ptr(), b.as_ptr(), want.as_mut_ptr()) };
+        let layout = PackedLayout::new(k, n, nr);
+        let mut packed = vec![f32::NAN; layout.len() + 64];
+        let start = packed.as_ptr().align_offset(64);
+        let packed = &mut packed[start..][..layout.len()];
+        for p in 0..k {
+            for j in 0..layout.npad {
+                packed[layout.index(p, j).0] = if j < n { b[p * n + j] } else { 0.0 };
+            }
+        }
+        let mut got = c.clone();
+        for j0 in (0..n).step_by(2 * nr) {
+            let block = GemmArgs { n: (2 * nr).min(n - j0), ..args };
+            // SAFETY: columns j0.. of C; the packed matrix covers them.
+            unsafe { sgemm_prepacked(&block, a.as_ptr(), packed.as_ptr(), &layout, j0, got.as_mut_ptr().add(j0)) };
+        }
+        assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+}
