@@ -154,13 +154,19 @@ fn has_avx2_fma() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
-/// `v = tanh(v)` over `data`, 8 lanes wide with fused multiply-adds where
-/// the CPU has AVX2 and FMA.
+/// `v = tanh(v)` over `data`, 8 or 16 lanes wide with fused multiply-adds
+/// where the CPU has AVX2 and FMA (and AVX-512).
 pub fn tanh_in_place(data: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { tanh_in_place_fma(data) };
+        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
+        return unsafe {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                tanh_in_place_avx512(data)
+            } else {
+                tanh_in_place_fma(data)
+            }
+        };
     }
     data.iter_mut().for_each(|v| *v = tanh(*v));
 }
@@ -171,13 +177,26 @@ unsafe fn tanh_in_place_fma(data: &mut [f32]) {
     data.iter_mut().for_each(|v| *v = tanh_with::<true>(*v));
 }
 
-/// `v = sigmoid(v)` over `data`, 8 lanes wide with fused multiply-adds
-/// where the CPU has AVX2 and FMA.
+/// [`tanh_in_place_fma`] 16 lanes wide: the same operations lane by lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn tanh_in_place_avx512(data: &mut [f32]) {
+    data.iter_mut().for_each(|v| *v = tanh_with::<true>(*v));
+}
+
+/// `v = sigmoid(v)` over `data`, 8 or 16 lanes wide with fused
+/// multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
 pub fn sigmoid_in_place(data: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { sigmoid_in_place_fma(data) };
+        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
+        return unsafe {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                sigmoid_in_place_avx512(data)
+            } else {
+                sigmoid_in_place_fma(data)
+            }
+        };
     }
     data.iter_mut().for_each(|v| *v = sigmoid(*v));
 }
@@ -188,13 +207,26 @@ unsafe fn sigmoid_in_place_fma(data: &mut [f32]) {
     data.iter_mut().for_each(|v| *v = sigmoid_with::<true>(*v));
 }
 
-/// `v = v · sigmoid(v)` (SiLU) over `data`, 8 lanes wide with fused
-/// multiply-adds where the CPU has AVX2 and FMA.
+/// [`sigmoid_in_place_fma`] 16 lanes wide: the same operations lane by lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn sigmoid_in_place_avx512(data: &mut [f32]) {
+    data.iter_mut().for_each(|v| *v = sigmoid_with::<true>(*v));
+}
+
+/// `v = v · sigmoid(v)` (SiLU) over `data`, 8 or 16 lanes wide with fused
+/// multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
 pub fn silu_in_place(data: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { silu_in_place_fma(data) };
+        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
+        return unsafe {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                silu_in_place_avx512(data)
+            } else {
+                silu_in_place_fma(data)
+            }
+        };
     }
     data.iter_mut().for_each(|v| *v *= sigmoid(*v));
 }
@@ -202,6 +234,13 @@ pub fn silu_in_place(data: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn silu_in_place_fma(data: &mut [f32]) {
+    data.iter_mut().for_each(|v| *v *= sigmoid_with::<true>(*v));
+}
+
+/// [`silu_in_place_fma`] 16 lanes wide: the same operations lane by lane.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn silu_in_place_avx512(data: &mut [f32]) {
     data.iter_mut().for_each(|v| *v *= sigmoid_with::<true>(*v));
 }
 

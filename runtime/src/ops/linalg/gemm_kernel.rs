@@ -132,8 +132,14 @@ fn gemv_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) -> bool {
     crate::parallel::par_ranges(n, grain, |cols| {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { gemv_columns_avx2(args, a, b, cols, &store) };
+            // SAFETY: the CPU has AVX2 (and AVX-512F for the wider copy).
+            return unsafe {
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    gemv_columns_avx512(args, a, b, cols, &store)
+                } else {
+                    gemv_columns_avx2(args, a, b, cols, &store)
+                }
+            };
         }
         gemv_columns(args, a, b, cols, &store)
     });
@@ -144,6 +150,14 @@ fn gemv_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) -> bool {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn gemv_columns_avx2(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store: &impl Fn(usize, usize, f32)) {
+    gemv_columns(args, a, b, cols, store)
+}
+
+/// [`gemv_columns`] vectorized 16 lanes wide (the same operations: the
+/// compiler may not reorder f32 sums, so any width gives the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn gemv_columns_avx512(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store: &impl Fn(usize, usize, f32)) {
     gemv_columns(args, a, b, cols, store)
 }
 

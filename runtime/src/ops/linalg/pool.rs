@@ -235,6 +235,14 @@ fn sum_pool<T: Element>(
     map: impl Fn(f64) -> f64 + Sync,
     finish: impl Fn(f64, usize) -> f64 + Sync,
 ) {
+    let win = &g.win;
+    if g.out_size == 1
+        && win.kernel_shape == g.in_spatial
+        && win.pads.iter().all(|&p| p == 0)
+        && win.dilations.iter().all(|&d| d == 1)
+    {
+        return whole_plane_sums(g, x, y, map, finish);
+    }
     let taps = TapRows::new(g);
     let s = taps.stride;
     crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece(), |first, planes| {
@@ -256,6 +264,38 @@ fn sum_pool<T: Element>(
             }
             for (i, (o, &a)) in yp.iter_mut().zip(&acc).enumerate() {
                 *o = T::from_f64(finish(a, i));
+            }
+        }
+    });
+}
+
+/// [`sum_pool`] for a window that is the whole plane (global pooling):
+/// each plane's sum in input order, as the tap walk adds it, but eight
+/// planes at a time so that eight independent additions are in flight
+/// instead of one long chain.
+fn whole_plane_sums<T: Element>(
+    g: &ConvGeometry,
+    x: &[T],
+    y: &mut [T],
+    map: impl Fn(f64) -> f64 + Sync,
+    finish: impl Fn(f64, usize) -> f64 + Sync,
+) {
+    const LANES: usize = 8;
+    let plane = g.in_size;
+    let grain = (1 << 14) / plane.max(1);
+    crate::parallel::par_chunks_mut(y, 1, grain, |first, outs| {
+        for (group, ys) in outs.chunks_mut(LANES).enumerate() {
+            let p0 = first + group * LANES;
+            // A short last group repeats its last plane in the spare lanes.
+            let xs: [&[T]; LANES] = std::array::from_fn(|l| &x[(p0 + l.min(ys.len() - 1)) * plane..][..plane]);
+            let mut acc = [0f64; LANES];
+            for i in 0..plane {
+                for (a, xp) in acc.iter_mut().zip(&xs) {
+                    *a += map(xp[i].to_f64());
+                }
+            }
+            for (o, &a) in ys.iter_mut().zip(&acc) {
+                *o = T::from_f64(finish(a, 0));
             }
         }
     });
@@ -339,6 +379,27 @@ mod tests {
         let x = crate::tensor::TensorType::new(crate::dtype::DType::F32, vec![1, 1, 4096, 4096]);
         let op = Op::from(Pool::new(PoolKind::Average { count_include_pad: false }, vec![4096, 4096]));
         assert!(op.infer(&[Some(&x)]).is_ok());
+    }
+
+    #[test]
+    fn global_pools_sum_each_plane_in_input_order() {
+        // 2 x 13 planes: one group of eight and a short one per sample.
+        let values: Vec<f32> = (0..2 * 13 * 35).map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1.37e-3).collect();
+        let x = Tensor::from_vec(vec![2, 13, 5, 7], values.clone()).unwrap();
+        for (kind, map, finish) in [
+            (
+                PoolKind::Average { count_include_pad: false },
+                (|v: f64| v) as fn(f64) -> f64,
+                (|s: f64| s / 35.0) as fn(f64) -> f64,
+            ),
+            (PoolKind::Lp { p: 3.0 }, |v: f64| v.abs().powf(3.0), |s: f64| s.powf(1.0 / 3.0)),
+        ] {
+            let y = Op::from(Pool::new(kind.clone(), vec![5, 7])).eval_owned(&[Some(&x)]).unwrap().remove(0);
+            let want: Vec<f32> =
+                values.chunks(35).map(|p| finish(p.iter().fold(0f64, |a, &v| a + map(v as f64))) as f32).collect();
+            assert_eq!(y.shape(), &[2, 13, 1, 1]);
+            assert!(y.as_slice::<f32>().unwrap().iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{kind:?}");
+        }
     }
 
     #[test]
