@@ -12,9 +12,7 @@
 //! direct loop instead.
 
 use super::depthwise::{small_planes, DepthwisePlan, SmallPlanes};
-use super::gemm_kernel::{gemm_f32_packed, packed_layout, Shared};
 use super::num::{narrow_into, widen, with_scratch, GemmFn, Scalar};
-use super::sgemm::PackedLayout;
 use super::window::{unflatten, valid_range, Window};
 use super::GemmArgs;
 use crate::dtype::DType;
@@ -199,7 +197,7 @@ impl Conv {
             DType::F32 => {
                 let b = b.map(|b| b.as_slice()).transpose()?;
                 let (x, w, y) = (x.as_slice()?, w.as_slice()?, out.as_mut_slice()?);
-                if !conv_packed(&g, x, w, b, y, finish) {
+                if !super::conv_packed::conv_packed(&g, x, w, b, y, finish) {
                     conv_then::<f32>(&g, x, w, b, y, finish)
                 }
             }
@@ -242,7 +240,7 @@ pub(crate) fn conv_then<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Opt
 }
 
 /// Fills each output channel plane with its bias (or zero).
-fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
+pub(super) fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
     for (ch, yp) in y.chunks_exact_mut(plane.max(1)).enumerate() {
         yp.fill(bias.map_or(T::default(), |b| b[ch]));
     }
@@ -308,127 +306,6 @@ fn conv_gemm<T: Scalar>(
             }
         }
     });
-}
-
-/// The fast mode's f32 im2col path (`crate::math`): the im2col matrix is
-/// written straight into the packed kernel's layout (see `sgemm`), so the
-/// multiply reads it without copying it again. Returns false, doing
-/// nothing, where it does not apply: the exact mode, a CPU without the
-/// packed kernel, depthwise and pointwise convolutions (those need no
-/// im2col), and im2col matrices beyond [`MAX_IM2COL`].
-fn conv_packed(g: &ConvGeometry, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32], finish: Finish<'_, f32>) -> bool {
-    if crate::math::mode() != crate::math::Math::Fast || g.is_depthwise() || g.is_pointwise() {
-        return false;
-    }
-    if g.n == 0 || g.m == 0 || g.out_size == 0 {
-        return false;
-    }
-    let (cg, mg) = (g.c / g.group, g.m / g.group);
-    let kdim = cg * g.k_size;
-    let Some(layout) = packed_layout(kdim, g.out_size) else { return false };
-    if layout.len() > MAX_IM2COL {
-        return false;
-    }
-    let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
-    args.beta = if bias.is_some() { 1.0 } else { 0.0 };
-    let taps = TapRows::new(g);
-    // 64 more floats than the matrix, so that it can start on a 64-byte line.
-    with_scratch::<f32, _>(layout.len() + 64, |buf| {
-        let start = buf.as_ptr().align_offset(64);
-        let packed = &mut buf[start..][..layout.len()];
-        for n in 0..g.n {
-            for grp in 0..g.group {
-                let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
-                let offset = (n * g.m + grp * mg) * g.out_size;
-                let y_g = &mut y[offset..][..mg * g.out_size];
-                init_with_bias(y_g, bias.map(|b| &b[grp * mg..][..mg]), g.out_size);
-                let out = Shared(packed.as_mut_ptr());
-                crate::parallel::par_ranges(cg, g.planes_per_piece(), |channels| {
-                    for ci in channels {
-                        // SAFETY: channel ci's rows of the packed matrix
-                        // (rows ci·K.. of it), which no other range writes.
-                        unsafe { im2col_packed(g, &taps, &x_g[ci * g.in_size..][..g.in_size], ci * g.k_size, &layout, out) };
-                    }
-                });
-                gemm_f32_packed(&args, &w[grp * mg * kdim..][..mg * kdim], packed, &layout, y_g);
-                crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
-            }
-        }
-    });
-    true
-}
-
-/// Writes the im2col rows of one input channel plane `xp` (rows `first`..
-/// `first + K` of the matrix, K the kernel's taps) into `out`, packed in
-/// `layout`, zero in the padding columns.
-///
-/// # Safety
-/// `out` holds `layout.len()` floats; no other thread writes these rows.
-unsafe fn im2col_packed(g: &ConvGeometry, taps: &TapRows, xp: &[f32], first: usize, layout: &PackedLayout, out: Shared<f32>) {
-    let s = taps.stride;
-    for r in &taps.rows {
-        let p = first + r.tap;
-        // The row's output positions, a panel's run at a time.
-        let mut ow = 0;
-        while ow < taps.width {
-            let (at, room) = layout.index(p, r.out_row + ow);
-            let len = room.min(taps.width - ow);
-            // SAFETY: `layout.index` stays inside the packed matrix, within
-            // row p, which this call owns.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.at(at as isize), len) };
-            // Positions ow..ow + len: padding, then input, then padding.
-            let (lo, hi) = (r.lo.clamp(ow, ow + len) - ow, r.hi.clamp(ow, ow + len) - ow);
-            if lo < hi {
-                fill_short(&mut dst[..lo], 0.0);
-                let start = r.input + (ow + lo - r.lo) * s;
-                if s == 1 {
-                    copy_short(&mut dst[lo..hi], &xp[start..start + hi - lo]);
-                } else {
-                    for (v, &x) in dst[lo..hi].iter_mut().zip(xp[start..].iter().step_by(s)) {
-                        *v = x;
-                    }
-                }
-                fill_short(&mut dst[hi..], 0.0);
-            } else {
-                fill_short(dst, 0.0);
-            }
-            ow += len;
-        }
-    }
-    if layout.npad > layout.n {
-        for p in first..first + g.k_size {
-            let (at, room) = layout.index(p, layout.n);
-            // SAFETY: as above; the padding columns of row p.
-            fill_short(unsafe { std::slice::from_raw_parts_mut(out.at(at as isize), room) }, 0.0);
-        }
-    }
-}
-
-/// `dst.copy_from_slice(src)` for the short runs of im2col, in fixed-size
-/// pieces the compiler turns into vector moves instead of a library call.
-#[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
-    debug_assert_eq!(dst.len(), src.len());
-    let mut d = dst.chunks_exact_mut(8);
-    let mut s = src.chunks_exact(8);
-    for (d, s) in (&mut d).zip(&mut s) {
-        d.copy_from_slice(s);
-    }
-    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d = s;
-    }
-}
-
-/// `dst.fill(v)` in fixed-size pieces, as [`copy_short`].
-#[inline(always)]
-fn fill_short(dst: &mut [f32], v: f32) {
-    let mut d = dst.chunks_exact_mut(8);
-    for d in &mut d {
-        d.copy_from_slice(&[v; 8]);
-    }
-    for d in d.into_remainder() {
-        *d = v;
-    }
 }
 
 /// Per-call geometry of the taps along the innermost spatial axis, and the
@@ -556,7 +433,7 @@ impl TapRows {
 /// time. Every output element gets the same sum either way: the multiply's
 /// order over k does not depend on how many columns it is given (the
 /// thread split of `gemm_kernel` relies on the same).
-const MAX_IM2COL: usize = 1 << 24;
+pub(super) const MAX_IM2COL: usize = 1 << 24;
 
 /// Output positions per im2col block: all of them when `kdim × out_size`
 /// fits in `max` elements, else the width of the fewest blocks of nearly

@@ -12,6 +12,7 @@ mod gemm;
 mod einsum;
 mod depthwise;
 mod conv;
+mod conv_packed;
 mod conv_transpose;
 mod deform_conv;
 pub(crate) mod integer;
