@@ -1,16 +1,28 @@
 //! The CPU executor's f32 matrix multiply in its two modes (exact:
 //! `matrixmultiply`; fast: the packed kernel of `ops/linalg/sgemm.rs`) on
-//! the shapes convolution networks give it, one thread, in GFLOP/s.
+//! the shapes convolution networks give it, in GFLOP/s.
 //!
-//! Usage: cargo run --release -p trtc-runtime --example gemm_speed [-- M K N ...]
-//! (triples of sizes; default: ResNet-50's im2col products and a transformer's).
+//! Usage: cargo run --release -p trtc-runtime --example gemm_speed [-- [--threads T] M K N ...]
+//! (triples of sizes; default: ResNet-50's im2col products and a transformer's;
+//! one thread unless --threads says otherwise).
 
 use std::time::Instant;
 use trtc_runtime::math::{self, Math};
 use trtc_runtime::ops::linalg::{gemm_f32, GemmArgs};
+use trtc_runtime::parallel::Threads;
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().expect("sizes are integers")).collect();
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    let threads = match argv.iter().position(|a| a == "--threads") {
+        Some(i) => {
+            let t = argv.get(i + 1).and_then(|t| t.parse().ok()).expect("--threads takes a count");
+            argv.drain(i..i + 2);
+            t
+        }
+        None => 1,
+    };
+    let pool = Threads::new(threads).expect("threads");
+    let args: Vec<usize> = argv.iter().map(|a| a.parse().expect("sizes are integers")).collect();
     let shapes: Vec<(usize, usize, usize)> = if args.is_empty() {
         vec![
             (64, 147, 12544),
@@ -41,7 +53,7 @@ fn main() {
             for _ in 0..5 {
                 let start = Instant::now();
                 for _ in 0..reps {
-                    math::install(mode, || gemm_f32(&args, &a, &b, &mut c));
+                    pool.install(|| math::install(mode, || gemm_f32(&args, &a, &b, &mut c)));
                 }
                 best = best.min(start.elapsed().as_secs_f64() / reps as f64);
             }

@@ -246,10 +246,15 @@ fn fast_convolutions_are_within_the_reordering_bound() {
         Tensor::from_vec(t.shape().to_vec(), t.as_slice::<f32>().unwrap().iter().map(|v| v.abs()).collect()).unwrap()
     };
     let cases = [
-        // (x shape, w shape, conv): a strided 7x7 stem, dilated grouped 3x3, 1-D, 3-D.
+        // (x shape, w shape, conv): a strided 7x7 stem, dilated grouped 3x3, 1-D, 3-D, ...
         (vec![2, 3, 20, 24], vec![16, 3, 7, 7], Conv::new_2d([7, 7], [2, 2], [3, 3, 3, 3], [1, 1], 1)),
         (vec![1, 8, 9, 11], vec![12, 4, 3, 3], Conv::new_2d([3, 3], [1, 1], [2, 1, 2, 0], [2, 2], 2)),
         (vec![1, 40, 30, 30], vec![70, 40, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1)),
+        // Enough output positions for blocks of them on each of 3 threads.
+        (vec![1, 4, 150, 150], vec![8, 4, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1)),
+        // Pointwise, and 1x1 with stride 2.
+        (vec![2, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1)),
+        (vec![1, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [2, 2], [0, 0, 0, 0], [1, 1], 1)),
         (
             vec![2, 5, 37],
             vec![9, 5, 4],

@@ -240,10 +240,14 @@ pub(crate) fn conv_then<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Opt
 }
 
 /// Fills each output channel plane with its bias (or zero).
+/// Planes are split over the context's threads.
 pub(super) fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
-    for (ch, yp) in y.chunks_exact_mut(plane.max(1)).enumerate() {
-        yp.fill(bias.map_or(T::default(), |b| b[ch]));
-    }
+    let plane = plane.max(1);
+    crate::parallel::par_chunks_mut(y, plane, (1 << 16) / plane, |first, planes| {
+        for (i, yp) in planes.chunks_exact_mut(plane).enumerate() {
+            yp.fill(bias.map_or(T::default(), |b| b[first + i]));
+        }
+    });
 }
 
 /// How [`conv_gemm`] multiplies: the matrix multiply, and the most

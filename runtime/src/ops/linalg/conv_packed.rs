@@ -12,16 +12,24 @@
 //! whose bookkeeping dominated small convolutions.
 
 use super::conv::{init_with_bias, ConvGeometry, Finish, MAX_IM2COL};
-use super::gemm_kernel::{gemm_f32_packed, packed_layout, Shared};
+use super::gemm_kernel::{gemm_f32_packed, gemm_f32_packed_here, packed_layout, Shared};
 use super::num::with_scratch;
-use super::sgemm::PackedLayout;
+use super::sgemm::{with_packed_buffer, PackedLayout};
 use super::window::unflatten;
 use super::GemmArgs;
 
 /// Runs the convolution through the packed path and returns true, or
 /// returns false, doing nothing, where it does not apply: the exact mode, a
-/// CPU without the packed kernel, depthwise and pointwise convolutions
-/// (those need no im2col), and matrices beyond [`MAX_IM2COL`].
+/// CPU without the packed kernel, depthwise convolutions, and padded inputs
+/// or whole matrices beyond [`MAX_IM2COL`].
+///
+/// The matrix is built and multiplied a block of output positions at a
+/// time, each block small enough to stay in the L2 cache from its bias
+/// through the product to the fused epilogue; the blocks go to the
+/// context's threads whole. A product with too few blocks for the threads
+/// is built whole instead and the multiply splits itself. Pointwise
+/// convolutions take the same path (their matrix is the input, packed a
+/// block at a time).
 pub(super) fn conv_packed(
     g: &ConvGeometry,
     x: &[f32],
@@ -38,39 +46,107 @@ pub(super) fn conv_packed(
     }
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let kdim = cg * g.k_size;
-    let Some(layout) = packed_layout(kdim, g.out_size) else { return false };
+    let Some(whole) = packed_layout(kdim, g.out_size) else { return false };
     let padded = Padded::new(g);
-    let padded_len = cg * padded.plane;
-    if layout.len() > MAX_IM2COL || padded_len > MAX_IM2COL {
+    // Without padding the input planes already are the padded planes.
+    let padded_len = if padded.is_input() { 0 } else { cg * padded.plane };
+    if padded_len > MAX_IM2COL {
+        return false;
+    }
+    let threads = crate::parallel::threads();
+    let blocks = Blocks::new(kdim, g.out_size, whole.nr, threads);
+    let by_blocks = blocks.count >= 2 * threads || (threads == 1 && blocks.count > 1);
+    if !by_blocks && whole.len() > MAX_IM2COL {
         return false;
     }
     let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
     args.beta = if bias.is_some() { 1.0 } else { 0.0 };
     // Where row p = (channel, tap) of the matrix starts in the padded planes.
     let row_base: Vec<usize> = (0..kdim).map(|p| (p / g.k_size) * padded.plane + padded.taps[p % g.k_size]).collect();
-    // 64 more floats than the matrix, so that it can start on a 64-byte line.
-    with_scratch::<f32, _>(layout.len() + 64 + padded_len, |buf| {
-        let start = buf.as_ptr().align_offset(64);
-        let (packed, rest) = buf[start..].split_at_mut(layout.len());
-        let planes = &mut rest[..padded_len];
+    with_scratch::<f32, _>(padded_len, |scratch| {
         for n in 0..g.n {
             for grp in 0..g.group {
                 let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
-                crate::parallel::par_chunks_mut(planes, padded.plane, 16, |c0, chunk| {
-                    for (i, plane) in chunk.chunks_exact_mut(padded.plane).enumerate() {
-                        padded.fill(&x_g[(c0 + i) * g.in_size..][..g.in_size], plane);
-                    }
-                });
-                fill_packed(&layout, &row_base, &padded, planes, packed);
+                let planes: &[f32] = if padded.is_input() {
+                    x_g
+                } else {
+                    crate::parallel::par_chunks_mut(scratch, padded.plane, 16, |c0, chunk| {
+                        for (i, plane) in chunk.chunks_exact_mut(padded.plane).enumerate() {
+                            padded.fill(&x_g[(c0 + i) * g.in_size..][..g.in_size], plane);
+                        }
+                    });
+                    scratch
+                };
                 let offset = (n * g.m + grp * mg) * g.out_size;
                 let y_g = &mut y[offset..][..mg * g.out_size];
-                init_with_bias(y_g, bias.map(|b| &b[grp * mg..][..mg]), g.out_size);
-                gemm_f32_packed(&args, &w[grp * mg * kdim..][..mg * kdim], packed, &layout, y_g);
-                crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
+                let bias_g = bias.map(|b| &b[grp * mg..][..mg]);
+                let w_g = &w[grp * mg * kdim..][..mg * kdim];
+                if !by_blocks {
+                    init_with_bias(y_g, bias_g, g.out_size);
+                    with_packed_buffer(whole.len(), |packed| {
+                        fill_packed(&whole, &row_base, &padded, 0, planes, packed, true);
+                        gemm_f32_packed(&args, w_g, packed, &whole, y_g);
+                    });
+                    crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
+                    continue;
+                }
+                // Each block from its bias to its epilogue while it is in cache.
+                let c = Shared(y_g.as_mut_ptr());
+                crate::parallel::par_ranges(blocks.count, 1, |range| {
+                    for b in range {
+                        let (j0, cols) = blocks.columns(b);
+                        // SAFETY (the row runs and the product): columns j0..j0
+                        // + cols of y_g's rows, which only this block touches.
+                        let row =
+                            |i: usize| unsafe { std::slice::from_raw_parts_mut(c.at((i * g.out_size + j0) as isize), cols) };
+                        if let Some(b) = bias_g {
+                            (0..mg).for_each(|i| row(i).fill(b[i]));
+                        }
+                        let layout = PackedLayout::new(kdim, cols, whole.nr);
+                        with_packed_buffer(layout.len(), |packed| {
+                            fill_packed(&layout, &row_base, &padded, j0, planes, packed, false);
+                            let block = GemmArgs { n: cols, ..args };
+                            // SAFETY: as above.
+                            unsafe { gemm_f32_packed_here(&block, w_g, packed, &layout, c.at(j0 as isize)) };
+                        });
+                        (0..mg).for_each(|i| finish(offset + i * g.out_size + j0, row(i)));
+                    }
+                });
             }
         }
     });
     true
+}
+
+/// The blocks of output positions [`conv_packed`] builds and multiplies
+/// at a time: whole panels each, about 512 KiB of packed matrix (k × width
+/// floats) but at least 256 positions, so that the weights read again for
+/// every block are amortized over a wide block; as many as a multiple of
+/// the threads where there are several, and the panels shared out evenly.
+struct Blocks {
+    count: usize,
+    panels: usize,
+    nr: usize,
+    n: usize,
+}
+
+impl Blocks {
+    fn new(k: usize, n: usize, nr: usize, threads: usize) -> Blocks {
+        let panels = n.div_ceil(nr);
+        let width = ((1usize << 17) / k.max(1)).max(256).div_ceil(nr);
+        let mut count = panels.div_ceil(width);
+        if count > 1 && threads > 1 {
+            count = count.div_ceil(threads) * threads;
+        }
+        Blocks { count: count.min(panels).max(1), panels, nr, n }
+    }
+
+    /// The first column and the column count of block `b`.
+    fn columns(&self, b: usize) -> (usize, usize) {
+        let (p0, p1) = (b * self.panels / self.count, (b + 1) * self.panels / self.count);
+        let j0 = p0 * self.nr;
+        (j0, (p1 * self.nr).min(self.n) - j0)
+    }
 }
 
 /// The zero-padded copy of an input plane and the offsets into it.
@@ -102,14 +178,30 @@ impl<'g> Padded<'g> {
                 (0..r).map(|d| idx[d] * win.dilations[d] * strides[d]).sum()
             })
             .collect();
-        let positions = (0..g.out_size)
-            .map(|j| {
-                unflatten(j, &g.out_spatial, &mut idx);
-                (0..r).map(|d| idx[d] * win.strides[d] * strides[d]).sum()
-            })
-            .collect();
+        // An odometer over the output positions, row-major.
+        let mut positions = Vec::with_capacity(g.out_size);
+        idx.iter_mut().for_each(|i| *i = 0);
+        let step: Vec<usize> = (0..r).map(|d| win.strides[d] * strides[d]).collect();
+        let mut at = 0;
+        for _ in 0..g.out_size {
+            positions.push(at);
+            for d in (0..r).rev() {
+                idx[d] += 1;
+                at += step[d];
+                if idx[d] < g.out_spatial[d] {
+                    break;
+                }
+                at -= idx[d] * step[d];
+                idx[d] = 0;
+            }
+        }
         let step = win.strides[r - 1];
         Padded { g, plane: extent.iter().product(), extent, taps, positions, step }
+    }
+
+    /// Whether the padded plane is the input plane itself (no padding).
+    fn is_input(&self) -> bool {
+        self.g.win.pads.iter().all(|&p| p == 0)
     }
 
     /// Writes input plane `x` into `out` with its padding.
@@ -134,22 +226,31 @@ impl<'g> Padded<'g> {
 /// output row's part in the panel), else element by element from their
 /// offsets. Positions past n stay zero. Panels are split over the
 /// context's threads.
-fn fill_packed(layout: &PackedLayout, row_base: &[usize], padded: &Padded<'_>, planes: &[f32], packed: &mut [f32]) {
+fn fill_packed(
+    layout: &PackedLayout,
+    row_base: &[usize],
+    padded: &Padded<'_>,
+    j_first: usize,
+    planes: &[f32],
+    packed: &mut [f32],
+    parallel: bool,
+) {
     let nr = layout.nr;
     let panels = layout.npad / nr;
     let step = padded.step;
     let max_base = row_base.iter().copied().max().unwrap_or(0);
-    let max_position = padded.positions.iter().copied().max().unwrap_or(0);
+    let positions = &padded.positions[j_first..j_first + layout.n];
+    let max_position = positions.iter().copied().max().unwrap_or(0);
     assert!(max_base + max_position < planes.len(), "im2col: an offset leaves the padded planes");
     let out = Shared(packed.as_mut_ptr());
-    let grain = (1 << 14) / (layout.k * nr).max(1);
+    let grain = if parallel { (1 << 14) / (layout.k * nr).max(1) } else { usize::MAX };
     crate::parallel::par_ranges(panels, grain, |range| {
         let mut runs: Vec<Run> = Vec::with_capacity(nr);
         for q in range {
             let j0 = q * nr;
             let valid = nr.min(layout.n - j0);
             runs.clear();
-            for (l, &at) in padded.positions[j0..j0 + valid].iter().enumerate().filter(|_| step == 1) {
+            for (l, &at) in positions[j0..j0 + valid].iter().enumerate().filter(|_| step == 1) {
                 match runs.last_mut() {
                     Some(r) if r.src + r.len == at => r.len += 1,
                     _ => runs.push(Run { dst: l, src: at, len: 1 }),
@@ -166,7 +267,7 @@ fn fill_packed(layout: &PackedLayout, row_base: &[usize], padded: &Padded<'_>, p
                     }
                 } else {
                     let src = &planes[base..];
-                    for (o, &at) in line.iter_mut().zip(&padded.positions[j0..j0 + valid]) {
+                    for (o, &at) in line.iter_mut().zip(&positions[j0..j0 + valid]) {
                         // SAFETY: base + at <= max_base + max_position, in bounds (asserted above).
                         *o = unsafe { *src.get_unchecked(at) };
                     }

@@ -347,6 +347,22 @@ pub(crate) fn gemm_f32_packed(args: &GemmArgs, a: &[f32], b: &[f32], layout: &Pa
     });
 }
 
+/// [`gemm_f32_packed`] on the calling thread alone, for a caller that
+/// already split its work over the context's threads.
+///
+/// # Safety
+/// C's elements (as `args` addresses them from `c`) are inside one
+/// allocation and written by no one else meanwhile.
+pub(crate) unsafe fn gemm_f32_packed_here(args: &GemmArgs, a: &[f32], b: &[f32], layout: &PackedLayout, c: *mut f32) {
+    assert!(a.len() >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
+    assert!(layout.k == args.k && layout.n == args.n && b.len() >= layout.len(), "gemm: packed B does not match");
+    assert!(sgemm::tile().is_some(), "gemm: no packed kernel on this CPU");
+    if args.m != 0 && args.n != 0 {
+        // SAFETY: A and B checked above, C by the caller.
+        unsafe { sgemm::sgemm_prepacked(args, a.as_ptr(), b.as_ptr(), layout, 0, c) }
+    }
+}
+
 /// The layout [`gemm_f32_packed`] takes B in, for a k×n matrix, when the
 /// fast mode's packed kernel runs on this CPU.
 pub(crate) fn packed_layout(k: usize, n: usize) -> Option<PackedLayout> {

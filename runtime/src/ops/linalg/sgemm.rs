@@ -82,6 +82,36 @@ impl PackedLayout {
     }
 }
 
+/// Sixteen floats on one cache line: the unit packed buffers are allocated
+/// in, so that every packed panel starts on a line.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([f32; 16]);
+
+thread_local! {
+    /// The buffer of [`with_packed_buffer`].
+    static BLOCK: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a 64-byte aligned buffer of `len` floats (contents
+/// unspecified) kept per thread across calls: where a caller packs a block
+/// of B for [`sgemm_prepacked`].
+pub(crate) fn with_packed_buffer<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    fn floats(buf: &mut Vec<Line>, len: usize) -> &mut [f32] {
+        let lines = len.div_ceil(16);
+        if buf.len() < lines {
+            buf.resize(lines, Line([0.0; 16]));
+        }
+        // SAFETY: `lines` lines of 16 floats hold at least `len` floats.
+        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<f32>(), len) }
+    }
+    BLOCK.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => f(floats(&mut buf, len)),
+        // In use further up the stack: a fresh buffer.
+        Err(_) => f(floats(&mut Vec::new(), len)),
+    })
+}
+
 /// C = alpha·A·B + beta·C on strided operands (C is not read when beta is
 /// 0), with the kernel of [`tile`]. Only called when that is `Some`.
 ///
@@ -139,15 +169,9 @@ pub(super) unsafe fn sgemm_prepacked(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{GemmArgs, KC, MC, NC};
+    use super::{GemmArgs, Line, KC, MC, NC};
     use std::arch::x86_64::*;
     use std::cell::RefCell;
-
-    /// Sixteen floats on one cache line: the unit packed buffers are
-    /// allocated in, so that every packed panel starts on a line.
-    #[repr(C, align(64))]
-    #[derive(Clone, Copy)]
-    struct Line([f32; 16]);
 
     const ZERO: Line = Line([0.0; 16]);
 
