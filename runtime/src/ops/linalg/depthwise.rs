@@ -310,9 +310,9 @@ pub(crate) fn small_planes<T: Scalar>(
 }
 
 /// [`small_planes_body`] for f32 with AVX2 intrinsics: the sums of 32
-/// channels stay in four registers over every tap instead of going through
-/// memory at each; the same multiplies and adds in the same order (no FMA),
-/// so the same bits.
+/// channels (then 8, then one) stay in registers over every tap instead of
+/// going through memory at each; the same multiplies and adds in the same
+/// order (no FMA), so the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn small_planes_f32_avx2(
@@ -373,6 +373,24 @@ unsafe fn small_planes_f32_avx2(
                     y[(c0 + l) * out_size + pos] = v;
                 }
                 c0 += BLOCK;
+            }
+            while c0 + 8 <= channels {
+                // SAFETY: as above, for 8 channels.
+                unsafe {
+                    let mut acc = match bias {
+                        Some(b) => _mm256_loadu_ps(b.as_ptr().add(c0)),
+                        None => _mm256_setzero_ps(),
+                    };
+                    for &(xo, wo) in &valid {
+                        let (xp, wp) = (xt.as_ptr().add(xo + c0), wt.as_ptr().add(wo + c0));
+                        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(wp), _mm256_loadu_ps(xp)));
+                    }
+                    _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+                }
+                for (l, &v) in lanes[..8].iter().enumerate() {
+                    y[(c0 + l) * out_size + pos] = v;
+                }
+                c0 += 8;
             }
             for m in c0..channels {
                 let mut a = bias.map_or(0.0, |b| b[m]);
