@@ -5,10 +5,16 @@
 //! count; GPU checks, calibration and accuracy reports compare against it.
 //! [`Math::Fast`] lets a few f32 kernels trade that for speed, each within a
 //! bound its tests check (`runtime/tests/math.rs`):
-//! - matrix products with at most [`FAST_GEMV_ROWS`] rows (fully connected
-//!   layers at small batch) run as dot products or row updates that read the
-//!   weight once, instead of packing it on every call: the sums are
-//!   reordered;
+//! - f32 matrix products run through `ops/linalg/sgemm.rs`'s packed kernel
+//!   (a 12×32 AVX-512 or 6×16 AVX2 register tile of fused multiply-adds)
+//!   where the CPU has one, instead of `matrixmultiply`'s, and convolutions
+//!   write their im2col matrix straight into its packed layout
+//!   (`ops/linalg/conv_packed.rs`): each sum is fused in blocks of 256
+//!   terms, the same whatever the thread count;
+//! - matrix products with at most [`FAST_GEMV_ROWS`] rows or columns (fully
+//!   connected layers at small batch) run as dot products or row updates
+//!   that read the weight once, instead of packing it on every call: the
+//!   sums are reordered;
 //! - Sigmoid and SiLU use [`exp`], a vectorizable e^x within 2 ulp, instead
 //!   of libm's (with fused multiply-adds where the CPU has FMA, so fast
 //!   results may differ in the last bits between CPUs);
