@@ -11,7 +11,7 @@
 //! each output row), instead of a walk over output rows per kernel tap
 //! whose bookkeeping dominated small convolutions.
 
-use super::conv::{init_with_bias, ConvGeometry, Finish, MAX_IM2COL};
+use super::conv_geometry::{init_with_bias, ConvGeometry, Finish, MAX_IM2COL};
 use super::gemm_kernel::{gemm_f32_packed, gemm_f32_packed_here, packed_layout, Shared};
 use super::num::with_scratch;
 use super::sgemm::{with_packed_buffer, PackedLayout};

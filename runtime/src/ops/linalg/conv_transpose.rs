@@ -12,7 +12,8 @@
 //! col2im scatters the columns into the output, the mirror image of Conv's
 //! im2col.
 
-use super::conv::{ConvGeometry, TapRows};
+use super::conv::TapRows;
+use super::conv_geometry::ConvGeometry;
 use super::num::{narrow_into, widen, with_scratch, Scalar};
 use super::window::Window;
 use super::GemmArgs;

@@ -10,7 +10,8 @@
 //! Computed in f64, like onnx's reference (which samples with GridSample,
 //! `align_corners=1`, zero padding).
 
-use super::conv::{Conv, ConvGeometry};
+use super::conv::Conv;
+use super::conv_geometry::ConvGeometry;
 use super::gemm_kernel::gemm_f64;
 use super::GemmArgs;
 use crate::ensure_op;

@@ -3,16 +3,18 @@
 //! Col2Im, DFT and STFT. Matrix multiplies go through `gemm_kernel`: the
 //! `matrixmultiply` crate in the exact mode, `sgemm`'s packed kernel in the fast one.
 
-mod gemm_kernel;
+mod gemm_args;
 mod sgemm;
+mod gemm_kernel;
 pub(crate) mod num;
 mod window;
 mod matmul;
 mod gemm;
 mod einsum;
 mod depthwise;
-mod conv;
+mod conv_geometry;
 mod conv_packed;
+mod conv;
 mod conv_transpose;
 mod deform_conv;
 pub(crate) mod integer;

@@ -5,7 +5,8 @@
 //! Every kernel tap is one pass of a strided loop over the output plane,
 //! like the depthwise convolution, so no per-element index math is needed.
 
-use super::conv::{ConvGeometry, TapRows};
+use super::conv::TapRows;
+use super::conv_geometry::ConvGeometry;
 use super::window::{valid_range, Window};
 use crate::dtype::DType;
 use crate::error::Result;

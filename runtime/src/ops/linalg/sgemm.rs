@@ -19,7 +19,7 @@
 //! They differ from `matrixmultiply`'s (the exact mode's) by the order of
 //! the sums, within the bound `runtime/tests/math.rs` checks.
 
-use super::gemm_kernel::GemmArgs;
+use super::gemm_args::GemmArgs;
 
 /// The k extent of one block: a packed panel of B (KC×NR, 16 or 32 KiB)
 /// stays in the L1 cache while the tiles of a row block of A pass over it.
