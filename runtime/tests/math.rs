@@ -252,6 +252,8 @@ fn fast_convolutions_are_within_the_reordering_bound() {
         (vec![1, 40, 30, 30], vec![70, 40, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1)),
         // Enough output positions for blocks of them on each of 3 threads.
         (vec![1, 4, 150, 150], vec![8, 4, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1)),
+        // An empty input row whose padding still gives outputs (bias only).
+        (vec![1, 3, 4, 0], vec![5, 3, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 2, 1, 2], [1, 1], 1)),
         // Pointwise, and 1x1 with stride 2.
         (vec![2, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1)),
         (vec![1, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [2, 2], [0, 0, 0, 0], [1, 1], 1)),

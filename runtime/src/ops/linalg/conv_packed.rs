@@ -207,9 +207,24 @@ impl<'g> Padded<'g> {
 
     /// Writes input plane `x` into `out` with its padding.
     fn fill(&self, x: &[f32], out: &mut [f32]) {
-        out.fill(0.0);
         let g = self.g;
         let r = g.in_spatial.len();
+        if r == 2 {
+            // Rows of padding, then each input row between its pads.
+            let (top, left, width) = (g.win.pad_begin(0), g.win.pad_begin(1), self.extent[1]);
+            let (ih, iw) = (g.in_spatial[0], g.in_spatial[1]);
+            out[..top * width].fill(0.0);
+            for row in 0..ih {
+                let src = &x[row * iw..][..iw];
+                let dst = &mut out[(top + row) * width..][..width];
+                dst[..left].fill(0.0);
+                dst[left..left + iw].copy_from_slice(src);
+                dst[left + iw..].fill(0.0);
+            }
+            out[(top + ih) * width..].fill(0.0);
+            return;
+        }
+        out.fill(0.0);
         let width = g.in_spatial[r - 1];
         let rows = g.in_size / width.max(1);
         let strides = crate::ops::util::strides(&self.extent);
