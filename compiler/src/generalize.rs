@@ -52,7 +52,7 @@ use trtc_runtime::{DType, Op, Tensor};
 /// at the largest) so that they all hold the same nodes, whose shapes follow
 /// their inputs'.
 pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
-    let max = graphs.last().expect("graphs");
+    let Some(max) = graphs.last() else { bail!("no imported graphs to generalize") };
     if graphs.iter().any(|g| g.node_count() != max.node_count()) {
         return Err(structure_differs(graphs));
     }

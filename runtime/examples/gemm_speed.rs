@@ -12,17 +12,22 @@ use trtc_runtime::ops::linalg::{gemm_f32, GemmArgs};
 use trtc_runtime::parallel::Threads;
 
 fn main() {
+    let fail = |message: String| -> ! {
+        eprintln!("gemm_speed: {message}");
+        std::process::exit(2)
+    };
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
     let threads = match argv.iter().position(|a| a == "--threads") {
         Some(i) => {
-            let t = argv.get(i + 1).and_then(|t| t.parse().ok()).expect("--threads takes a count");
+            let Some(t) = argv.get(i + 1).and_then(|t| t.parse().ok()) else { fail("--threads takes a count".into()) };
             argv.drain(i..i + 2);
             t
         }
         None => 1,
     };
-    let pool = Threads::new(threads).expect("threads");
-    let args: Vec<usize> = argv.iter().map(|a| a.parse().expect("sizes are integers")).collect();
+    let pool = Threads::new(threads).unwrap_or_else(|e| fail(e.to_string()));
+    let args: Vec<usize> =
+        argv.iter().map(|a| a.parse().unwrap_or_else(|_| fail(format!("sizes are integers, got {a:?}")))).collect();
     let shapes: Vec<(usize, usize, usize)> = if args.is_empty() {
         vec![
             (64, 147, 12544),
@@ -37,7 +42,9 @@ fn main() {
             (128, 768, 3072),
         ]
     } else {
-        assert!(args.len().is_multiple_of(3), "give sizes as M K N triples");
+        if !args.len().is_multiple_of(3) {
+            fail("give sizes as M K N triples".into());
+        }
         args.chunks(3).map(|s| (s[0], s[1], s[2])).collect()
     };
     println!("{:>6} {:>6} {:>6} {:>12} {:>12} {:>7}", "M", "K", "N", "exact GF/s", "fast GF/s", "ratio");

@@ -62,8 +62,6 @@ pub(super) fn conv_packed(
     }
     let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
     args.beta = if bias.is_some() { 1.0 } else { 0.0 };
-    // Where row p = (channel, tap) of the matrix starts in the padded planes.
-    let row_base: Vec<usize> = (0..kdim).map(|p| (p / g.k_size) * padded.plane + padded.taps[p % g.k_size]).collect();
     with_scratch::<f32, _>(padded_len, |scratch| {
         for n in 0..g.n {
             for grp in 0..g.group {
@@ -85,7 +83,7 @@ pub(super) fn conv_packed(
                 if !by_blocks {
                     init_with_bias(y_g, bias_g, g.out_size);
                     with_packed_buffer(whole.len(), |packed| {
-                        fill_packed(&whole, &row_base, &padded, 0, planes, packed, true);
+                        fill_packed(&whole, &padded, 0, planes, packed, true);
                         gemm_f32_packed(&args, w_g, packed, &whole, y_g);
                     });
                     crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
@@ -105,7 +103,7 @@ pub(super) fn conv_packed(
                         }
                         let layout = PackedLayout::new(kdim, cols, whole.nr);
                         with_packed_buffer(layout.len(), |packed| {
-                            fill_packed(&layout, &row_base, &padded, j0, planes, packed, false);
+                            fill_packed(&layout, &padded, j0, planes, packed, false);
                             let block = GemmArgs { n: cols, ..args };
                             // SAFETY: as above.
                             unsafe { gemm_f32_packed_here(&block, w_g, packed, &layout, c.at(j0 as isize)) };
@@ -157,12 +155,15 @@ struct Padded<'g> {
     extent: Vec<usize>,
     /// Elements of one padded plane.
     plane: usize,
-    /// Offset of each kernel tap (its dilated position) in a padded plane.
-    taps: Vec<usize>,
     /// Offset of each output position's window origin in a padded plane.
     positions: Vec<usize>,
     /// The offset between neighbouring positions of an output row.
     step: usize,
+    /// Where row p = (channel, tap) of the im2col matrix starts in the
+    /// padded planes of one group.
+    rows: Vec<usize>,
+    /// The furthest element any row reads: its base plus the last position.
+    reach: usize,
 }
 
 impl<'g> Padded<'g> {
@@ -173,7 +174,7 @@ impl<'g> Padded<'g> {
         let extent: Vec<usize> = (0..r).map(|d| g.in_spatial[d] + win.pad_begin(d) + win.pad_end(d)).collect();
         let strides = crate::ops::util::strides(&extent);
         let mut idx = vec![0; r];
-        let taps = (0..g.k_size)
+        let taps: Vec<usize> = (0..g.k_size)
             .map(|t| {
                 unflatten(t, &win.kernel_shape, &mut idx);
                 (0..r).map(|d| idx[d] * win.dilations[d] * strides[d]).sum()
@@ -197,7 +198,10 @@ impl<'g> Padded<'g> {
             }
         }
         let step = win.strides[r - 1];
-        Padded { g, plane: extent.iter().product(), extent, taps, positions, step }
+        let plane: usize = extent.iter().product();
+        let rows: Vec<usize> = (0..g.c / g.group * g.k_size).map(|p| (p / g.k_size) * plane + taps[p % g.k_size]).collect();
+        let reach = rows.iter().max().unwrap_or(&0) + positions.iter().max().unwrap_or(&0);
+        Padded { g, plane, extent, positions, step, rows, reach }
     }
 
     /// Whether the padded plane is the input plane itself (no padding).
@@ -242,22 +246,12 @@ impl<'g> Padded<'g> {
 /// output row's part in the panel), else element by element from their
 /// offsets. Positions past n stay zero. Panels are split over the
 /// context's threads.
-fn fill_packed(
-    layout: &PackedLayout,
-    row_base: &[usize],
-    padded: &Padded<'_>,
-    j_first: usize,
-    planes: &[f32],
-    packed: &mut [f32],
-    parallel: bool,
-) {
+fn fill_packed(layout: &PackedLayout, padded: &Padded<'_>, j_first: usize, planes: &[f32], packed: &mut [f32], parallel: bool) {
     let nr = layout.nr;
     let panels = layout.npad / nr;
     let step = padded.step;
-    let max_base = row_base.iter().copied().max().unwrap_or(0);
     let positions = &padded.positions[j_first..j_first + layout.n];
-    let max_position = positions.iter().copied().max().unwrap_or(0);
-    assert!(max_base + max_position < planes.len(), "im2col: an offset leaves the padded planes");
+    assert!(padded.reach < planes.len(), "im2col: an offset leaves the padded planes");
     let out = Shared(packed.as_mut_ptr());
     let grain = if parallel { (1 << 14) / (layout.k * nr).max(1) } else { usize::MAX };
     crate::parallel::par_ranges(panels, grain, |range| {
@@ -272,8 +266,8 @@ fn fill_packed(
                     _ => runs.push(Run { dst: l, src: at, len: 1 }),
                 }
             }
-            for (p, &base) in row_base.iter().enumerate() {
-                let (at, _) = layout.index(p, j0);
+            for (p, &base) in padded.rows.iter().enumerate() {
+                let at = layout.index(p, j0);
                 // SAFETY: line p of panel q lies inside the packed matrix
                 // and belongs to this range's panels alone.
                 let line = unsafe { std::slice::from_raw_parts_mut(out.at(at as isize), nr) };
@@ -284,7 +278,7 @@ fn fill_packed(
                 } else {
                     let src = &planes[base..];
                     for (o, &at) in line.iter_mut().zip(&positions[j0..j0 + valid]) {
-                        // SAFETY: base + at <= max_base + max_position, in bounds (asserted above).
+                        // SAFETY: base + at <= padded.reach, in bounds (asserted above).
                         *o = unsafe { *src.get_unchecked(at) };
                     }
                 }

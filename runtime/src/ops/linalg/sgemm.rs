@@ -71,14 +71,13 @@ impl PackedLayout {
         self.k * self.npad
     }
 
-    /// The index of element (p, j), and how many elements from there on
-    /// are contiguous along j (to the end of its panel).
+    /// The index of element (p, j).
     #[inline]
-    pub fn index(&self, p: usize, j: usize) -> (usize, usize) {
+    pub fn index(&self, p: usize, j: usize) -> usize {
         let pc = p / KC * KC;
         let kc = KC.min(self.k - pc);
         let l = j & (self.nr - 1);
-        (pc * self.npad + (j - l) * kc + (p - pc) * self.nr + l, self.nr - l)
+        pc * self.npad + (j - l) * kc + (p - pc) * self.nr + l
     }
 }
 
@@ -714,7 +713,7 @@ mod tests {
         let packed = &mut packed[start..][..layout.len()];
         for p in 0..k {
             for j in 0..layout.npad {
-                packed[layout.index(p, j).0] = if j < n { b[p * n + j] } else { 0.0 };
+                packed[layout.index(p, j)] = if j < n { b[p * n + j] } else { 0.0 };
             }
         }
         let mut got = c.clone();
