@@ -107,3 +107,36 @@ pub fn store_f64(out: &mut crate::tensor::TensorViewMut<'_>, values: &[f64], op:
     }
     Ok(())
 }
+
+/// How deep ops may nest in an engine (sub-plans in sub-plans: an If in
+/// a Loop body in ...).
+pub const MAX_NESTING: usize = 32;
+
+thread_local! {
+    /// Nested ops being decoded on this thread (sub-plans, precision
+    /// wrappers), outermost first.
+    static DECODING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one level of nesting while an engine's ops are decoded, so that
+/// a hostile file nesting them deeper than `limit` is refused instead of
+/// exhausting the stack. Dropping it leaves the level.
+pub(crate) struct DecodeDepth;
+
+impl DecodeDepth {
+    pub(crate) fn enter(limit: usize) -> Result<DecodeDepth> {
+        DECODING.with(|d| {
+            if d.get() >= limit {
+                return Err(crate::error::Error::invalid(format!("ops nest more than {limit} deep")));
+            }
+            d.set(d.get() + 1);
+            Ok(DecodeDepth)
+        })
+    }
+}
+
+impl Drop for DecodeDepth {
+    fn drop(&mut self) {
+        DECODING.with(|d| d.set(d.get() - 1));
+    }
+}

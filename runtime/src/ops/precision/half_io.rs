@@ -14,9 +14,25 @@ use crate::{bail_op, ensure_op};
 use half::f16;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HalfIo {
     pub inner: Box<Op>,
+}
+
+/// What a [`HalfIo`] serializes as.
+#[derive(Deserialize)]
+#[serde(rename = "HalfIo")]
+struct HalfIoFields {
+    inner: Box<Op>,
+}
+
+impl<'de> Deserialize<'de> for HalfIo {
+    /// Wrappers do not nest, but a hostile engine could nest them deeper
+    /// than the stack allows before `infer` refuses them.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<HalfIo, D::Error> {
+        let _depth = crate::ops::util::DecodeDepth::enter(crate::ops::util::MAX_NESTING).map_err(serde::de::Error::custom)?;
+        HalfIoFields::deserialize(d).map(|f| HalfIo { inner: f.inner })
+    }
 }
 
 impl HalfIo {
@@ -107,6 +123,20 @@ impl OpImpl for HalfIo {
 mod tests {
     use super::*;
     use crate::ops::elementwise::{Binary, BinaryKind};
+
+    #[test]
+    fn wrappers_nested_by_a_hostile_engine_are_refused_not_a_stack_overflow() {
+        let leaf: Op = Binary::new(BinaryKind::Add).into();
+        let once: Op = HalfIo::new(leaf.clone()).into();
+        let (leaf_bytes, once_bytes) = (postcard::to_stdvec(&leaf).unwrap(), postcard::to_stdvec(&once).unwrap());
+        // A wrapper's bytes are a prefix followed by the wrapped op's.
+        let prefix = &once_bytes[..once_bytes.len() - leaf_bytes.len()];
+        let nested = |levels: usize| [prefix.repeat(levels), leaf_bytes.clone()].concat();
+        assert_eq!(postcard::from_bytes::<Op>(&nested(1)).unwrap(), once);
+        assert!(postcard::from_bytes::<Op>(&nested(200_000)).is_err());
+        // The count of levels is released after the failure.
+        assert_eq!(postcard::from_bytes::<Op>(&nested(1)).unwrap(), once);
+    }
 
     #[test]
     fn rounds_each_output_once_after_f32_arithmetic() {
