@@ -3,6 +3,7 @@
 use serde::Serialize;
 use std::fmt::Write;
 use trtc_runtime::kernels::LayerKernels;
+use trtc_runtime::ops::control::{ControlOp, SubPlan};
 use trtc_runtime::plan::Storage;
 use trtc_runtime::Engine;
 
@@ -168,8 +169,40 @@ pub fn text(engine: &Engine) -> String {
         for g in geometry {
             let _ = writeln!(s, "         {g}");
         }
+        for (what, sub) in sub_plans(&l.op) {
+            let _ = writeln!(s, "         {what}: {}", describe_sub_plan(sub));
+        }
     }
     s
+}
+
+/// The sub-plans a control-flow layer runs, by name.
+fn sub_plans(op: &trtc_runtime::Op) -> Vec<(&'static str, &SubPlan)> {
+    match op {
+        trtc_runtime::Op::Control(ControlOp::If(i)) => vec![("then_branch", &i.then_branch), ("else_branch", &i.else_branch)],
+        trtc_runtime::Op::Control(ControlOp::Loop(l)) => vec![("body", &l.body)],
+        _ => Vec::new(),
+    }
+}
+
+/// A sub-plan in one line: its step count and ops in order (nested
+/// control flow in brackets).
+fn describe_sub_plan(sub: &SubPlan) -> String {
+    let ops: Vec<String> = sub
+        .steps
+        .iter()
+        .map(|step| {
+            let inner: Vec<String> =
+                sub_plans(&step.op).into_iter().map(|(what, s)| format!("{what}: {}", describe_sub_plan(s))).collect();
+            if inner.is_empty() {
+                step.op.display_name()
+            } else {
+                format!("{} [{}]", step.op.display_name(), inner.join("; "))
+            }
+        })
+        .collect();
+    let n = sub.steps.len();
+    format!("{n} step{} on the host, f32 ({})", if n == 1 { "" } else { "s" }, ops.join(", "))
 }
 
 /// One binding in the JSON report.

@@ -1,10 +1,11 @@
-//! Control flow is resolved when the engine is built. An If whose
-//! condition is known then is replaced by the branch it takes: the branch
-//! reads the outer scope (even a tensor whose producer comes later in the
-//! file), nests, and its outputs become the If's; a condition computed at
-//! run time is a clear error, which `--input-value` fixes. Loops with known
-//! trip counts and Scans (static sequence lengths) are unrolled, within
-//! bounds on iterations and added nodes.
+//! Control flow. An If whose condition is known when the engine is built
+//! is replaced by the branch it takes: the branch reads the outer scope
+//! (even a tensor whose producer comes later in the file), nests, and its
+//! outputs become the If's. Loops with known trip counts and Scans (static
+//! sequence lengths) are unrolled, within bounds on iterations and added
+//! nodes. A condition or trip count computed at run time, or a loop too
+//! long to unroll, makes a layer that runs its branches or body as
+//! sub-plans, sizing the layers after it by what it gives.
 
 mod common;
 
@@ -74,14 +75,68 @@ fn a_constant_condition_takes_its_branch() {
 }
 
 #[test]
-fn a_run_time_condition_is_an_error_that_input_value_fixes() {
-    let err = run(&if_model(None), &ImportOptions::default()).unwrap_err();
-    let msg = format!("{err:#}");
-    assert!(msg.contains("node 'choose' (If)") && msg.contains("--input-value"), "{msg}");
+fn a_run_time_condition_runs_the_branch_it_picks() {
+    // The condition is a graph input: the engine holds both branches.
+    let g = import_bytes(&encode(&if_model(None)), ExternalDataRoot::default(), &ImportOptions::default()).unwrap();
+    let engine = Engine::from_bytes(&build_graph(g, &BuildOptions::default()).unwrap().engine).unwrap();
+    assert!(engine.plan().layers.iter().any(|l| l.op.name() == "If"));
+    let x = Tensor::from_vec(vec![2], vec![3f32, 4.0]).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (c, want) in [(true, [8.0, 10.0]), (false, [-6.0, -15.0])] {
+        let cond = Tensor::from_bools(Vec::<usize>::new(), &[c]).unwrap();
+        let out = ctx.run(&[("x", &x), ("cond", &cond)]).unwrap();
+        assert_eq!(out[0].1.as_slice::<f32>().unwrap(), want);
+    }
+    // Fixed with --input-value, the If is replaced by its branch.
     let mut input_values = HashMap::new();
     input_values.insert("cond".to_string(), Tensor::from_bools(Vec::<usize>::new(), &[false]).unwrap());
     let opts = ImportOptions { input_values, ..Default::default() };
     assert_eq!(run(&if_model(None), &opts).unwrap(), [-6.0, -15.0]);
+    let g = import_bytes(&encode(&if_model(None)), ExternalDataRoot::default(), &opts).unwrap();
+    assert!(g.nodes().all(|n| n.op().is_none_or(|op| op.name() != "If")));
+}
+
+/// `if cond then x[0..2] * 2 else x` followed by `+ 1`: the branches'
+/// outputs differ in shape, so the If's size depends on the data.
+#[test]
+fn branches_of_different_shapes_size_the_layers_after_them() {
+    let mut if_node = node("If", "choose", &["cond"], &["y"]);
+    let then_nodes = vec![node("Slice", "head", &["x", "zero", "two_i"], &["h"]), node("Mul", "double", &["h", "two"], &["t"])];
+    let then =
+        pb::GraphProto { name: "then".into(), node: then_nodes, output: vec![value_info("t", F32, &[2])], ..Default::default() };
+    let els = pb::GraphProto {
+        name: "else".into(),
+        node: vec![node("Identity", "same", &["x"], &["e"])],
+        output: vec![value_info("e", F32, &[5])],
+        ..Default::default()
+    };
+    if_node.attribute.push(graph_attr("then_branch", then));
+    if_node.attribute.push(graph_attr("else_branch", els));
+    let i64s = |name: &str, v: i64| pb::TensorProto {
+        name: name.into(),
+        data_type: common::I64,
+        dims: vec![1],
+        int64_data: vec![v],
+        ..Default::default()
+    };
+    let m = model(
+        vec![if_node, node("Add", "plus_one", &["y", "one"], &["z"])],
+        vec![value_info("x", F32, &[5]), value_info("cond", BOOL, &[])],
+        vec![value_info("z", F32, &[5])],
+        vec![f32_tensor("one", &[1], &[1.0]), f32_tensor("two", &[1], &[2.0]), i64s("zero", 0), i64s("two_i", 2)],
+    );
+    let g = import_bytes(&encode(&m), ExternalDataRoot::default(), &ImportOptions::default()).unwrap();
+    let engine = Engine::from_bytes(&build_graph(g, &BuildOptions::default()).unwrap().engine).unwrap();
+    let report = trtc::inspect::text(&engine);
+    assert!(report.contains("sizes depend on the data after layer choose"), "{report}");
+    let x = Tensor::from_vec(vec![5], vec![1f32, 2., 3., 4., 5.]).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (c, want) in [(true, vec![3f32, 5.]), (false, vec![2., 3., 4., 5., 6.]), (true, vec![3., 5.])] {
+        let cond = Tensor::from_bools(Vec::<usize>::new(), &[c]).unwrap();
+        let out = ctx.run(&[("x", &x), ("cond", &cond)]).unwrap();
+        assert_eq!(out[0].1.shape(), [want.len()]);
+        assert_eq!(out[0].1.as_slice::<f32>().unwrap(), want);
+    }
 }
 
 #[test]
@@ -157,14 +212,86 @@ fn a_loop_with_known_trips_is_unrolled_with_its_scan_outputs() {
     let out = run_all(&loop_model(3, 1)).unwrap();
     assert_eq!(out[0], (vec![2], vec![3.5, 4.5]));
     assert_eq!(out[1], (vec![2, 2], vec![0.5, 0.5, 3.5, 4.5]));
-    // Too many iterations to unroll is an error, not a hang.
-    let err = format!("{:#}", run_all(&loop_model(1 << 40, 1 << 41)).unwrap_err());
-    assert!(err.contains("node 'accumulate' (Loop)") && err.contains("at most 4096 iterations"), "{err}");
+}
+
+fn rows(out: &[(Vec<usize>, Vec<f32>)]) -> usize {
+    out[1].0[0]
 }
 
 #[test]
-fn unrolling_is_bounded_by_the_nodes_it_adds() {
-    // 4000 iterations of a 301-node body would add 1.2 million nodes.
+fn a_loop_too_long_to_unroll_runs_as_a_layer() {
+    // 5000 iterations (more than trtc unrolls): y = 0.5 + x * (0 + ... + 4999).
+    let out = run_all(&loop_model(5000, 1 << 20)).unwrap();
+    let mut y = [0.5f32, 0.5];
+    for i in 0..5000 {
+        y = [y[0] + 3.0 * i as f32, y[1] + 4.0 * i as f32];
+    }
+    assert_eq!(out[0], (vec![2], y.to_vec()));
+    assert_eq!(rows(&out), 5000);
+    assert_eq!(&out[1].1[..4], [0.5, 0.5, 3.5, 4.5]);
+    // A trip count of 2^40 that the body's condition ends after i = 1.
+    let out = run_all(&loop_model(1 << 40, 1)).unwrap();
+    assert_eq!(out[0], (vec![2], vec![3.5, 4.5]));
+    assert_eq!(out[1], (vec![2, 2], vec![0.5, 0.5, 3.5, 4.5]));
+}
+
+/// `loop_model`, its trip count and initial condition graph inputs, and
+/// its stacked rows doubled after it (a layer sized by them).
+fn loop_model_run_time() -> pb::ModelProto {
+    let mut m = loop_model(0, 100);
+    let g = m.graph.as_mut().unwrap();
+    g.initializer.retain(|t| t.name != "trips");
+    g.input.push(value_info("trips", common::I64, &[]));
+    g.input.push(value_info("go", BOOL, &[]));
+    g.node[0].input[1] = "go".into();
+    g.node.push(node("Add", "twice", &["rows", "rows"], &["rows2"]));
+    g.output.push(value_info("rows2", F32, &[3, 2]));
+    m
+}
+
+#[test]
+fn a_run_time_trip_count_sizes_the_scan_outputs_of_each_run() {
+    let g = import_bytes(&encode(&loop_model_run_time()), ExternalDataRoot::default(), &ImportOptions::default()).unwrap();
+    let engine = Engine::from_bytes(&build_graph(g, &BuildOptions::default()).unwrap().engine).unwrap();
+    let x = Tensor::from_vec(vec![2], vec![3f32, 4.0]).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    // 0 iterations, then more than the engine planned room for (kept on
+    // the heap), then few again (in the arena), then a false condition.
+    for (trips, go, want_rows) in [(0i64, true, 0usize), (7, true, 7), (40, true, 40), (1, true, 1), (5, false, 0)] {
+        let m = Tensor::scalar(trips);
+        let cond = Tensor::from_bools(Vec::<usize>::new(), &[go]).unwrap();
+        let out = ctx.run(&[("x", &x), ("trips", &m), ("go", &cond)]).unwrap();
+        let y = out[0].1.as_slice::<f32>().unwrap();
+        let sum = (0..want_rows).sum::<usize>() as f32;
+        assert_eq!(y, [0.5 + 3.0 * sum, 0.5 + 4.0 * sum], "{trips} trips");
+        assert_eq!(out[1].1.shape(), [want_rows, 2]);
+        assert_eq!(out[2].1.shape(), [want_rows, 2]);
+        let rows = out[1].1.as_slice::<f32>().unwrap();
+        let doubled: Vec<f32> = rows.iter().map(|v| v * 2.0).collect();
+        assert_eq!(out[2].1.as_slice::<f32>().unwrap(), doubled);
+        if want_rows > 0 {
+            assert_eq!(&rows[rows.len() - 2..], y);
+        }
+    }
+}
+
+#[test]
+fn a_loop_that_never_ends_is_an_error_not_a_hang() {
+    // No trip count and a condition that stays true: only the iteration
+    // bound ends it.
+    let mut m = loop_model(0, 1 << 40);
+    let g = m.graph.as_mut().unwrap();
+    g.node[0].input[0] = String::new();
+    g.node[0].output.truncate(1);
+    g.output.truncate(1);
+    let err = format!("{:#}", run_all(&m).unwrap_err());
+    assert!(err.contains("layer accumulate (Loop)") && err.contains("1048576 iterations"), "{err}");
+}
+
+#[test]
+fn a_loop_of_many_body_nodes_runs_as_a_layer() {
+    // 4000 iterations of a 301-node body would add 1.2 million nodes if
+    // unrolled.
     let mut nodes = vec![node("Identity", "keep", &["cond_in"], &["cond_out"])];
     nodes.extend((0..300).map(|k| {
         let from = if k == 0 { "y_in".to_string() } else { format!("y{k}") };
@@ -181,8 +308,8 @@ fn unrolling_is_bounded_by_the_nodes_it_adds() {
     let mut lp = node("Loop", "long", &["trips", "", "x"], &["y"]);
     lp.attribute.push(graph_attr("body", body));
     let m = model(vec![lp], vec![value_info("x", F32, &[2])], vec![value_info("y", F32, &[2])], vec![i64_scalar("trips", 4000)]);
-    let err = format!("{:#}", run_all(&m).unwrap_err());
-    assert!(err.contains("node 'long' (Loop)") && err.contains("would add more than 1048576 nodes"), "{err}");
+    let out = run_all(&m).unwrap();
+    assert_eq!(out[0], (vec![2], vec![3.0, 4.0]));
 }
 
 /// A Scan summing the rows of `x[steps, 2]` into a state, its body `y = s + row`.

@@ -137,6 +137,8 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         Op::Reduce(_) => reduce::candidates(&io, limits),
         Op::Movement(_) => movement::candidates(&io, limits),
         Op::Precision(PrecisionOp::HalfIo(_)) => unsupported("nested HalfIo"),
+        // Branches and loop bodies run on the host, control decided there.
+        Op::Control(_) => unsupported(format!("{}: control flow decided at run time runs on the host", op.name())),
     }
 }
 

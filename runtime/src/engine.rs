@@ -37,9 +37,11 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// IndexGrid ops, the profiles' shared dimensions, and DynamicReshape's
 /// axes read from other inputs (`ReshapeDim::Of`). Version 7 appended the
 /// NonMaxSuppression and NonZero ops (outputs sized by the data),
-/// DynamicSlice and DynamicTile. An older runtime
-/// refuses a newer engine by its version instead of failing to decode it.
-pub const FORMAT_VERSION: u32 = 7;
+/// DynamicSlice and DynamicTile. Version 8 appended the Control family
+/// (If and Loop decided at run time, holding their branches and bodies as
+/// sub-plans). An older runtime refuses a newer engine by its version
+/// instead of failing to decode it.
+pub const FORMAT_VERSION: u32 = 8;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).

@@ -234,12 +234,19 @@ pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
 /// Infers `layer`'s output types from its inputs' in `types` and records
 /// them, checking that each fits where the memory plan put it.
 pub fn infer_layer(plan: &Plan, layer: &crate::plan::Layer, types: &mut [TensorType]) -> Result<()> {
+    infer_layer_types(layer, types)?;
+    layer.outputs.iter().try_for_each(|&o| fits(plan, o, &types[o]))
+}
+
+/// Infers `layer`'s output types from its inputs' in `types` and records
+/// them, wherever they may have to live (after a layer sized by the data,
+/// the CPU executor keeps tensors that outgrow their room on the heap).
+pub fn infer_layer_types(layer: &crate::plan::Layer, types: &mut [TensorType]) -> Result<()> {
     let ins: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(|id| &types[id])).collect();
     let outs = layer.op.infer(&ins).map_err(|e| {
         Error::Binding(format!("layer {} ({}) does not take these input shapes: {e}", layer.name, layer.op.name()))
     })?;
     for (&o, ty) in layer.outputs.iter().zip(outs) {
-        fits(plan, o, &ty)?;
         types[o] = ty;
     }
     Ok(())

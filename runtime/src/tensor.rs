@@ -267,6 +267,11 @@ impl Tensor {
         &self.ty
     }
 
+    /// The tensor's buffer.
+    pub(crate) fn into_aligned_bytes(self) -> AlignedBytes {
+        self.data
+    }
+
     pub fn dtype(&self) -> DType {
         self.ty.dtype
     }

@@ -11,16 +11,32 @@
 //! version is pinned too. A new enum anywhere in the plan shows up as
 //! `MissingVariants([...])`: add it to the list below.
 
-use serde_reflection::{Tracer, TracerConfig};
+use serde_reflection::{Samples, Tracer, TracerConfig};
+use trtc_runtime::ops::control::{Constant, Step, SubPlan};
+use trtc_runtime::{DType, Tensor, TensorType};
 
 #[test]
 fn the_engine_encoding_is_pinned() {
-    let mut tracer = Tracer::new(TracerConfig::default());
+    let mut tracer = Tracer::new(TracerConfig::default().record_samples_for_structs(true));
+    // Types that check what they decode (a sub-plan, its constants) are
+    // traced from sample values, which decoding then returns.
+    let mut samples = Samples::new();
+    let scalar = TensorType::new(DType::F32, vec![1]);
+    let neg = trtc_runtime::ops::elementwise::Unary { kind: trtc_runtime::ops::elementwise::UnaryKind::Neg };
+    let sub_plan = SubPlan::new(
+        vec![("x".into(), scalar.clone()), ("k".into(), scalar.clone()), ("y".into(), scalar)],
+        vec![0],
+        vec![(1, Constant(Tensor::from_vec(vec![1], vec![1f32]).unwrap()))],
+        vec![Step { name: "neg".into(), op: neg.into(), inputs: vec![Some(0)], outputs: vec![2] }],
+        vec![2],
+    )
+    .unwrap();
+    tracer.trace_value(&mut samples, &sub_plan).expect("SubPlan");
     // Each enum is traced on its own until all its variants are seen (a
     // type traced only through a parent shows its first variant alone).
     macro_rules! trace {
         ($($t:ty),* $(,)?) => {
-            $(tracer.trace_simple_type::<$t>().expect(stringify!($t));)*
+            $(tracer.trace_type::<$t>(&samples).expect(stringify!($t));)*
         };
     }
     trace!(
@@ -65,6 +81,7 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::ops::quant::QuantOp,
         trtc_runtime::ops::reduce::ReduceKind,
         trtc_runtime::ops::reduce::ReduceOp,
+        trtc_runtime::ops::control::ControlOp,
         trtc_runtime::Op,
         trtc_runtime::plan::Plan,
         trtc_runtime::engine::Header,

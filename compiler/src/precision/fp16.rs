@@ -7,7 +7,8 @@
 //! A layer stays in f32 when it is pinned to fp32, when one of its constant
 //! inputs does not fit f16's range, when its op can produce values far
 //! larger than its inputs (Exp, Pow, sums and products over axes, CumSum),
-//! which would overflow f16's 65504, or when a tensor it reads or writes
+//! which would overflow f16's 65504, when it is control flow (If and Loop
+//! run their sub-plans in f32), or when a tensor it reads or writes
 //! was observed (running the FP32 engine on data, see `build`) beyond a
 //! quarter of that range: values that overflow f16 stay in f32, so the
 //! engine produces no infinity the FP32 one does not.
@@ -27,6 +28,9 @@ use trtc_runtime::{DType, Op, Tensor, TensorType};
 fn fp16_safe(op: &Op) -> bool {
     match op {
         Op::Precision(_) | Op::Quant(_) => false,
+        // Branches and loop bodies are sub-plans in f32, whose outputs may
+        // be sized by the data: the layer keeps f32 tensors around them.
+        Op::Control(_) => false,
         Op::Elementwise(ElementwiseOp::Cast(_) | ElementwiseOp::Pow(_)) => false,
         Op::Elementwise(ElementwiseOp::Unary(u)) => u.kind != UnaryKind::Exp,
         Op::Reduce(ReduceOp::Reduce(r)) => matches!(r.kind, ReduceKind::Mean | ReduceKind::Max | ReduceKind::Min),

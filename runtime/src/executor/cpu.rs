@@ -133,39 +133,39 @@ impl<'e> ExecutionContext<'e> {
             None => Cow::Owned(Vec::new()),
         };
         let mut data_sized = false;
-        let base = self.arena.as_mut_ptr();
-        let arena_len = self.arena.len();
-        let weights = self.engine.weights();
+        let mut memory = Memory {
+            base: self.arena.as_mut_ptr(),
+            arena_len: self.arena.len(),
+            weights: self.engine.weights(),
+            spilled: Vec::new(),
+        };
         fn ty_of<'a>(plan: &'a Plan, types: &'a [TensorType], id: TensorId) -> &'a TensorType {
             types.get(id).unwrap_or(&plan.tensors[id].ty)
         }
-        // SAFETY (both views): `Plan::validate` checked that every tensor's
-        // planned range lies in the arena, `profile::fits` that no type is
-        // larger than planned, and that tensors live at the same step never
-        // overlap; a layer's inputs and outputs are all live at its step, so
-        // an output slice aliases nothing else handed out for the layer.
-        let view = |id: TensorId, ty: &'_ TensorType| -> &[u8] {
-            let n = ty.bytes();
-            match plan.tensors[id].storage {
-                Storage::Arena { offset } => unsafe {
-                    debug_assert!(offset as usize + n <= arena_len);
-                    std::slice::from_raw_parts(base.add(offset as usize), n)
-                },
-                Storage::Weight { offset } => &weights[offset as usize..offset as usize + n],
-            }
-        };
         fn tensor_view<'a>(ty: &'a TensorType, bytes: &'a [u8]) -> TensorView<'a> {
             TensorView { dtype: ty.dtype, shape: &ty.shape, bytes }
+        }
+        /// What a layer sized by the data gave.
+        enum Sized {
+            /// Its outputs' shapes, written at the start of their room.
+            Shapes(Vec<Vec<usize>>),
+            /// Its outputs, as tensors of their own.
+            Owned(Vec<Tensor>),
         }
         let math = self.math;
         self.threads.install(|| -> Result<()> {
             crate::math::install(math, || -> Result<()> {
                 for layer in &plan.layers {
                     if data_sized {
-                        crate::profile::infer_layer(plan, layer, types.to_mut())?;
+                        crate::profile::infer_layer_types(layer, types.to_mut())?;
+                        for &id in &layer.outputs {
+                            memory.make_room(plan, id, &types[id])?;
+                        }
                     }
                     let op = layer.op.as_impl();
                     let failed = |e: Error| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name()));
+                    let written: Vec<(*mut u8, usize)> =
+                        layer.outputs.iter().map(|&id| memory.room(plan, id, ty_of(plan, &types, id))).collect();
                     let sized = {
                         let tys: &[TensorType] = &types;
                         let ins: Vec<Option<TensorView>> = layer
@@ -174,41 +174,65 @@ impl<'e> ExecutionContext<'e> {
                             .map(|i| {
                                 i.map(|id| {
                                     let ty = ty_of(plan, tys, id);
-                                    tensor_view(ty, view(id, ty))
+                                    tensor_view(ty, memory.read(plan, id, ty))
                                 })
                             })
                             .collect();
-                        let mut outs: Vec<TensorViewMut> = layer
-                            .outputs
-                            .iter()
-                            .map(|&id| {
-                                let ty = ty_of(plan, tys, id);
-                                let Storage::Arena { offset } = plan.tensors[id].storage else {
-                                    unreachable!("validated: outputs live in the arena")
-                                };
-                                let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(offset as usize), ty.bytes()) };
-                                TensorViewMut { dtype: ty.dtype, shape: &ty.shape, bytes }
-                            })
-                            .collect();
-                        if op.data_dependent() {
-                            Some(op.eval_sized(&ins, &mut outs).map_err(failed)?)
-                        } else {
-                            op.eval(&ins, &mut outs).map_err(failed)?;
-                            let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
-                            observe(layer, &views);
-                            None
+                        match op.eval_unbounded(&ins) {
+                            Some(outputs) => Sized::Owned(outputs.map_err(failed)?),
+                            None => {
+                                // SAFETY: `Memory::room` gave each output its
+                                // planned arena range (`Plan::validate`
+                                // checked those lie in the arena and that
+                                // tensors live at the same step never
+                                // overlap; a layer's inputs and outputs are
+                                // all live at its step) or a heap buffer of
+                                // its own, of at least the output's bytes.
+                                let mut outs: Vec<TensorViewMut> = layer
+                                    .outputs
+                                    .iter()
+                                    .zip(&written)
+                                    .map(|(&id, &(ptr, len))| {
+                                        let ty = ty_of(plan, tys, id);
+                                        debug_assert!(ty.bytes() <= len);
+                                        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, ty.bytes()) };
+                                        TensorViewMut { dtype: ty.dtype, shape: &ty.shape, bytes }
+                                    })
+                                    .collect();
+                                if !op.data_dependent() {
+                                    op.eval(&ins, &mut outs).map_err(failed)?;
+                                    let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
+                                    observe(layer, &views);
+                                    continue;
+                                }
+                                Sized::Shapes(op.eval_sized(&ins, &mut outs).map_err(failed)?)
+                            }
                         }
                     };
-                    let Some(shapes) = sized else { continue };
-                    // The outputs' actual sizes; every later layer's types
+                    // The outputs' actual types; every later layer's types
                     // are inferred again from them.
                     if types.is_empty() {
                         types = Cow::Owned(plan.tensors.iter().map(|t| t.ty.clone()).collect());
                     }
-                    for (&id, shape) in layer.outputs.iter().zip(shapes) {
-                        let actual = TensorType::new(types[id].dtype, shape);
-                        crate::profile::fits(plan, id, &actual).map_err(failed)?;
-                        types.to_mut()[id] = actual;
+                    match sized {
+                        Sized::Shapes(shapes) => {
+                            for ((&id, shape), &(_, room)) in layer.outputs.iter().zip(shapes).zip(&written) {
+                                let actual = TensorType::new(types[id].dtype, shape);
+                                if actual.checked_bytes().is_none_or(|n| n > room) {
+                                    return Err(failed(Error::op(format!("output {actual} is larger than its room"))));
+                                }
+                                types.to_mut()[id] = actual;
+                            }
+                        }
+                        Sized::Owned(outputs) => {
+                            if outputs.len() != layer.outputs.len() {
+                                return Err(failed(Error::op(format!("{} outputs for {}", outputs.len(), layer.outputs.len()))));
+                            }
+                            for (&id, t) in layer.outputs.iter().zip(outputs) {
+                                types.to_mut()[id] = t.ty().clone();
+                                memory.keep(plan, id, t);
+                            }
+                        }
                     }
                     data_sized = true;
                     let tys: &[TensorType] = &types;
@@ -217,7 +241,7 @@ impl<'e> ExecutionContext<'e> {
                         .iter()
                         .map(|&id| {
                             let ty = ty_of(plan, tys, id);
-                            tensor_view(ty, view(id, ty))
+                            tensor_view(ty, memory.read(plan, id, ty))
                         })
                         .collect();
                     observe(layer, &views);
@@ -231,7 +255,7 @@ impl<'e> ExecutionContext<'e> {
             .iter()
             .map(|(name, id)| {
                 let ty = ty_of(plan, tys, *id);
-                (name.clone(), tensor_view(ty, view(*id, ty)).to_owned())
+                (name.clone(), tensor_view(ty, memory.read(plan, *id, ty)).to_owned())
             })
             .collect())
     }
@@ -342,4 +366,83 @@ impl<'e> ExecutionContext<'e> {
 /// dimension that varies (`f32[1..32,3,224,224]`).
 fn describe(desc: &crate::plan::TensorDesc, profiles: &[crate::profile::Profile]) -> String {
     profiles.first().and_then(|p| p.describe(&desc.name, desc.ty.dtype)).unwrap_or_else(|| desc.ty.to_string())
+}
+
+/// Where a run's tensors live: the arena at their planned offsets, the
+/// engine's weights, or, for a tensor that outgrew its room after a layer
+/// sized by the data, a heap buffer of its own.
+struct Memory<'a> {
+    base: *mut u8,
+    arena_len: usize,
+    weights: &'a [u8],
+    /// By tensor id; empty until a tensor outgrows its room.
+    spilled: Vec<Option<AlignedBytes>>,
+}
+
+impl Memory<'_> {
+    /// The bytes of tensor `id`, of type `ty`.
+    fn read(&self, plan: &Plan, id: TensorId, ty: &TensorType) -> &[u8] {
+        let n = ty.bytes();
+        if let Some(Some(buf)) = self.spilled.get(id) {
+            return &buf.as_slice()[..n];
+        }
+        match plan.tensors[id].storage {
+            // SAFETY: see `room`; reads of a layer's inputs never overlap
+            // its outputs, which are all live at its step.
+            Storage::Arena { offset } => unsafe {
+                debug_assert!(offset as usize + n <= self.arena_len);
+                std::slice::from_raw_parts(self.base.add(offset as usize), n)
+            },
+            Storage::Weight { offset } => &self.weights[offset as usize..offset as usize + n],
+        }
+    }
+
+    /// Gives tensor `id` a heap buffer when type `ty` is larger than the
+    /// room the memory plan made for it.
+    fn make_room(&mut self, plan: &Plan, id: TensorId, ty: &TensorType) -> Result<()> {
+        let n = ty.checked_bytes().ok_or_else(|| Error::op(format!("tensor '{}' would be too large", plan.tensors[id].name)))?;
+        if n > plan.tensors[id].ty.bytes() {
+            let buf = AlignedBytes::try_zeroed(n)?;
+            self.spill(id, buf);
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self, id: TensorId, buf: AlignedBytes) {
+        if self.spilled.len() <= id {
+            self.spilled.resize_with(id + 1, || None);
+        }
+        self.spilled[id] = Some(buf);
+    }
+
+    /// Where an output of type `ty` is written, and how many bytes it may
+    /// take there (`make_room` ran for it when its type may have grown).
+    fn room(&mut self, plan: &Plan, id: TensorId, ty: &TensorType) -> (*mut u8, usize) {
+        if let Some(Some(buf)) = self.spilled.get_mut(id) {
+            return (buf.as_mut_ptr(), buf.len());
+        }
+        let Storage::Arena { offset } = plan.tensors[id].storage else { unreachable!("validated: outputs live in the arena") };
+        let planned = plan.tensors[id].ty.bytes();
+        debug_assert!(ty.bytes() <= planned && offset as usize + planned <= self.arena_len);
+        // SAFETY: `Plan::validate` checked the planned range lies in the arena.
+        (unsafe { self.base.add(offset as usize) }, planned)
+    }
+
+    /// Stores output `t` of tensor `id`: in its room when it fits, else in
+    /// a heap buffer.
+    fn keep(&mut self, plan: &Plan, id: TensorId, t: Tensor) {
+        let planned = plan.tensors[id].ty.bytes();
+        match plan.tensors[id].storage {
+            Storage::Arena { offset } if t.bytes().len() <= planned => {
+                // SAFETY: as in `room`: the planned range of an output of
+                // the layer that just ran, which nothing else reads now.
+                let room = unsafe { std::slice::from_raw_parts_mut(self.base.add(offset as usize), t.bytes().len()) };
+                room.copy_from_slice(t.bytes());
+                if let Some(slot) = self.spilled.get_mut(id) {
+                    *slot = None;
+                }
+            }
+            _ => self.spill(id, t.into_aligned_bytes()),
+        }
+    }
 }

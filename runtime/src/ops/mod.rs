@@ -22,6 +22,7 @@ pub mod quant;
 pub mod reduce;
 pub mod fused;
 pub mod precision;
+pub mod control;
 
 /// What every op implements.
 pub trait OpImpl: std::fmt::Debug {
@@ -52,6 +53,16 @@ pub trait OpImpl: std::fmt::Debug {
         self.eval(inputs, outputs)?;
         Ok(outputs.iter().map(|o| o.shape.to_vec()).collect())
     }
+
+    /// For a data-dependent op whose outputs have no size bound known when
+    /// the engine is built (a Loop's stacked scan outputs, an If's branch
+    /// outputs): computes them as tensors of their own, which the executor
+    /// keeps in its arena when they fit the room `infer` gave and on the
+    /// heap otherwise. `None`: the op writes into its room through
+    /// [`OpImpl::eval_sized`].
+    fn eval_unbounded(&self, _inputs: &[Option<TensorView<'_>>]) -> Option<Result<Vec<Tensor>>> {
+        None
+    }
 }
 
 /// Any op of any family.
@@ -64,6 +75,7 @@ pub enum Op {
     Quant(quant::QuantOp),
     Fused(fused::FusedOp),
     Precision(precision::PrecisionOp),
+    Control(control::ControlOp),
 }
 
 impl Op {
@@ -87,6 +99,7 @@ impl Op {
             Op::Quant(op) => op.as_impl(),
             Op::Fused(op) => op.as_impl(),
             Op::Precision(op) => op.as_impl(),
+            Op::Control(op) => op.as_impl(),
         }
     }
 
@@ -129,12 +142,22 @@ impl Op {
     /// Runs the op on owned tensors and returns owned outputs. Used by constant
     /// folding and tests; the executor uses [`OpImpl::eval`] on its arena.
     pub fn eval_owned(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        let types: Vec<Option<&TensorType>> = inputs.iter().map(|t| t.map(|t| t.ty())).collect();
+        let views: Vec<Option<TensorView>> = inputs.iter().map(|t| t.map(|t| t.view())).collect();
+        self.eval_views(&views)
+    }
+
+    /// Runs the op on views and returns owned outputs of their actual
+    /// types (for sub-plans, which have no arena).
+    pub fn eval_views(&self, inputs: &[Option<TensorView<'_>>]) -> Result<Vec<Tensor>> {
+        if let Some(outputs) = self.as_impl().eval_unbounded(inputs) {
+            return outputs;
+        }
+        let types: Vec<Option<TensorType>> = inputs.iter().map(|t| t.map(|t| t.ty())).collect();
+        let types: Vec<Option<&TensorType>> = types.iter().map(Option::as_ref).collect();
         let out_types = self.infer(&types)?;
         let mut outputs = out_types.into_iter().map(Tensor::zeros).collect::<Result<Vec<_>>>()?;
-        let views: Vec<Option<TensorView>> = inputs.iter().map(|t| t.map(|t| t.view())).collect();
         let mut out_views: Vec<TensorViewMut> = outputs.iter_mut().map(|t| t.view_mut()).collect();
-        let shapes = self.as_impl().eval_sized(&views, &mut out_views)?;
+        let shapes = self.as_impl().eval_sized(inputs, &mut out_views)?;
         drop(out_views);
         if !self.as_impl().data_dependent() {
             return Ok(outputs);

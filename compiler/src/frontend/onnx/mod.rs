@@ -4,6 +4,7 @@
 pub mod proto;
 pub mod ctx;
 pub mod ops;
+mod control_flow;
 
 use crate::ir::{Graph, Port};
 use anyhow::{anyhow, bail, Context, Result};
@@ -70,7 +71,7 @@ const MAX_UNROLLED_NODES: i64 = 1 << 20;
 
 /// How deep subgraphs may nest (a hostile model could nest them deeper
 /// than the stack allows).
-const MAX_NESTING: usize = 32;
+const MAX_NESTING: usize = trtc_runtime::ops::control::MAX_DEPTH;
 
 /// Lists every op type the model uses that trtc cannot convert, with one
 /// node name each, subgraphs (If branches) included.
@@ -373,7 +374,7 @@ impl Importer<'_> {
             let outs = if node.op_type == "If" {
                 self.fold_if(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (If)"))?
             } else if node.op_type == "Loop" {
-                self.unroll_loop(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (Loop)"))?
+                self.import_loop(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (Loop)"))?
             } else if node.op_type == "Scan" {
                 self.unroll_scan(node, &name, &inputs, values, depth).with_context(|| format!("node '{name}' (Scan)"))?
             } else {
@@ -419,7 +420,8 @@ impl Importer<'_> {
     /// with `--input-value`, or anything folded from those and static
     /// shapes) becomes the branch it takes: the branch's nodes join the
     /// graph, reading the outer scope directly, and its outputs are the
-    /// If's. A condition computed at run time is an error.
+    /// If's. A condition computed at run time makes a layer that holds both
+    /// branches (`control_flow.rs`).
     fn fold_if(
         &mut self,
         node: &pb::NodeProto,
@@ -430,10 +432,7 @@ impl Importer<'_> {
     ) -> Result<Vec<Port>> {
         let cond = inputs.first().copied().flatten().ok_or_else(|| anyhow!("no condition input"))?;
         let Some(c) = self.graph.node(cond.node).constant() else {
-            bail!(
-                "its condition must be known when the engine is built, for trtc replaces the If by the branch it takes, \
-                 but it is computed at run time: fix the graph inputs it depends on with --input-value NAME:FILE.npy"
-            );
+            return self.runtime_if(node, name, cond, values, depth);
         };
         let taken = match c.to_f64_vec().as_slice() {
             [v] => *v != 0.0,
@@ -473,26 +472,19 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// The value of a constant scalar condition or count, or why not.
-    fn constant_scalar(&self, p: Port, what: &str) -> Result<f64> {
-        let Some(t) = self.graph.node(p.node).constant() else {
-            bail!(
-                "its {what} must be known when the engine is built, for trtc unrolls the Loop, but it is computed at run \
-                 time: fix the graph inputs it depends on with --input-value NAME:FILE.npy"
-            );
-        };
+    /// The value of a constant scalar condition or count, `None` when it
+    /// is computed at run time.
+    fn constant_scalar(&self, p: Port, what: &str) -> Result<Option<f64>> {
+        let Some(t) = self.graph.node(p.node).constant() else { return Ok(None) };
         match t.to_f64_vec().as_slice() {
-            [v] => Ok(*v),
+            [v] => Ok(Some(*v)),
             _ => bail!("its {what} is {}, not one value", t.ty()),
         }
     }
 
-    /// A Loop whose trip count and every iteration's condition are
-    /// constants is unrolled: the body's nodes join the graph once per
-    /// iteration (at most 4096), the iteration number a constant, the
-    /// loop-carried values passed along; scan outputs are stacked along a
-    /// new first axis.
-    fn unroll_loop(
+    /// A Loop: unrolled when its iterations are known and few enough, else
+    /// a layer that runs its body (`control_flow.rs`).
+    fn import_loop(
         &mut self,
         node: &pb::NodeProto,
         name: &str,
@@ -500,6 +492,28 @@ impl Importer<'_> {
         values: &HashMap<String, Port>,
         depth: usize,
     ) -> Result<Vec<Port>> {
+        match self.unroll_loop(node, name, inputs, values, depth)? {
+            Some(outs) => Ok(outs),
+            // The nodes of iterations unrolled before the loop turned out
+            // to depend on run-time values are dead; import drops them.
+            None => self.runtime_loop(node, name, inputs, values, depth),
+        }
+    }
+
+    /// A Loop whose trip count and every iteration's condition are
+    /// constants is unrolled: the body's nodes join the graph once per
+    /// iteration (at most 4096), the iteration number a constant, the
+    /// loop-carried values passed along; scan outputs are stacked along a
+    /// new first axis. `None` when it cannot be (a count or condition
+    /// computed at run time, too many iterations or nodes).
+    fn unroll_loop(
+        &mut self,
+        node: &pb::NodeProto,
+        name: &str,
+        inputs: &[Option<Port>],
+        values: &HashMap<String, Port>,
+        depth: usize,
+    ) -> Result<Option<Vec<Port>>> {
         let body = Attributes { node }.graph("body")?.ok_or_else(|| anyhow!("it has no body graph"))?;
         let n_carried = inputs.len().saturating_sub(2);
         if body.input.len() != n_carried + 2 || body.output.len() < n_carried + 1 {
@@ -513,19 +527,22 @@ impl Importer<'_> {
         }
         let n_scan = body.output.len() - 1 - n_carried;
         let trips = match inputs.first().copied().flatten() {
-            Some(p) => Some(self.constant_scalar(p, "trip count")? as i64),
+            Some(p) => match self.constant_scalar(p, "trip count")? {
+                Some(m) => Some(m as i64),
+                None => return Ok(None),
+            },
             None => None,
         };
-        if let Some(m) = trips.filter(|&m| m > MAX_UNROLL) {
-            bail!("its trip count is {m}; trtc unrolls loops of at most {MAX_UNROLL} iterations");
-        }
         // A known trip count is checked at once; otherwise each iteration is.
         let budget_exceeded = |iterations: i64| iterations.saturating_mul(body.node.len() as i64) > MAX_UNROLLED_NODES;
-        if let Some(m) = trips.filter(|&m| budget_exceeded(m)) {
-            bail!("unrolling {m} iterations of its {}-node body would add more than {MAX_UNROLLED_NODES} nodes", body.node.len());
+        if trips.is_some_and(|m| m > MAX_UNROLL || budget_exceeded(m)) {
+            return Ok(None);
         }
         let mut cond = match inputs.get(1).copied().flatten() {
-            Some(p) => self.constant_scalar(p, "condition")? != 0.0,
+            Some(p) => match self.constant_scalar(p, "condition")? {
+                Some(c) => c != 0.0,
+                None => return Ok(None),
+            },
             None => true,
         };
         let mut carried: Vec<Port> = inputs[2..]
@@ -536,15 +553,8 @@ impl Importer<'_> {
         let mut scans: Vec<Vec<Port>> = vec![Vec::new(); n_scan];
         let mut i = 0i64;
         while cond && trips.is_none_or(|m| i < m) {
-            if i >= MAX_UNROLL {
-                bail!("it runs more than {MAX_UNROLL} iterations; trtc unrolls loops up to that many");
-            }
-            if budget_exceeded(i + 1) {
-                bail!(
-                    "unrolling {} iterations of its {}-node body would add more than {MAX_UNROLLED_NODES} nodes",
-                    i + 1,
-                    body.node.len()
-                );
+            if i >= MAX_UNROLL || budget_exceeded(i + 1) {
+                return Ok(None);
             }
             let prefix = format!("{name}/{i}/");
             let mut scope = values.clone();
@@ -558,21 +568,26 @@ impl Importer<'_> {
             self.add_initializers(body, &prefix, &mut scope)?;
             self.nodes(body, &mut scope, &prefix, depth + 1).with_context(|| format!("in iteration {i}"))?;
             let out = |j: usize| body_output(body, &scope, j);
-            cond = self.constant_scalar(out(0)?, "condition")? != 0.0;
+            cond = match self.constant_scalar(out(0)?, "condition")? {
+                Some(c) => c != 0.0,
+                None => return Ok(None),
+            };
             carried = (1..=n_carried).map(out).collect::<Result<_>>()?;
             for (s, scan) in scans.iter_mut().enumerate() {
                 scan.push(out(1 + n_carried + s)?);
             }
             i += 1;
         }
+        if scans.iter().any(Vec::is_empty) {
+            // No iteration runs: the body's import gives the scan outputs'
+            // element types and shapes.
+            return Ok(None);
+        }
         let mut outs = carried;
         for (s, scan) in scans.into_iter().enumerate() {
-            if scan.is_empty() {
-                bail!("it runs no iteration, so its scan output {s} has no known element type or shape");
-            }
             outs.push(self.stack(&format!("{name}/scan{s}"), &scan, 0).with_context(|| format!("scan output {s}"))?);
         }
-        Ok(outs)
+        Ok(Some(outs))
     }
 
     /// Tensors of one shape stacked along a new axis `axis`: each reshaped

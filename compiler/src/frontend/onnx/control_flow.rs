@@ -1,0 +1,214 @@
+//! Control flow decided at run time: an If whose condition, or a Loop
+//! whose trip count or conditions, are not known when the engine is built
+//! (or a Loop too long to unroll) becomes a layer that holds its branches
+//! or body as sub-plans (`trtc_runtime::ops::control`), run when the layer
+//! runs.
+//!
+//! Each subgraph is imported into a graph of its own. The outer-scope
+//! values it reads become that graph's inputs and the layer's extra inputs,
+//! except constants, which are copied in so that the subgraph's converters
+//! can fold them (a Reshape's target read from the outer scope).
+
+use super::{implicit_inputs, Importer};
+use crate::ir::{Graph, NodeKind, Port};
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::HashMap;
+use tract_onnx::pb;
+use trtc_runtime::dtype::DType;
+use trtc_runtime::ops::control::{Constant, If, Loop, Step, SubPlan};
+use trtc_runtime::{Tensor, TensorType};
+
+/// The iterations a Loop's scan outputs are planned for when its trip
+/// count is not known (larger results live on the heap).
+const NOMINAL_TRIPS: usize = 1;
+
+/// A subgraph's outer-scope reads, split into values passed at run time
+/// (the layer's extra inputs) and constants copied into the subgraph.
+struct Captures {
+    names: Vec<String>,
+    ports: Vec<Port>,
+    constants: Vec<(String, Tensor)>,
+}
+
+impl Importer<'_> {
+    fn captures(&self, node: &pb::NodeProto, values: &HashMap<String, Port>) -> Captures {
+        let mut c = Captures { names: Vec::new(), ports: Vec::new(), constants: Vec::new() };
+        // A name in no scope is reported by the subgraph's import.
+        for name in implicit_inputs(node, 0) {
+            let Some(&p) = values.get(name) else { continue };
+            match self.graph.node(p.node).constant() {
+                Some(t) => c.constants.push((name.to_string(), t.clone())),
+                None => {
+                    c.names.push(name.to_string());
+                    c.ports.push(p);
+                }
+            }
+        }
+        c
+    }
+
+    /// Imports `g` as a sub-plan whose inputs are `inputs` (name and type,
+    /// in order) followed by the captured values.
+    fn sub_plan(
+        &self,
+        g: &pb::GraphProto,
+        inputs: &[(String, TensorType)],
+        captures: &Captures,
+        prefix: &str,
+        depth: usize,
+    ) -> Result<SubPlan> {
+        let mut sub = Importer { registry: self.registry, opset: self.opset, root: self.root, graph: Graph::new() };
+        let mut scope: HashMap<String, Port> = HashMap::new();
+        for (name, ty) in inputs {
+            scope.insert(name.clone(), sub.graph.add_input(name, ty.clone()));
+        }
+        for (name, &p) in captures.names.iter().zip(&captures.ports) {
+            scope.insert(name.clone(), sub.graph.add_input(name, self.graph.ty(p).clone()));
+        }
+        for (name, t) in &captures.constants {
+            scope.insert(name.clone(), sub.graph.add_constant(name, t.clone()));
+        }
+        sub.add_initializers(g, prefix, &mut scope)?;
+        sub.nodes(g, &mut scope, prefix, depth + 1)?;
+        for o in &g.output {
+            let p = scope.get(&o.name).copied().ok_or_else(|| anyhow!("output '{}' is not produced", o.name))?;
+            sub.graph.add_output(&o.name, p);
+        }
+        sub.graph.remove_dead_nodes();
+        crate::ir::verify(&sub.graph)?;
+        to_sub_plan(&sub.graph)
+    }
+
+    /// An If whose condition is computed at run time: both branches become
+    /// sub-plans of one layer.
+    pub(super) fn runtime_if(
+        &mut self,
+        node: &pb::NodeProto,
+        name: &str,
+        cond: Port,
+        values: &HashMap<String, Port>,
+        depth: usize,
+    ) -> Result<Vec<Port>> {
+        let captures = self.captures(node, values);
+        let branch = |which: &str| -> Result<SubPlan> {
+            let g = node
+                .attribute
+                .iter()
+                .find(|a| a.name == which)
+                .and_then(|a| a.g.as_ref())
+                .ok_or_else(|| anyhow!("it has no {which} graph"))?;
+            if !g.input.is_empty() {
+                bail!("its {which} declares {} inputs; If branches take none", g.input.len());
+            }
+            self.sub_plan(g, &[], &captures, &format!("{name}/{which}/"), depth).with_context(|| format!("in its {which}"))
+        };
+        let (then_branch, else_branch) = (branch("then_branch")?, branch("else_branch")?);
+        if then_branch.outputs.len() < node.output.len() {
+            bail!("its branches have {} outputs, the If {}", then_branch.outputs.len(), node.output.len());
+        }
+        let op = If::new(then_branch, else_branch).map_err(|e| anyhow!("{e}"))?;
+        let mut inputs = vec![Some(cond)];
+        inputs.extend(captures.ports.iter().map(|&p| Some(p)));
+        self.graph.add_op(name, op.into(), &inputs).map_err(|e| anyhow!("{e}"))
+    }
+
+    /// A Loop run at run time: its body becomes a sub-plan, taking the
+    /// iteration number, the condition, the loop-carried values and the
+    /// outer-scope values it reads.
+    pub(super) fn runtime_loop(
+        &mut self,
+        node: &pb::NodeProto,
+        name: &str,
+        inputs: &[Option<Port>],
+        values: &HashMap<String, Port>,
+        depth: usize,
+    ) -> Result<Vec<Port>> {
+        let body = super::Attributes { node }.graph("body")?.ok_or_else(|| anyhow!("it has no body graph"))?;
+        let carried: Vec<Port> = inputs[2.min(inputs.len())..]
+            .iter()
+            .enumerate()
+            .map(|(k, p)| p.ok_or_else(|| anyhow!("loop-carried input {k} is missing")))
+            .collect::<Result<_>>()?;
+        let mut body_inputs = vec![
+            (body.input[0].name.clone(), TensorType::new(DType::I64, vec![])),
+            (body.input[1].name.clone(), TensorType::new(DType::Bool, vec![])),
+        ];
+        for (vi, &p) in body.input[2..].iter().zip(&carried) {
+            body_inputs.push((vi.name.clone(), self.graph.ty(p).clone()));
+        }
+        let captures = self.captures(node, values);
+        let sub = self.sub_plan(body, &body_inputs, &captures, &format!("{name}/body/"), depth).context("in its body")?;
+        // The body is imported at the carried values' first shapes, which
+        // its converters may have read (a Shape folded to a constant): a
+        // body that changes them would be wrong from the second iteration.
+        for (k, (entering, leaving)) in sub.input_types().skip(2).zip(sub.output_types().skip(1)).enumerate() {
+            if entering != leaving {
+                bail!(
+                    "loop-carried value {k} ('{}') enters the body as {entering} and leaves it as {leaving}; \
+                     trtc runs loops whose carried values keep their shapes",
+                    body.input[2 + k].name
+                );
+            }
+        }
+        let trips = inputs.first().copied().flatten();
+        let nominal = trips
+            .and_then(|p| self.graph.node(p.node).constant())
+            .and_then(|t| t.to_i64_vec().ok())
+            .and_then(|v| v.first().copied())
+            .and_then(|m| usize::try_from(m).ok())
+            .filter(|&m| m as i64 <= super::MAX_UNROLL)
+            .unwrap_or(NOMINAL_TRIPS);
+        let op = Loop::new(sub, carried.len(), nominal).map_err(|e| anyhow!("{e}"))?;
+        let mut layer_inputs = vec![trips, inputs.get(1).copied().flatten()];
+        layer_inputs.extend(carried.iter().map(|&p| Some(p)));
+        layer_inputs.extend(captures.ports.iter().map(|&p| Some(p)));
+        self.graph.add_op(name, op.into(), &layer_inputs).map_err(|e| anyhow!("{e}"))
+    }
+}
+
+/// A subgraph's IR as a sub-plan: its inputs, constants and op nodes in
+/// topological order.
+fn to_sub_plan(graph: &Graph) -> Result<SubPlan> {
+    let mut values: Vec<(String, TensorType)> = Vec::new();
+    let mut ids: HashMap<Port, usize> = HashMap::new();
+    fn add(
+        values: &mut Vec<(String, TensorType)>,
+        ids: &mut HashMap<Port, usize>,
+        p: Port,
+        name: &str,
+        ty: &TensorType,
+    ) -> usize {
+        values.push((name.to_string(), ty.clone()));
+        ids.insert(p, values.len() - 1);
+        values.len() - 1
+    }
+    let mut inputs = Vec::new();
+    for &n in graph.inputs() {
+        let o = &graph.node(n).outputs[0];
+        inputs.push(add(&mut values, &mut ids, Port { node: n, port: 0 }, &o.name, &o.ty));
+    }
+    let mut constants = Vec::new();
+    let mut steps = Vec::new();
+    for n in graph.topo_order() {
+        let node = graph.node(n);
+        match &node.kind {
+            NodeKind::Input => {}
+            NodeKind::Constant(t) => {
+                let id = add(&mut values, &mut ids, Port { node: n, port: 0 }, &node.outputs[0].name, &node.outputs[0].ty);
+                constants.push((id, Constant(t.clone())));
+            }
+            NodeKind::Op(op) => {
+                let step_inputs = graph.inputs_of(n).into_iter().map(|p| p.map(|p| ids[&p])).collect();
+                let outputs = node
+                    .outputs
+                    .iter()
+                    .enumerate()
+                    .map(|(port, o)| add(&mut values, &mut ids, Port { node: n, port }, &o.name, &o.ty))
+                    .collect();
+                steps.push(Step { name: node.name.clone(), op: op.clone(), inputs: step_inputs, outputs });
+            }
+        }
+    }
+    let outputs = graph.outputs().iter().map(|o| ids[&o.port]).collect();
+    SubPlan::new(values, inputs, constants, steps, outputs).map_err(|e| anyhow!("internal error: {e}"))
+}

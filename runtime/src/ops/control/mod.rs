@@ -1,0 +1,22 @@
+//! Control flow decided at run time: If and Loop, whose branches and
+//! bodies are [`SubPlan`]s run when the layer runs. (An If whose condition
+//! is known when the engine is built, and a Loop or Scan whose iterations
+//! are, never get here: the importer replaces them by the graph they make.)
+//!
+//! Inputs of both ops are their ONNX inputs followed by the outer-scope
+//! values their sub-plans read (ONNX lets a subgraph read any tensor in
+//! scope; here each is passed explicitly, in one order for all sub-plans
+//! of the op).
+
+mod subplan;
+mod conditional;
+mod looping;
+
+pub use conditional::If;
+pub use looping::{Loop, MAX_ITERATIONS};
+pub use subplan::{Constant, Step, SubPlan, ValueId, MAX_DEPTH};
+
+crate::op_family!(ControlOp => Control {
+    If(If),
+    Loop(Loop),
+});
