@@ -158,6 +158,9 @@ pub enum Tactic {
     NormBatch { block: u32 },
     /// LRN: `norm_lrn b256`.
     NormLrn { block: u32 },
+    /// LSTM, GRU or RNN, one block per batch entry and direction:
+    /// `recurrent b256`.
+    Recurrent { block: u32 },
 }
 
 impl fmt::Display for Tactic {
@@ -184,6 +187,7 @@ impl fmt::Display for Tactic {
             Tactic::PoolWindow { block } => write!(f, "pool_window b{block}"),
             Tactic::NormBatch { block } => write!(f, "norm_batch b{block}"),
             Tactic::NormLrn { block } => write!(f, "norm_lrn b{block}"),
+            Tactic::Recurrent { block } => write!(f, "recurrent b{block}"),
         }
     }
 }
@@ -254,6 +258,7 @@ fn parse(s: &str) -> Option<Tactic> {
         ("pool_window", [b]) => Some(Tactic::PoolWindow { block: one(b, "b")? }),
         ("norm_batch", [b]) => Some(Tactic::NormBatch { block: one(b, "b")? }),
         ("norm_lrn", [b]) => Some(Tactic::NormLrn { block: one(b, "b")? }),
+        ("recurrent", [b]) => Some(Tactic::Recurrent { block: one(b, "b")? }),
         // The team count follows from the size; a name with another
         // count is not one this trtc writes.
         (f, ["rows", shape]) if !f.is_empty() => {
@@ -305,6 +310,7 @@ mod tests {
             Tactic::PoolWindow { block: 256 },
             Tactic::NormBatch { block: 64 },
             Tactic::NormLrn { block: 256 },
+            Tactic::Recurrent { block: 128 },
         ];
         for t in all {
             let name = t.to_string();

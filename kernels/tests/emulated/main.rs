@@ -184,6 +184,7 @@ fn cases() -> Vec<Case> {
     attention_cases(&mut b);
     gemm_cases(&mut b);
     conv_cases(&mut b);
+    recurrent_cases(&mut b);
     edge_cases(&mut b);
     b.cases
 }

@@ -8,6 +8,7 @@ mod attention;
 mod gemm;
 mod conv;
 mod control;
+mod recurrent;
 
 pub(crate) use attention::*;
 pub(crate) use control::*;
@@ -16,4 +17,5 @@ pub(crate) use edge::*;
 pub(crate) use elementwise::*;
 pub(crate) use gemm::*;
 pub(crate) use movement::*;
+pub(crate) use recurrent::*;
 pub(crate) use reduce::*;
