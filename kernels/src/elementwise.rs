@@ -19,10 +19,10 @@
 //! | Pow | f32/f16 bases with any numeric exponent; integer bases with integer exponents | integer bases with float exponents (f64 `pow` on the GPU may differ in the last bit, which truncation can turn into an off-by-one) |
 //! | Where | every dtype (selected by element size) | bf16, f64 |
 //! | Clip | f32/f16 and integers | bf16, f64 |
-//! | Cast | between f32, f16, integers and bool, with the CPU's truncation, saturation and NaN rules | bf16, f64 |
+//! | Cast | between f32, f16, integers and bool, with the CPU's truncation, saturation and NaN rules; to and from the four 8-bit floats (exact encoding, saturating or not: CastNoSaturate) and the 4-bit integers (`storage.rs`, `cuda/float8.cuh`) | bf16, f64 |
 //! | Not, BitwiseNot, IsNaN, IsInf | yes | bf16, f64 |
-//! | QuantizeLinear | f32/f16/i32 input, f32/f16 scales, per tensor, per axis and blocked, to u8/i8/u16/i16 | other dtypes |
-//! | DequantizeLinear | u8/i8/u16/i16/i32 input to f32/f16, per tensor, per axis and blocked | bf16/f64 outputs |
+//! | QuantizeLinear | f32/f16/i32 input, f32/f16 scales, per tensor, per axis and blocked, to u8/i8/u16/i16/u4/i4 and the 8-bit floats (saturating; a zero point other than 0 traps) | other dtypes |
+//! | DequantizeLinear | u8/i8/u16/i16/i32/u4/i4 and 8-bit float input to f32/f16, per tensor, per axis and blocked | bf16/f64 outputs |
 //! | DynamicQuantizeLinear, QLinearMatMul, QLinearConv | no | a reduction or a matrix product, not a map |
 //!
 //! Broadcasts that need more than [`map::MAX_RANK`] merged dimensions are
@@ -33,6 +33,7 @@
 //! each. They all share one source, so offering them costs no compilation.
 
 pub mod map;
+mod storage;
 pub(crate) mod ops;
 mod quant;
 

@@ -8,7 +8,8 @@
 use trtc_kernels::{activation, pointwise, Candidate};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::elementwise::{
-    Binary, BinaryKind, BitwiseNot, Cast, Clip, Compare, CompareKind, IsInf, IsNaN, Not, Pow, Unary, UnaryKind, Where,
+    Binary, BinaryKind, BitwiseNot, Cast, CastNoSaturate, Clip, Compare, CompareKind, IsInf, IsNaN, Not, Pow, Unary, UnaryKind,
+    Where,
 };
 use trtc_runtime::ops::fused::{Instr, Pointwise, PointwiseBinary};
 use trtc_runtime::ops::quant::{DequantizeLinear, DynamicQuantizeLinear, QuantizeLinear};
@@ -183,6 +184,41 @@ fn quantization_compiles() {
         vec![Some(TensorType::new(DType::I32, [10])), Some(TensorType::new(DType::F32, []))],
     );
     compile(&i32_input.candidates()[0], &[80]);
+}
+
+#[test]
+fn eight_bit_float_and_four_bit_conversions_compile() {
+    // FP8 (ModelOpt-style Q/DQ around a layer, casts with and without
+    // saturation) and INT4 weight-only quantization (blocked scales).
+    let mut layers = Vec::new();
+    let x = TensorType::new(DType::F16, [8, 128, 768]);
+    for f in [DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ] {
+        let zero = TensorType::new(f, []);
+        let q = QuantizeLinear { axis: 0, block_size: 0, output_dtype: f };
+        layers.push(Layer::typed(q, false, vec![Some(x.clone()), Some(TensorType::new(DType::F16, [])), Some(zero.clone())]));
+        let d = DequantizeLinear { axis: 0, block_size: 0 };
+        layers.push(Layer::typed(d, false, vec![Some(TensorType::new(f, [8, 128, 768])), Some(TensorType::new(DType::F32, []))]));
+        layers.push(Layer::typed(Cast::new(f), false, vec![Some(TensorType::new(DType::F32, [4096]))]));
+        layers.push(Layer::typed(CastNoSaturate { to: f }, false, vec![Some(TensorType::new(DType::F16, [4096]))]));
+        layers.push(Layer::typed(Cast::new(DType::F16), false, vec![Some(TensorType::new(f, [4096]))]));
+    }
+    for four in [DType::I4, DType::U4] {
+        let w = TensorType::new(four, [768, 3072]);
+        let d = DequantizeLinear { axis: 1, block_size: 128 };
+        layers.push(Layer::typed(
+            d,
+            false,
+            vec![Some(w), Some(TensorType::new(DType::F16, [768, 24])), Some(TensorType::new(four, [768, 24]))],
+        ));
+        let q = QuantizeLinear { axis: 1, block_size: 128, output_dtype: four };
+        layers.push(Layer::typed(
+            q,
+            false,
+            vec![Some(TensorType::new(DType::F32, [768, 3072])), Some(TensorType::new(DType::F32, [768, 24]))],
+        ));
+        layers.push(Layer::typed(Cast::new(DType::F32), false, vec![Some(TensorType::new(four, [4096]))]));
+    }
+    compile_heuristic(&layers);
 }
 
 #[test]

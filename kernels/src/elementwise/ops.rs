@@ -24,8 +24,11 @@ pub(super) fn candidates(op: &ElementwiseOp, io: &LayerIo<'_>, limits: &SmLimits
         ElementwiseOp::Pow(_) => pow_kernel(io, out)?,
         ElementwiseOp::Where(_) => where_kernel(io, out)?,
         ElementwiseOp::Clip(c) => clip_kernel(c.min, c.max, io, out)?,
+        ElementwiseOp::Cast(_) if super::storage::handles(input(io, 0)?.dtype, out.dtype) => {
+            super::storage::cast(input(io, 0)?, out, true)?
+        }
         ElementwiseOp::Cast(c) => cast_kernel(c, io, out)?,
-        ElementwiseOp::CastNoSaturate(_) => return unsupported("CastNoSaturate (8-bit float targets) runs on the host"),
+        ElementwiseOp::CastNoSaturate(_) => super::storage::cast(input(io, 0)?, out, false)?,
         ElementwiseOp::Not(_) => {
             let x = input(io, 0)?;
             if x.dtype != DType::Bool || out.dtype != DType::Bool {

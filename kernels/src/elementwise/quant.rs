@@ -5,6 +5,7 @@
 //! per-tensor, per-axis and blocked scales with the same code.
 
 use super::map::{Broadcast, MapKernel};
+use super::storage::{byte_ctype, float8_format, FLOAT8};
 use super::{ctype, input, is_f32_storage, output};
 use crate::{unsupported, LayerIo, Selection, SmLimits, Unsupported};
 use trtc_runtime::kernels::KernelArg;
@@ -38,45 +39,65 @@ pub(super) fn candidates(op: &QuantOp, io: &LayerIo<'_>, limits: &SmLimits) -> S
     // Without a zero point (absent, or no slot for it) the kernel has no
     // parameter for it.
     let has_zp = zp.is_some();
+    // An 8-bit float's zero point must be 0: any other value traps, as the
+    // CPU op fails.
+    let float8_zero =
+        |f: u8| if has_zp { format!("if (trtc_f8_decode(zero[si], {f}) != 0.0f) __trap();\n") } else { String::new() };
     let (entry, body, zt) = match op {
         QuantOp::QuantizeLinear(_) => {
-            let (lo, hi) = match out.dtype {
-                DType::U8 => (0.0, 255.0),
-                DType::I8 => (-128.0, 127.0),
-                DType::U16 => (0.0, 65535.0),
-                DType::I16 => (-32768.0, 32767.0),
-                d => return unsupported(format!("QuantizeLinear to {d}")),
-            };
             let load = match x.dtype {
                 DType::F32 | DType::F16 => "ld(p0)",
                 DType::I32 => "(float)*p0",
                 d => return unsupported(format!("QuantizeLinear of {d}")),
             };
-            let zp_load = if has_zp { "(float)zero[si]" } else { "0.0f" };
-            let ot = ctype(out.dtype)?;
-            // Round half to even, add the zero point, saturate; NaN maps to
-            // the zero point (which is in range).
-            let body = format!(
-                "{SCALE_INDEX}const float zp = {zp_load};\nconst float r = rintf({load} / ld(scale + si)) + zp;\nconst float c = r != r ? zp : (r < {lo:?}f ? {lo:?}f : (r > {hi:?}f ? {hi:?}f : r));\n*q = ({ot})c;"
-            );
-            ("quantize", body, ot)
+            if let Some(f) = float8_format(out.dtype) {
+                // x / scale in f32, encoded from its exact value, saturating.
+                let body =
+                    format!("{SCALE_INDEX}{}*q = trtc_f8_encode((double)({load} / ld(scale + si)), {f}, true);", float8_zero(f));
+                ("quantize_float8", body, "unsigned char")
+            } else {
+                let (lo, hi) = match out.dtype {
+                    DType::U8 => (0.0, 255.0),
+                    DType::I8 => (-128.0, 127.0),
+                    DType::U16 => (0.0, 65535.0),
+                    DType::I16 => (-32768.0, 32767.0),
+                    DType::U4 => (0.0, 15.0),
+                    DType::I4 => (-8.0, 7.0),
+                    d => return unsupported(format!("QuantizeLinear to {d}")),
+                };
+                let zp_load = if has_zp { "(float)zero[si]" } else { "0.0f" };
+                let ot = byte_ctype(out.dtype)?;
+                // Round half to even, add the zero point, saturate; NaN maps to
+                // the zero point (which is in range).
+                let body = format!(
+                    "{SCALE_INDEX}const float zp = {zp_load};\nconst float r = rintf({load} / ld(scale + si)) + zp;\nconst float c = r != r ? zp : (r < {lo:?}f ? {lo:?}f : (r > {hi:?}f ? {hi:?}f : r));\n*q = ({ot})c;"
+                );
+                ("quantize", body, ot)
+            }
         }
         _ => {
-            if !matches!(x.dtype, DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::I32) {
-                return unsupported(format!("DequantizeLinear of {}", x.dtype));
-            }
             if !is_f32_storage(out.dtype) {
                 return unsupported(format!("DequantizeLinear to {}", out.dtype));
             }
-            let zp_load = if has_zp { "(long long)zero[si]" } else { "0" };
-            // (x - zero point) in i64, rounded to f32, times the scale.
-            let body =
-                format!("{SCALE_INDEX}const long long zp = {zp_load};\nst(q, (float)((long long)*p0 - zp) * ld(scale + si));");
-            ("dequantize", body, ctype(x.dtype)?)
+            if let Some(f) = float8_format(x.dtype) {
+                // The exact value times the scale, in f32.
+                let body = format!("{SCALE_INDEX}{}st(q, trtc_f8_decode(*p0, {f}) * ld(scale + si));", float8_zero(f));
+                ("dequantize_float8", body, "unsigned char")
+            } else {
+                if !matches!(x.dtype, DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U4 | DType::I4) {
+                    return unsupported(format!("DequantizeLinear of {}", x.dtype));
+                }
+                let zp_load = if has_zp { "(long long)zero[si]" } else { "0" };
+                // (x - zero point) in i64, rounded to f32, times the scale.
+                let body = format!(
+                    "{SCALE_INDEX}const long long zp = {zp_load};\nst(q, (float)((long long)*p0 - zp) * ld(scale + si));"
+                );
+                ("dequantize", body, byte_ctype(x.dtype)?)
+            }
         }
     };
     if let Some(z) = zp {
-        if ctype(z.dtype)? != zt || z.len() != scale.len() {
+        if byte_ctype(z.dtype)? != zt || z.len() != scale.len() {
             return unsupported(format!("{name}: zero point {z} does not match the scale {scale}"));
         }
     }
@@ -90,9 +111,9 @@ pub(super) fn candidates(op: &QuantOp, io: &LayerIo<'_>, limits: &SmLimits) -> S
     }
     let kernel = MapKernel {
         entry: format!("trtc_elementwise_{entry}"),
-        prelude: String::new(),
-        out_type: ctype(out.dtype)?.to_string(),
-        inputs: vec![(ctype(x.dtype)?.to_string(), KernelArg::Input(0))],
+        prelude: FLOAT8.to_string(),
+        out_type: byte_ctype(out.dtype)?.to_string(),
+        inputs: vec![(byte_ctype(x.dtype)?.to_string(), KernelArg::Input(0))],
         params,
         body,
     };

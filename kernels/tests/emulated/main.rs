@@ -185,6 +185,7 @@ fn cases() -> Vec<Case> {
     gemm_cases(&mut b);
     conv_cases(&mut b);
     recurrent_cases(&mut b);
+    storage_cases(&mut b);
     edge_cases(&mut b);
     b.cases
 }
@@ -596,7 +597,20 @@ fn compare(want: &Tensor, got: &Tensor, tactic: &str, int_slack: i64) -> Result<
         }
         c
     };
-    if want.dtype().is_float() {
+    if want.dtype().is_float8() {
+        // Bits must agree exactly (signed zeros and NaN patterns included).
+        let (w, g) = (want.bytes(), got.bytes());
+        if let Some(i) = (0..w.len()).find(|&i| w.get(i) != g.get(i)) {
+            let bad = (0..w.len()).filter(|&i| w.get(i) != g.get(i)).count();
+            return Err(format!(
+                "{bad} of {} elements differ; first at {i} {:?}: expected {:#04x}, got {}",
+                w.len(),
+                coords(i),
+                w[i],
+                g.get(i).map_or("nothing".into(), |v| format!("{v:#04x}"))
+            ));
+        }
+    } else if want.dtype().is_float() {
         let (w, g) = (want.to_f64_vec(), got.to_f64_vec());
         let scale = w.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
         let tol = tolerance(want.dtype(), tactic) * if scale > 0.0 { scale } else { 1.0 };

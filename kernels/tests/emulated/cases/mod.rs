@@ -9,6 +9,7 @@ mod gemm;
 mod conv;
 mod control;
 mod recurrent;
+mod storage;
 
 pub(crate) use attention::*;
 pub(crate) use control::*;
@@ -19,3 +20,4 @@ pub(crate) use gemm::*;
 pub(crate) use movement::*;
 pub(crate) use recurrent::*;
 pub(crate) use reduce::*;
+pub(crate) use storage::*;
