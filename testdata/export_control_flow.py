@@ -24,6 +24,11 @@ One model built with `onnx.helper`: `scan_loop`, a Loop over a run-time
 count whose body holds an If on the iteration number's parity and emits
 a scan output per iteration (nested control flow, stacked outputs).
 
+And three with symbolic dimensions, whose manifest entries give the
+profile the tests build with: `vad_dynamic` (the sample count),
+`rnn_dynamic` (time and batch: the loop's trip count follows the
+sequence) and `decoder_dynamic` (the batch).
+
 Output, in `testdata/control_flow/`: `NAME.onnx` and per case `NAME.K.npz`
 with the inputs under their names and onnxruntime's outputs under
 `out:NAME` (CPU provider, ORT_DISABLE_ALL, 1 thread); `manifest.json`
@@ -183,7 +188,34 @@ def cases():
     ]
 
 
-def export(model, names, outs, example, path: Path) -> None:
+def dynamic_cases():
+    """Models with symbolic dimensions as well: (name, module, input names,
+    output names, example, dynamic axes, profile, inputs recorded)."""
+    f32 = np.float32
+    i64 = np.int64
+    audio = lambda s, n: rng(s).standard_normal((1, 1, n)).astype(f32)  # noqa: E731
+    seq = lambda s, t, n: rng(s).standard_normal((t, n, 3)).astype(f32)  # noqa: E731
+    return [
+        # The sample rate branches and the length varies, as a streaming
+        # voice-activity detector's chunks do.
+        ("vad_dynamic", Vad(), ["x", "sr"], ["speech"], {"x": audio(30, 64), "sr": np.array(16000, i64)},
+         {"x": {2: "samples"}}, {"x": ([1, 1, 32], [1, 1, 64], [1, 1, 192])},
+         [{"x": audio(31 + k, n), "sr": np.array(sr, i64)}
+          for k, (n, sr) in enumerate([(32, 16000), (64, 8000), (192, 16000), (33, 8000), (101, 16000)])]),
+        # A loop over the time axis, whose length (and the batch) varies.
+        ("rnn_dynamic", Rnn(), ["x"], ["h"], {"x": seq(40, 5, 2)}, {"x": {0: "time", 1: "batch"}},
+         {"x": ([1, 1, 3], [5, 2, 3], [12, 4, 3])},
+         [{"x": seq(41 + k, t, n)} for k, (t, n) in enumerate([(1, 1), (5, 2), (12, 4), (7, 3)])]),
+        # A run-time step count and a batch that varies.
+        ("decoder_dynamic", Decoder(), ["x", "steps"], ["logits"],
+         {"x": rng(50).standard_normal((2, 6)).astype(f32), "steps": np.array(3, i64)}, {"x": {0: "batch"}},
+         {"x": ([1, 6], [2, 6], [8, 6])},
+         [{"x": rng(51 + k).standard_normal((b, 6)).astype(f32), "steps": np.array(st, i64)}
+          for k, (b, st) in enumerate([(1, 0), (2, 3), (8, 5), (5, 2)])]),
+    ]
+
+
+def export(model, names, outs, example, path: Path, axes=None) -> None:
     if isinstance(model, onnx.ModelProto):
         onnx.save_model(model, str(path))
         return
@@ -191,7 +223,7 @@ def export(model, names, outs, example, path: Path) -> None:
     scripted = torch.jit.script(model)
     args = tuple(torch.from_numpy(example[k]) for k in names)
     torch.onnx.export(scripted, args, str(path), dynamo=False, opset_version=OPSET, input_names=names,
-                      output_names=outs, do_constant_folding=True)
+                      output_names=outs, do_constant_folding=True, dynamic_axes=axes)
     m = onnx.load(str(path))
     m.producer_version = ""
     onnx.save_model(m, str(path))
@@ -201,11 +233,13 @@ def main() -> int:
     OUT.mkdir(exist_ok=True)
     torch.manual_seed(0)
     manifest = {"generator": "testdata/export_control_flow.py", "models": []}
-    for name, model, names, outs, example, feeds_list in cases():
+    every = [(n, m, i, o, e, None, None, f) for n, m, i, o, e, f in cases()]
+    every += dynamic_cases()
+    for name, model, names, outs, example, axes, profile, feeds_list in every:
         path = OUT / f"{name}.onnx"
         try:
             with torch.no_grad():
-                export(model, names, outs, example, path)
+                export(model, names, outs, example, path, axes)
         except Exception as e:  # noqa: BLE001 - recorded, not hidden
             print(f"{name}: export failed: {str(e).splitlines()[0][:300]}", file=sys.stderr)
             manifest["models"].append({"name": name, "status": "failed", "error": str(e).splitlines()[0][:500]})
@@ -231,8 +265,10 @@ def main() -> int:
                 case["max_abs_diff_ort_vs_torch"] = max(float(np.max(np.abs(g - e.numpy()), initial=0.0))
                                                         for g, e in zip(got, eager))
             recorded.append(case)
-        manifest["models"].append({"name": name, "status": "ok", "file": path.name, "top_level_ops": ops,
-                                   "cases": recorded})
+        entry = {"name": name, "status": "ok", "file": path.name, "top_level_ops": ops, "cases": recorded}
+        if profile:
+            entry["profile"] = {k: {"min": lo, "opt": opt, "max": hi} for k, (lo, opt, hi) in profile.items()}
+        manifest["models"].append(entry)
         print(f"{name}: {len(recorded)} cases, ops {ops}")
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return 0

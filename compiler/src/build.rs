@@ -497,6 +497,21 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     if !matches!(opts.target, Target::Cpu) {
         bail!("shapes that vary at run time (--min-shapes/--max-shapes) need --target cpu for now: the GPU executor runs fixed shapes");
     }
+    // A model whose loops unroll to other iteration counts at other shapes
+    // gives other nodes at each; with its loops kept as layers (which run
+    // their bodies at run time) it may give the same.
+    match import_generalized(model, opts, &planned, &opts.import) {
+        Err(unrolled) => {
+            let kept = ImportOptions { keep_loops: true, ..opts.import.clone() };
+            import_generalized(model, opts, &planned, &kept).map_err(|_| unrolled)
+        }
+        ok => ok,
+    }
+}
+
+/// The graph of a model whose profiles' shapes vary: imported at each
+/// profile point with `import`, generalized and checked.
+fn import_generalized(model: &ModelSource, opts: &BuildOptions, planned: &Shapes, import: &ImportOptions) -> Result<Graph> {
     // The model at every profile's min, opt and max shapes, then at the
     // planned ones: the same nodes, with the Reshapes whose targets follow
     // the input shapes made dynamic.
@@ -504,7 +519,7 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     for (k, p) in opts.profiles.iter().enumerate() {
         for (which, flag) in [(0, "--min-shapes"), (1, "--opt-shapes"), (2, "--max-shapes")] {
             let shapes = p.at(which);
-            if shapes != planned && !points.iter().any(|(_, s)| *s == shapes) {
+            if shapes != *planned && !points.iter().any(|(_, s)| *s == shapes) {
                 let label = if opts.profiles.len() > 1 { format!("{flag} of profile {k}") } else { flag.to_string() };
                 points.push((label, shapes));
             }
@@ -513,7 +528,7 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     // Compacted, so that the same node has the same index at every shape.
     let mut graphs = points
         .iter()
-        .map(|(_, s)| import_at(model, &with_shapes(&opts.import, s)).map(|g| g.compacted()))
+        .map(|(_, s)| import_at(model, &with_shapes(import, s)).map(|g| g.compacted()))
         .collect::<Result<Vec<Graph>>>()?;
     // A probe point inside each profile tells apart sizes that agree at the
     // profile's own points. A model that does not import there (a U-Net
@@ -523,14 +538,14 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
         if points.iter().any(|(_, s)| *s == shapes) {
             continue;
         }
-        if let Ok(g) = import_at(model, &with_shapes(&opts.import, &shapes)) {
+        if let Ok(g) = import_at(model, &with_shapes(import, &shapes)) {
             let label =
                 if opts.profiles.len() > 1 { format!("a probe shape of profile {k}") } else { "a probe shape".to_string() };
             points.push((format!("{label} ({})", describe_shapes(&shapes)), shapes));
             graphs.push(g.compacted());
         }
     }
-    graphs.push(import_at(model, &with_shapes(&opts.import, &planned))?.compacted());
+    graphs.push(import_at(model, &with_shapes(import, planned))?.compacted());
     crate::generalize::generalize(&mut graphs)?;
     let fp32_plan = |g: &Graph| -> Result<lower::Lowered> {
         let mut g = g.clone();

@@ -20,11 +20,17 @@
 //!   feature pyramids upsample one level to the size of the next);
 //! - an Expand whose target changes becomes a `DynamicExpand`, a Tile whose
 //!   repeats change a `DynamicTile`;
+//! - an If or Loop decided at run time whose branches or body differ (they
+//!   were imported at each shape too) gets branches or a body generalized
+//!   by these same rules, recursively: their sizes are read from the
+//!   tensors they take;
 //! - a constant whose value changes becomes a `SliceLike` of its value at
 //!   the largest shapes (position ids, causal masks, grids), when every
 //!   smaller value is the leading block of that one, sized by other
 //!   tensors' axes; else, for integers, an `IndexGrid`, an affine function
-//!   of the element indices (`arange(batch) * seq + arange(seq)`).
+//!   of the element indices (`arange(batch) * seq + arange(seq)`); else a
+//!   `SizeOf`, when each of its few entries is a tensor's axis size (a
+//!   loop's trip count following the sequence length).
 //!
 //! A size read from another tensor is taken from a tensor that has it at
 //! every imported shape, the nearest first: the node's own inputs, the
@@ -40,10 +46,11 @@ use crate::ir::{Graph, Node, Patch, Port, Wire};
 use crate::lower;
 use anyhow::{bail, Result};
 use petgraph::stable_graph::NodeIndex;
+use trtc_runtime::ops::control::{ControlOp, If, Loop, SubPlan};
 use trtc_runtime::ops::linalg::{LinalgOp, PoolKind};
 use trtc_runtime::ops::movement::{
     AtShapes, DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, DynamicTile, GridAxis, GridValue, IndexGrid,
-    MovementOp, ReshapeDim, Resize, ResizeSize, SignedDim, Slice, SliceLike,
+    MovementOp, ReshapeDim, Resize, ResizeSize, SignedDim, SizeOf, Slice, SliceLike,
 };
 use trtc_runtime::ops::reduce::{Reduce, ReduceKind, ReduceOp};
 use trtc_runtime::{DType, Op, Tensor};
@@ -86,6 +93,11 @@ pub fn generalize(graphs: &mut [Graph]) -> Result<()> {
     if rewrites.is_empty() {
         return Ok(());
     }
+    // Op rewrites first: each keeps its node's inputs, which a constant's
+    // rewrite recorded after it then redirects to the constant's
+    // replacement (recorded before, the op would read the removed
+    // constant).
+    rewrites.sort_by_key(|r| !matches!(r, Rewrite::Op { .. }));
     for g in graphs.iter_mut() {
         let mut patch = Patch::new();
         for r in &rewrites {
@@ -112,6 +124,7 @@ const OP_RULES: &[(Applies, Rule)] = &[
     (|o| matches!(o, Op::Movement(MovementOp::Tile(_))), tile_rule),
     (|o| matches!(o, Op::Movement(MovementOp::Resize(_))), resize_rule),
     (|o| matches!(o, Op::Linalg(LinalgOp::Pool(_))), global_pool_rule),
+    (|o| matches!(o, Op::Control(_)), control_rule),
 ];
 
 /// The error for a model whose nodes differ between imported shapes (an op
@@ -542,7 +555,8 @@ fn expand_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite>
 
 /// A constant whose value changes: the leading block of its largest value
 /// ([`SliceLike`]), or else, for integers, an affine function of the
-/// element indices ([`IndexGrid`]).
+/// element indices ([`IndexGrid`]), or sizes of tensors' axes
+/// ([`SizeOf`]: a loop's trip count that follows the sequence length).
 fn constant_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite> {
     let name = &graphs[0].node(n).name;
     let values: Vec<&Tensor> = graphs.iter().map(|g| g.node(n).constant().expect("a constant at every shape")).collect();
@@ -555,6 +569,9 @@ fn constant_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrit
         return Ok(r);
     }
     if let Some(r) = index_grid_rule(graphs, order, n, &values)? {
+        return Ok(r);
+    }
+    if let Some(r) = size_of_rule(graphs, order, n, &values)? {
         return Ok(r);
     }
     Err(refusal(
@@ -660,6 +677,72 @@ fn index_grid_rule(graphs: &[Graph], order: &Order, n: NodeIndex, values: &[&Ten
     }
     let op: Op = op.into();
     Ok(Some(Rewrite::Generated { node: n, op, extra: reads.extra }))
+}
+
+/// A small integer constant (a scalar or a vector of a few entries) each of
+/// whose entries is, at every imported shape, the size of a tensor's axis.
+fn size_of_rule(graphs: &[Graph], order: &Order, n: NodeIndex, values: &[&Tensor]) -> Result<Option<Rewrite>> {
+    let largest = *values.last().expect("graphs");
+    let shape = largest.shape();
+    if !matches!(largest.dtype(), DType::I64 | DType::I32) || shape.len() > 1 || values.iter().any(|v| v.shape() != shape) {
+        return Ok(None);
+    }
+    let Ok(ints) = values.iter().map(|v| v.to_i64_vec()).collect::<Result<Vec<Vec<i64>>, _>>() else { return Ok(None) };
+    let mut reads = Reads { own: 0, extra: Vec::new() };
+    let mut dims = Vec::with_capacity(largest.len());
+    for e in 0..largest.len() {
+        let Ok(sizes) = ints.iter().map(|v| usize::try_from(v[e])).collect::<Result<Vec<usize>, _>>() else { return Ok(None) };
+        match find_source(graphs, order, n, &sizes) {
+            Some(source) => dims.push(reads.dim(source)),
+            None => return Ok(None),
+        }
+    }
+    let op = SizeOf { dtype: largest.dtype(), dims, scalar: shape.is_empty() };
+    Ok(Some(Rewrite::Generated { node: n, op: op.into(), extra: reads.extra }))
+}
+
+/// An If or Loop whose sub-plans differ between the imported shapes: each
+/// sub-plan's graphs (one per imported shape) generalized like the model's.
+fn control_rule(graphs: &[Graph], _order: &Order, n: NodeIndex) -> Result<Rewrite> {
+    let name = &graphs[0].node(n).name;
+    let ops: Vec<&ControlOp> = graphs
+        .iter()
+        .map(|g| match g.node(n).op() {
+            Some(Op::Control(c)) => Ok(c),
+            _ => Err(refusal(name, "is control flow at one input shape only".into())),
+        })
+        .collect::<Result<_>>()?;
+    let general = |subs: Vec<&SubPlan>| -> Result<SubPlan> {
+        let mut sub_graphs = subs.into_iter().map(crate::ir::from_sub_plan).collect::<Result<Vec<_>>>()?;
+        generalize(&mut sub_graphs).map_err(|e| anyhow::anyhow!("in node '{name}': {e:#}"))?;
+        crate::ir::to_sub_plan(sub_graphs.last().expect("one graph per imported shape"))
+    };
+    let op: Op = match ops[0] {
+        ControlOp::If(_) => {
+            let branches = |then: bool| {
+                ops.iter()
+                    .map(|o| match o {
+                        ControlOp::If(i) if then => Ok(&*i.then_branch),
+                        ControlOp::If(i) => Ok(&*i.else_branch),
+                        ControlOp::Loop(_) => Err(refusal(name, "is an If at one input shape and a Loop at another".into())),
+                    })
+                    .collect::<Result<Vec<&SubPlan>>>()
+            };
+            If::new(general(branches(true)?)?, general(branches(false)?)?).map_err(|e| anyhow::anyhow!("{e}"))?.into()
+        }
+        ControlOp::Loop(first) => {
+            let bodies = ops
+                .iter()
+                .map(|o| match o {
+                    ControlOp::Loop(l) if l.carried == first.carried => Ok(&*l.body),
+                    _ => Err(refusal(name, "is another Loop at another input shape".into())),
+                })
+                .collect::<Result<Vec<&SubPlan>>>()?;
+            let nominal = ops.iter().map(|o| if let ControlOp::Loop(l) = o { l.nominal_trips } else { 0 }).max().unwrap_or(1);
+            Loop::new(general(bodies)?, first.carried, nominal).map_err(|e| anyhow::anyhow!("{e}"))?.into()
+        }
+    };
+    Ok(Rewrite::Op { node: n, op, extra: Vec::new() })
 }
 
 /// A tensor of `shape` for an op that reads only its shape (empty data

@@ -1,7 +1,9 @@
 //! The models of `testdata/export_control_flow.py`, whose control flow is
 //! decided at run time (an If on a graph input or on computed values, a
 //! Loop whose trip count or condition comes from the data, nested control
-//! flow with stacked scan outputs), are built with default options and run
+//! flow with stacked scan outputs), are built with default options (and
+//! the profile the manifest gives the three whose dimensions are symbolic:
+//! one engine for every length and batch in it) and run
 //! on every recorded input against onnxruntime's outputs: max |ours - ort|
 //! / max |ort| <= 1e-4, in the exact and the fast CPU modes. Several inputs
 //! take different branches or iteration counts, so a layer that ran one
@@ -10,7 +12,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use trtc::build::{build_file, BuildOptions};
+use trtc::build::{build_file, BuildOptions, ShapeProfile};
 use trtc_runtime::math::Math;
 use trtc_runtime::{Engine, Tensor};
 
@@ -22,6 +24,17 @@ fn dir() -> PathBuf {
 
 fn manifest() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir().join("manifest.json")).unwrap()).unwrap()
+}
+
+fn dims(v: &serde_json::Value) -> Vec<usize> {
+    v.as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect()
+}
+
+/// The profile the manifest gives a model whose dimensions are symbolic.
+fn profile(model: &serde_json::Value) -> Option<ShapeProfile> {
+    let p = model.get("profile")?.as_object()?;
+    let at = |which: &str| -> Vec<(String, Vec<usize>)> { p.iter().map(|(name, r)| (name.clone(), dims(&r[which]))).collect() };
+    Some(ShapeProfile::from_flags(&at("min"), &at("opt"), &at("max")).unwrap())
 }
 
 /// Runs every recorded case of a built model; the worst error relative to
@@ -58,7 +71,7 @@ fn worst_error(engine: &Engine, model: &serde_json::Value) -> anyhow::Result<f64
 fn models_with_run_time_control_flow_match_onnxruntime_on_every_path() {
     let manifest = manifest();
     let models = manifest["models"].as_array().unwrap();
-    assert!(models.len() >= 6, "expected the exported models in testdata/control_flow, found {}", models.len());
+    assert!(models.len() >= 9, "expected the exported models in testdata/control_flow, found {}", models.len());
     let (mut passed, mut failures) = (0, Vec::new());
     for m in models {
         let name = m["name"].as_str().unwrap();
@@ -67,7 +80,8 @@ fn models_with_run_time_control_flow_match_onnxruntime_on_every_path() {
             continue;
         }
         let path = dir().join(m["file"].as_str().unwrap());
-        let result = build_file(&path, &BuildOptions::default())
+        let opts = BuildOptions { profiles: profile(m).into_iter().collect(), ..BuildOptions::default() };
+        let result = build_file(&path, &opts)
             .and_then(|built| Ok(Engine::from_bytes(&built.engine)?))
             .and_then(|engine| worst_error(&engine, m));
         match result {

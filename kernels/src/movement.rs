@@ -82,7 +82,8 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         | MovementOp::DynamicExpand(_)
         | MovementOp::IndexGrid(_)
         | MovementOp::DynamicSlice(_)
-        | MovementOp::DynamicTile(_) => {
+        | MovementOp::DynamicTile(_)
+        | MovementOp::SizeOf(_) => {
             unsupported(format!("{}: only engines whose shapes vary have it, and they run on the CPU", op.as_impl().name()))
         }
         MovementOp::NonZero(_) => unsupported("NonZero: its output size depends on the data"),

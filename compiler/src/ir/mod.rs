@@ -9,6 +9,7 @@ mod dump;
 mod fold;
 mod verify;
 mod patch;
+mod sub_plan;
 
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
@@ -17,6 +18,7 @@ use trtc_runtime::{Op, Tensor, TensorType};
 
 pub use fold::keeps_weight_dequantize;
 pub use patch::{wires, Applied, Patch, Wire};
+pub use sub_plan::{from_sub_plan, to_sub_plan};
 pub use verify::verify;
 
 /// One output of one node.

@@ -10,12 +10,12 @@
 //! can fold them (a Reshape's target read from the outer scope).
 
 use super::{implicit_inputs, Importer};
-use crate::ir::{Graph, NodeKind, Port};
+use crate::ir::{Graph, Port};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::HashMap;
 use tract_onnx::pb;
 use trtc_runtime::dtype::DType;
-use trtc_runtime::ops::control::{Constant, If, Loop, Step, SubPlan};
+use trtc_runtime::ops::control::{If, Loop, SubPlan};
 use trtc_runtime::{Tensor, TensorType};
 
 /// The iterations a Loop's scan outputs are planned for when its trip
@@ -57,7 +57,13 @@ impl Importer<'_> {
         prefix: &str,
         depth: usize,
     ) -> Result<SubPlan> {
-        let mut sub = Importer { registry: self.registry, opset: self.opset, root: self.root, graph: Graph::new() };
+        let mut sub = Importer {
+            registry: self.registry,
+            opset: self.opset,
+            root: self.root,
+            graph: Graph::new(),
+            keep_loops: self.keep_loops,
+        };
         let mut scope: HashMap<String, Port> = HashMap::new();
         for (name, ty) in inputs {
             scope.insert(name.clone(), sub.graph.add_input(name, ty.clone()));
@@ -76,7 +82,7 @@ impl Importer<'_> {
         }
         sub.graph.remove_dead_nodes();
         crate::ir::verify(&sub.graph)?;
-        to_sub_plan(&sub.graph)
+        crate::ir::to_sub_plan(&sub.graph)
     }
 
     /// An If whose condition is computed at run time: both branches become
@@ -164,51 +170,4 @@ impl Importer<'_> {
         layer_inputs.extend(captures.ports.iter().map(|&p| Some(p)));
         self.graph.add_op(name, op.into(), &layer_inputs).map_err(|e| anyhow!("{e}"))
     }
-}
-
-/// A subgraph's IR as a sub-plan: its inputs, constants and op nodes in
-/// topological order.
-fn to_sub_plan(graph: &Graph) -> Result<SubPlan> {
-    let mut values: Vec<(String, TensorType)> = Vec::new();
-    let mut ids: HashMap<Port, usize> = HashMap::new();
-    fn add(
-        values: &mut Vec<(String, TensorType)>,
-        ids: &mut HashMap<Port, usize>,
-        p: Port,
-        name: &str,
-        ty: &TensorType,
-    ) -> usize {
-        values.push((name.to_string(), ty.clone()));
-        ids.insert(p, values.len() - 1);
-        values.len() - 1
-    }
-    let mut inputs = Vec::new();
-    for &n in graph.inputs() {
-        let o = &graph.node(n).outputs[0];
-        inputs.push(add(&mut values, &mut ids, Port { node: n, port: 0 }, &o.name, &o.ty));
-    }
-    let mut constants = Vec::new();
-    let mut steps = Vec::new();
-    for n in graph.topo_order() {
-        let node = graph.node(n);
-        match &node.kind {
-            NodeKind::Input => {}
-            NodeKind::Constant(t) => {
-                let id = add(&mut values, &mut ids, Port { node: n, port: 0 }, &node.outputs[0].name, &node.outputs[0].ty);
-                constants.push((id, Constant(t.clone())));
-            }
-            NodeKind::Op(op) => {
-                let step_inputs = graph.inputs_of(n).into_iter().map(|p| p.map(|p| ids[&p])).collect();
-                let outputs = node
-                    .outputs
-                    .iter()
-                    .enumerate()
-                    .map(|(port, o)| add(&mut values, &mut ids, Port { node: n, port }, &o.name, &o.ty))
-                    .collect();
-                steps.push(Step { name: node.name.clone(), op: op.clone(), inputs: step_inputs, outputs });
-            }
-        }
-    }
-    let outputs = graph.outputs().iter().map(|o| ids[&o.port]).collect();
-    SubPlan::new(values, inputs, constants, steps, outputs).map_err(|e| anyhow!("internal error: {e}"))
 }

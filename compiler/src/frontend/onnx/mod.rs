@@ -30,6 +30,11 @@ pub struct ImportOptions {
     /// Inputs whose value is fixed at build time (shape tensors, like
     /// TensorRT's shape inputs). They stay bindings, checked at run time.
     pub input_values: HashMap<String, Tensor>,
+    /// Keep every Loop as a layer that runs its body at run time, even one
+    /// whose iterations are known: a model imported at several input
+    /// shapes whose loop counts follow them then gives the same layers at
+    /// each (see `build::import`).
+    pub keep_loops: bool,
 }
 
 /// Imports an ONNX file. External data is read from the file's directory.
@@ -321,7 +326,7 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         }
     }
 
-    let mut importer = Importer { registry: &registry, opset, root: &root, graph };
+    let mut importer = Importer { registry: &registry, opset, root: &root, graph, keep_loops: opts.keep_loops };
     importer.nodes(gp, &mut values, "", 0)?;
     let mut graph = importer.graph;
     let mut output_names = std::collections::HashSet::new();
@@ -347,6 +352,8 @@ struct Importer<'a> {
     opset: i64,
     root: &'a ExternalDataRoot,
     graph: Graph,
+    /// `ImportOptions::keep_loops`.
+    keep_loops: bool,
 }
 
 impl Importer<'_> {
@@ -492,6 +499,9 @@ impl Importer<'_> {
         values: &HashMap<String, Port>,
         depth: usize,
     ) -> Result<Vec<Port>> {
+        if self.keep_loops {
+            return self.runtime_loop(node, name, inputs, values, depth);
+        }
         match self.unroll_loop(node, name, inputs, values, depth)? {
             Some(outs) => Ok(outs),
             // The nodes of iterations unrolled before the loop turned out

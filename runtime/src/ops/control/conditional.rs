@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 
 /// Inputs: the condition (one bool), then the outer-scope values both
 /// branches read (each branch's inputs, in that order). Outputs: the taken
-/// branch's. When the branches' outputs differ in shape (or a branch holds
-/// a layer sized by the data) the op's outputs are sized by the data:
-/// `infer` gives the larger of each pair.
+/// branch's, whose types `infer` gives by inferring both branches at the
+/// input types. When the branches' outputs differ in shape (or a branch
+/// holds a layer sized by the data) the op's outputs are sized by the
+/// data: `infer` gives the larger of each pair.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct If {
     // Boxed: an op is stored inline in every layer.
@@ -76,20 +77,16 @@ impl OpImpl for If {
             self.then_branch.inputs.len(),
             captured.len()
         );
-        // Sized by the data, the branches run on whatever shapes come;
-        // otherwise on exactly those they were built for.
-        let exact = !self.data_dependent();
-        for (k, (given, want)) in captured.iter().zip(self.then_branch.input_types()).enumerate() {
-            let given = given.ok_or_else(|| crate::Error::op(format!("If: outer-scope input {} is absent", k + 1)))?;
-            let fits = if exact { given == want } else { given.dtype == want.dtype };
-            ensure_op!(fits, "If: input {} is {given}, its branches were built for {want}", k + 1);
-        }
-        Ok(self
-            .then_branch
-            .output_types()
-            .zip(self.else_branch.output_types())
-            .map(|(a, b)| if b.bytes() > a.bytes() { b.clone() } else { a.clone() })
-            .collect())
+        let captured = captured
+            .iter()
+            .enumerate()
+            .map(|(k, t)| t.ok_or_else(|| crate::Error::op(format!("If: outer-scope input {} is absent", k + 1))))
+            .collect::<Result<Vec<_>>>()?;
+        // Each branch's outputs at these input types; where they differ
+        // (the op is then sized by the data), the larger is the room.
+        let then_types = self.then_branch.infer(&captured).map_err(|e| crate::Error::op(format!("If: then_branch: {e}")))?;
+        let else_types = self.else_branch.infer(&captured).map_err(|e| crate::Error::op(format!("If: else_branch: {e}")))?;
+        Ok(then_types.into_iter().zip(else_types).map(|(a, b)| if b.bytes() > a.bytes() { b } else { a }).collect())
     }
 
     fn data_dependent(&self) -> bool {

@@ -160,24 +160,23 @@ impl OpImpl for Loop {
         if let Some(c) = opt_input(inputs, 1) {
             ensure_op!(c.dtype == DType::Bool && c.len() == 1, "Loop: the condition must be one bool, got {c}");
         }
-        let declared: Vec<&TensorType> = self.body.input_types().collect();
+        let declared = self.body.inputs.len();
         ensure_op!(
-            inputs.len() == declared.len(),
+            inputs.len() == declared,
             "Loop: its body takes {} values after the trip count and condition, {} given",
-            declared.len() - 2,
+            declared - 2,
             inputs.len().saturating_sub(2)
         );
-        let exact = !self.data_dependent();
-        for k in 2..inputs.len() {
-            let given = inputs[k].ok_or_else(|| crate::Error::op(format!("Loop: input {k} is absent")))?;
-            let want = declared[k];
-            let fits = if exact { given == want } else { given.dtype == want.dtype };
-            ensure_op!(fits, "Loop: input {k} is {given}, its body was built for {want}");
+        // The body at these types: the iteration number and condition as
+        // it declares them, then the carried and outer-scope values given.
+        let mut body_in: Vec<&TensorType> = self.body.input_types().take(2).collect();
+        for (k, t) in inputs.iter().enumerate().skip(2) {
+            body_in.push(t.ok_or_else(|| crate::Error::op(format!("Loop: input {k} is absent")))?);
         }
-        let outs: Vec<&TensorType> = self.body.output_types().collect();
+        let outs = self.body.infer(&body_in).map_err(|e| crate::Error::op(format!("Loop: body: {e}")))?;
         let mut types = Vec::with_capacity(outs.len() - 1);
         for k in 0..self.carried {
-            let (first, later) = (inputs[2 + k].expect("checked above"), outs[1 + k]);
+            let (first, later) = (body_in[2 + k], &outs[1 + k]);
             types.push(if later.bytes() > first.bytes() { later.clone() } else { first.clone() });
         }
         for each in &outs[1 + self.carried..] {

@@ -181,6 +181,32 @@ impl SubPlan {
         self.outputs.iter().map(|&o| &self.values[o].1)
     }
 
+    /// The output types at input types `inputs`, each step's inferred from
+    /// its inputs' (for a step sized by the data, the room it gives). At
+    /// the declared input types these are the declared output types; at
+    /// others (an engine whose shapes vary) the ops' rules give them.
+    pub fn infer(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>> {
+        if inputs.len() != self.inputs.len() {
+            crate::bail_op!("a sub-plan of {} inputs given {}", self.inputs.len(), inputs.len());
+        }
+        let mut types: Vec<Option<TensorType>> = vec![None; self.values.len()];
+        for (&id, &t) in self.inputs.iter().zip(inputs) {
+            types[id] = Some(t.clone());
+        }
+        for (id, c) in &self.constants {
+            types[*id] = Some(c.0.ty().clone());
+        }
+        for step in &self.steps {
+            let ins: Vec<Option<&TensorType>> =
+                step.inputs.iter().map(|i| i.map(|id| types[id].as_ref().expect("validated: defined before read"))).collect();
+            let outs = step.op.infer(&ins).map_err(|e| Error::op(format!("step {} ({}): {e}", step.name, step.op.name())))?;
+            for (&o, t) in step.outputs.iter().zip(outs) {
+                types[o] = Some(t);
+            }
+        }
+        Ok(self.outputs.iter().map(|&o| types[o].clone().expect("validated: outputs are defined")).collect())
+    }
+
     /// Whether a run may give outputs of other types than declared: some
     /// step's output sizes depend on the data.
     pub fn data_sized(&self) -> bool {

@@ -15,6 +15,7 @@ mod nonzero;
 mod resize;
 mod reverse_sequence;
 mod scatter;
+mod size_of;
 mod slice;
 mod transpose;
 mod trilu;
@@ -31,6 +32,7 @@ pub use reshape::{AtShapes, DimOf, DynamicReshape, Reshape, ReshapeDim};
 pub use resize::{CoordinateMode, DynamicResize, NearestMode, Resize, ResizeMode, ResizeSize};
 pub use reverse_sequence::ReverseSequence;
 pub use scatter::{ScatterElements, ScatterND, ScatterReduction};
+pub use size_of::SizeOf;
 pub use slice::{resolve_range, AxisRange, DynamicSlice, SignedDim, Slice, SliceLike};
 pub use transpose::Transpose;
 pub use trilu::Trilu;
@@ -62,6 +64,7 @@ crate::op_family!(MovementOp => Movement {
     NonZero(NonZero),
     DynamicSlice(DynamicSlice),
     DynamicTile(DynamicTile),
+    SizeOf(SizeOf),
 });
 
 impl MovementOp {
