@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 /// condition never stop it is an error, not a hang.
 pub const MAX_ITERATIONS: u64 = 1 << 20;
 
+/// The most bytes a Loop's scan outputs may hold together: a loop that
+/// would stack more is an error, not the process killed for its memory.
+pub const MAX_SCAN_BYTES: usize = 1 << 32;
+
 /// Inputs: the trip count M (optional, one int64), the condition
 /// (optional, one bool), the `carried` initial values, then the
 /// outer-scope values the body reads. The body takes the iteration number,
@@ -95,6 +99,7 @@ impl Loop {
         let captured: Vec<TensorView> = (2 + self.carried..inputs.len()).map(given).collect::<Result<_>>()?;
         let declared: Vec<&TensorType> = self.body.input_types().collect();
         let mut scanned: Vec<Vec<Tensor>> = vec![Vec::new(); self.scans()];
+        let mut scan_bytes = 0usize;
         let mut i: u64 = 0;
         while trips.is_none_or(|m| i < m) && cond {
             if i >= MAX_ITERATIONS {
@@ -116,7 +121,11 @@ impl Loop {
             cond = next_cond.bytes()[0] != 0;
             carried = out.by_ref().take(self.carried).collect();
             for (s, t) in scanned.iter_mut().zip(out) {
+                scan_bytes = scan_bytes.saturating_add(t.bytes().len());
                 s.push(t);
+            }
+            if scan_bytes > MAX_SCAN_BYTES {
+                bail_op!("Loop: its scan outputs would hold more than {MAX_SCAN_BYTES} bytes (after {} iterations)", i + 1);
             }
             i += 1;
         }

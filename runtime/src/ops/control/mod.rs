@@ -13,7 +13,7 @@ mod conditional;
 mod looping;
 
 pub use conditional::If;
-pub use looping::{Loop, MAX_ITERATIONS};
+pub use looping::{Loop, MAX_ITERATIONS, MAX_SCAN_BYTES};
 pub use subplan::{Constant, Step, SubPlan, ValueId, MAX_DEPTH};
 
 crate::op_family!(ControlOp => Control {
