@@ -96,3 +96,26 @@ fn models_with_run_time_control_flow_match_onnxruntime_on_every_path() {
     eprintln!("control-flow models: {passed} passed, {} failed", failures.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Branches get the passes the model gets: `gate`'s branches are a
+/// convolution followed by a ReLU (fused into it) and a convolution times
+/// 0.5 (folded into its weights).
+#[test]
+fn branches_are_optimized_like_the_model() {
+    use trtc_runtime::ops::control::ControlOp;
+    let built = build_file(&dir().join("gate.onnx"), &BuildOptions::default()).unwrap();
+    let engine = Engine::from_bytes(&built.engine).unwrap();
+    let layer = engine.plan().layers.iter().find(|l| l.op.name() == "If").expect("an If layer");
+    let trtc_runtime::Op::Control(ControlOp::If(op)) = &layer.op else { unreachable!() };
+    let names = |s: &trtc_runtime::ops::control::SubPlan| s.steps.iter().map(|s| s.op.name()).collect::<Vec<_>>();
+    assert_eq!(names(&op.then_branch), ["FusedConv"]);
+    assert_eq!(names(&op.else_branch), ["Conv"]);
+    // Unoptimized (every pass disabled), the branches keep their nodes.
+    let mut opts = BuildOptions::default();
+    opts.passes.disable_all = true;
+    let built = build_file(&dir().join("gate.onnx"), &opts).unwrap();
+    let engine = Engine::from_bytes(&built.engine).unwrap();
+    let layer = engine.plan().layers.iter().find(|l| l.op.name() == "If").expect("an If layer");
+    let trtc_runtime::Op::Control(ControlOp::If(op)) = &layer.op else { unreachable!() };
+    assert_eq!(names(&op.then_branch), ["Conv", "Relu"]);
+}

@@ -13,6 +13,7 @@ mod fusion;
 mod layout;
 mod patterns;
 mod pointwise;
+mod sub_plans;
 
 use crate::ir::Graph;
 use anyhow::{Context, Result};
@@ -150,6 +151,9 @@ pub fn optimize(graph: &mut Graph, opts: &PassOptions) -> Result<Vec<PassStats>>
         if cfg!(debug_assertions) {
             crate::ir::verify(graph).with_context(|| format!("IR invalid after pass {}", p.name()))?;
         }
+    }
+    if !disable_all {
+        sub_plans::optimize_sub_plans(graph, opts)?;
     }
     Ok(stats)
 }
