@@ -440,15 +440,6 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
         precision.fp16_range_source = Some(range_source);
     }
     let lowered = lower::lower(&graph, opts.lower)?;
-    if !matches!(opts.target, Target::Cpu) {
-        if let Some(l) = lowered.plan.layers.iter().find(|l| l.op.as_impl().data_dependent()) {
-            bail!(
-                "layer {} ({}) has outputs whose size depends on the data, which the GPU executor does not run yet; build with --target cpu",
-                l.name,
-                l.op.name()
-            );
-        }
-    }
     let (table, kernels) = match &opts.target {
         Target::Cpu => (None, None),
         Target::Cuda { sm, .. } => {

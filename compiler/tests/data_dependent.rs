@@ -102,14 +102,34 @@ fn layers_after_nms_and_nonzero_take_the_counts_of_each_run() {
 }
 
 #[test]
-fn reading_a_data_sized_shape_and_gpu_targets_are_refused() {
+fn reading_a_data_sized_shape_is_refused() {
     // Shape(selected) would be the room, not the count: refused naming both.
     let mut shape = node("Shape", "count", &["selected"], &["count"]);
     shape.name = "count".into();
     let model = detector(vec![shape], vec![value_info("count", I64, &[2])]);
     let err = format!("{:#}", build(&model, &BuildOptions::default()).unwrap_err());
     assert!(err.contains("count") && err.contains("depends on the data (NonMaxSuppression 'nms')"), "{err}");
+}
+
+/// On GPU targets, a layer sized by the data and every layer computed from
+/// its outputs run on the host (which sizes them in each run); the layers
+/// before it keep their kernels. Needs libnvrtc (no GPU).
+#[test]
+fn gpu_targets_run_the_layers_sized_by_the_data_on_the_host() {
+    assert!(trtc::cuda::nvrtc::available(), "NVRTC is needed: run scripts/test.sh ({:?})", trtc::cuda::nvrtc::library().err());
     let gpu = BuildOptions { target: trtc_runtime::Target::Cuda { sm: 90, gpu_name: None }, ..Default::default() };
-    let err = build(&detector(vec![], vec![]), &gpu).unwrap_err().to_string();
-    assert!(err.contains("depends on the data") && err.contains("--target cpu"), "{err}");
+    let engine = build(&detector(vec![], vec![]), &gpu).unwrap();
+    let table = engine.kernels().expect("a GPU engine has kernels");
+    let host: Vec<(&str, &str)> = table.host_layers(engine.plan()).collect();
+    let names: Vec<&str> = host.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["nms", "column", "kept", "positive"], "{host:?}");
+    assert!(host[0].1.contains("its output sizes depend on the data"), "{host:?}");
+    assert!(host[1].1.contains("its input 'selected' is sized by the data"), "{host:?}");
+    let device = engine.plan().layers.len() - host.len();
+    assert!(device >= 2, "the reshape and comparison keep their kernels: {device} device layers");
+    // The CPU executor runs any engine: the GPU engine's plan gives the
+    // counts of each run too.
+    let s = Tensor::from_vec(vec![1, 1, BOXES], vec![0.9f32, 0.95, 0.8, 0.6, 0.7, 0.4]).unwrap();
+    let out = engine.create_context().unwrap().run(&[("boxes", &boxes()), ("scores", &s)]).unwrap();
+    assert_eq!(out[0].1.shape(), &[3, 3]);
 }

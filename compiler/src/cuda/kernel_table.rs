@@ -64,7 +64,24 @@ pub fn select(plan: &Plan, sm: u32, chooser: &mut dyn TacticChooser) -> Result<S
     // Module indices follow first use, so they (and so the engine bytes)
     // depend only on the plan and the choices.
     let mut index: HashMap<(String, String), u32> = HashMap::new();
+    // Tensors whose size depends on the data: a data-sized layer's outputs
+    // and everything computed from them. Their layers run on the host,
+    // which sizes them in each run (the kernels' launch geometry is fixed).
+    let mut sized = vec![false; plan.tensors.len()];
     for layer in &plan.layers {
+        let after = layer.inputs.iter().flatten().find(|&&id| sized[id]);
+        if layer.op.as_impl().data_dependent() || after.is_some() {
+            for &o in &layer.outputs {
+                sized[o] = true;
+            }
+            let reason = match after {
+                Some(&id) => format!("its input '{}' is sized by the data", plan.tensors[id].name),
+                None => "its output sizes depend on the data".to_string(),
+            };
+            out.host_layers.push((layer.name.clone(), reason.clone()));
+            out.layers.push(LayerKernels::Host { reason });
+            continue;
+        }
         let io = layer_io(plan, layer);
         let candidates = match trtc_kernels::candidates(&io, &limits) {
             Ok(c) if !c.is_empty() => c,

@@ -7,7 +7,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::kernels::{KernelArg, LayerKernels};
 use crate::plan::{Layer, Plan, Storage, TensorId};
-use crate::tensor::{Tensor, TensorView, TensorViewMut};
+use crate::tensor::{Tensor, TensorView};
 use cudarc::driver::{result, sys, CudaEvent, CudaGraph, CudaStream};
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -100,6 +100,12 @@ pub struct CudaExecutionContext<'a> {
     layers: Vec<Option<Vec<PreparedLaunch>>>,
     graph: Option<Graph>,
     use_graph: bool,
+    /// The types, in the current run, of tensors sized by the data (by
+    /// tensor id; empty until a host layer gives one): an output of a
+    /// layer whose size depends on the data (NonMaxSuppression, an If whose
+    /// branches differ) and every tensor after it, all computed by host
+    /// layers (the kernel table puts them there).
+    sized: Vec<Option<crate::tensor::TensorType>>,
 }
 
 impl std::fmt::Debug for CudaExecutionContext<'_> {
@@ -160,7 +166,7 @@ impl<'a> CudaExecutionContext<'a> {
             }
             layers.push(Some(prepared));
         }
-        Ok(CudaExecutionContext { engine, stream, arena, layers, graph: None, use_graph: true })
+        Ok(CudaExecutionContext { engine, stream, arena, layers, graph: None, use_graph: true, sized: Vec::new() })
     }
 
     pub fn engine(&self) -> &'a CudaEngine<'a> {
@@ -232,6 +238,7 @@ impl<'a> CudaExecutionContext<'a> {
         let bound = check_host_inputs(self.engine.engine(), &crate::tensor::views(inputs))?;
         self.upload_inputs(&bound)?;
         self.sync(|| "copying the inputs to the GPU".into())?;
+        self.sized.clear();
         let plan = self.engine.engine().plan();
         for (li, layer) in plan.layers.iter().enumerate() {
             let outputs = if self.layers[li].is_some() {
@@ -351,6 +358,7 @@ impl<'a> CudaExecutionContext<'a> {
     /// Runs the plan once on the stream: replays the graph (capturing it the
     /// first time) or launches layer by layer.
     fn execute(&mut self) -> Result<()> {
+        self.sized.clear();
         if !self.cuda_graph() {
             for li in 0..self.layers.len() {
                 if self.layers[li].is_some() {
@@ -437,9 +445,11 @@ impl<'a> CudaExecutionContext<'a> {
     }
 
     /// Runs a host layer: waits for the stream, downloads the layer's arena
-    /// inputs, evaluates the CPU reference op, uploads its outputs and waits
-    /// again. Returns the outputs.
-    fn run_host_layer(&self, li: usize) -> Result<Vec<Tensor>> {
+    /// inputs (at their sizes in this run), evaluates the CPU reference op,
+    /// uploads its outputs and waits again. Returns the outputs. An output
+    /// whose size depends on the data is recorded in `sized`; it must fit
+    /// the room the engine planned for it.
+    fn run_host_layer(&mut self, li: usize) -> Result<Vec<Tensor>> {
         let engine = self.engine.engine();
         let plan = engine.plan();
         let layer = &plan.layers[li];
@@ -447,15 +457,17 @@ impl<'a> CudaExecutionContext<'a> {
         let mut downloaded: Vec<Option<Tensor>> = Vec::with_capacity(layer.inputs.len());
         for input in &layer.inputs {
             let d = match *input {
-                Some(id) if matches!(plan.tensors[id].storage, Storage::Arena { .. }) => match self.download(id) {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        // Let the copies already queued finish before their
-                        // destinations are dropped.
-                        let _ = self.stream.synchronize();
-                        return Err(e);
+                Some(id) if matches!(plan.tensors[id].storage, Storage::Arena { .. }) => {
+                    match self.download_as(id, &self.actual(id)) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            // Let the copies already queued finish before their
+                            // destinations are dropped.
+                            let _ = self.stream.synchronize();
+                            return Err(e);
+                        }
                     }
-                },
+                }
                 _ => None,
             };
             downloaded.push(d);
@@ -477,15 +489,26 @@ impl<'a> CudaExecutionContext<'a> {
                 }
             })
             .collect();
-        let mut outputs: Vec<Tensor> =
-            layer.outputs.iter().map(|&o| Tensor::zeros(plan.tensors[o].ty.clone())).collect::<Result<_>>()?;
-        {
-            let mut out_views: Vec<TensorViewMut> = outputs.iter_mut().map(|t| t.view_mut()).collect();
-            layer
-                .op
-                .as_impl()
-                .eval(&views, &mut out_views)
-                .map_err(|e| Error::op(format!("layer {}: {e}", describe_layer(layer))))?;
+        // Output types follow the inputs' (and, for a layer sized by the
+        // data, what it computes).
+        let outputs = layer.op.eval_views(&views).map_err(|e| Error::op(format!("layer {}: {e}", describe_layer(layer))))?;
+        for (t, &o) in outputs.iter().zip(&layer.outputs) {
+            let planned = &plan.tensors[o].ty;
+            if t.ty() == planned {
+                continue;
+            }
+            if t.bytes().len() > planned.bytes() {
+                return Err(Error::op(format!(
+                    "layer {}: output '{}' is {}, larger than the {planned} the engine planned for (a GPU engine keeps no room beyond it; build with --target cpu)",
+                    describe_layer(layer),
+                    plan.tensors[o].name,
+                    t.ty()
+                )));
+            }
+            if self.sized.len() < plan.tensors.len() {
+                self.sized.resize(plan.tensors.len(), None);
+            }
+            self.sized[o] = Some(t.ty().clone());
         }
         for (t, &o) in outputs.iter().zip(&layer.outputs) {
             if let Err(e) = self.upload(o, t.bytes()) {
@@ -496,6 +519,15 @@ impl<'a> CudaExecutionContext<'a> {
         // The uploads read `outputs`: wait before they can be dropped.
         self.sync(|| format!("uploading the outputs of host layer {}", describe_layer(layer)))?;
         Ok(outputs)
+    }
+
+    /// A tensor's type in the current run: its planned type, unless a host
+    /// layer sized it by the data.
+    fn actual(&self, id: TensorId) -> crate::tensor::TensorType {
+        match self.sized.get(id) {
+            Some(Some(t)) => t.clone(),
+            _ => self.engine.engine().plan().tensors[id].ty.clone(),
+        }
     }
 
     /// Queues the copy of `bytes` into a plan tensor's device memory. The
@@ -516,8 +548,15 @@ impl<'a> CudaExecutionContext<'a> {
     /// tensor may be read (or dropped) only after the stream is
     /// synchronized.
     fn download(&self, id: TensorId) -> Result<Tensor> {
+        self.download_as(id, &self.engine.engine().plan().tensors[id].ty)
+    }
+
+    /// [`Self::download`] of the first bytes of a tensor's room, as type
+    /// `ty` (its size in this run, at most the planned one).
+    fn download_as(&self, id: TensorId, ty: &crate::tensor::TensorType) -> Result<Tensor> {
         let desc = &self.engine.engine().plan().tensors[id];
-        let mut t = Tensor::zeros(desc.ty.clone())?;
+        debug_assert!(ty.bytes() <= desc.ty.bytes());
+        let mut t = Tensor::zeros(ty.clone())?;
         if !t.bytes().is_empty() {
             let n = t.bytes().len();
             // SAFETY: the tensor's device range holds `n` bytes (validated
@@ -554,7 +593,7 @@ impl<'a> CudaExecutionContext<'a> {
                 Storage::Weight { offset } => {
                     Tensor::from_bytes(desc.ty.clone(), &engine.weights()[offset as usize..offset as usize + desc.ty.bytes()])
                 }
-                Storage::Arena { .. } => self.download(*id),
+                Storage::Arena { .. } => self.download_as(*id, &self.actual(*id)),
             };
             match t {
                 Ok(t) => outputs.push((name.clone(), t)),
