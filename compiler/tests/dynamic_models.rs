@@ -7,63 +7,27 @@
 //! the fast CPU modes. A model that fails to build counts as a failure.
 
 mod common;
+mod recorded;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use trtc::build::{build_file, BuildOptions, ShapeProfile};
-use trtc_runtime::math::Math;
 use trtc_runtime::{Engine, Tensor};
 
-type Named = (String, Tensor);
-
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/dynamic")
+    recorded::testdata("dynamic")
 }
 
 fn manifest() -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir().join("manifest.json")).unwrap()).unwrap()
-}
-
-fn dims(v: &serde_json::Value) -> Vec<usize> {
-    v.as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect()
+    recorded::manifest(&dir())
 }
 
 /// The profile the manifest gives a model.
 fn profile(model: &serde_json::Value) -> ShapeProfile {
-    let at = |which: &str| -> Vec<(String, Vec<usize>)> {
-        model["profile"].as_object().unwrap().iter().map(|(name, r)| (name.clone(), dims(&r[which]))).collect()
-    };
-    ShapeProfile::from_flags(&at("min"), &at("opt"), &at("max")).unwrap()
+    recorded::profile(model).expect("every model of testdata/dynamic has a profile")
 }
 
-/// Runs every recorded case of a built model; the worst error relative to
-/// scale over both CPU modes.
 fn worst_error(engine: &Engine, model: &serde_json::Value) -> anyhow::Result<f64> {
-    let mut worst = 0f64;
-    for (math, threads) in [(Math::Exact, 1), (Math::Fast, 2)] {
-        let mut ctx = engine.create_context()?;
-        ctx.set_math(math);
-        ctx.set_threads(threads)?;
-        for case in model["cases"].as_array().unwrap() {
-            let file = case["file"].as_str().unwrap();
-            let arrays = trtc::npz::read_npz(&dir().join(file))?;
-            let (expected, inputs): (Vec<Named>, Vec<Named>) = arrays.into_iter().partition(|(n, _)| n.starts_with("out:"));
-            let expected: Vec<(String, Tensor)> =
-                expected.into_iter().map(|(n, t)| (n.trim_start_matches("out:").to_string(), t)).collect();
-            let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-            let outputs = ctx.run(&refs).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-            anyhow::ensure!(
-                outputs.len() == expected.len(),
-                "{file}: {} outputs, onnxruntime has {}",
-                outputs.len(),
-                expected.len()
-            );
-            for d in trtc::compare::diff_all(&outputs, &expected)? {
-                anyhow::ensure!(d.shape_ok, "{file}: output {} has the wrong shape", d.name);
-                worst = worst.max(d.max_rel_to_scale);
-            }
-        }
-    }
-    Ok(worst)
+    recorded::worst_error(engine, model, &dir())
 }
 
 #[test]
@@ -146,7 +110,7 @@ fn a_profile_engine_fuses_what_an_engine_for_one_shape_fuses() {
         let dynamic = Engine::from_bytes(&build_file(&path, &profiled).unwrap().engine).unwrap();
         let mut fixed = BuildOptions::default();
         for (name, r) in m["profile"].as_object().unwrap() {
-            fixed.import.shapes.insert(name.clone(), dims(&r["opt"]));
+            fixed.import.shapes.insert(name.clone(), recorded::dims(&r["opt"]));
         }
         let fixed = Engine::from_bytes(&build_file(&path, &fixed).unwrap().engine).unwrap();
         assert_eq!(fused_layers(&dynamic), fused_layers(&fixed), "{}", m["name"]);

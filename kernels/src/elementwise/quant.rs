@@ -56,14 +56,9 @@ pub(super) fn candidates(op: &QuantOp, io: &LayerIo<'_>, limits: &SmLimits) -> S
                     format!("{SCALE_INDEX}{}*q = trtc_f8_encode((double)({load} / ld(scale + si)), {f}, true);", float8_zero(f));
                 ("quantize_float8", body, "unsigned char")
             } else {
-                let (lo, hi) = match out.dtype {
-                    DType::U8 => (0.0, 255.0),
-                    DType::I8 => (-128.0, 127.0),
-                    DType::U16 => (0.0, 65535.0),
-                    DType::I16 => (-32768.0, 32767.0),
-                    DType::U4 => (0.0, 15.0),
-                    DType::I4 => (-8.0, 7.0),
-                    d => return unsupported(format!("QuantizeLinear to {d}")),
+                // The CPU's range of the integer type.
+                let Ok((lo, hi)) = trtc_runtime::ops::quant::int_range(out.dtype) else {
+                    return unsupported(format!("QuantizeLinear to {}", out.dtype));
                 };
                 let zp_load = if has_zp { "(float)zero[si]" } else { "0.0f" };
                 let ot = byte_ctype(out.dtype)?;

@@ -9,7 +9,7 @@
 //! except constants, which are copied in so that the subgraph's converters
 //! can fold them (a Reshape's target read from the outer scope).
 
-use super::{implicit_inputs, Importer};
+use super::{if_branch, implicit_inputs, Importer};
 use crate::ir::{Graph, Port};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::HashMap;
@@ -97,15 +97,7 @@ impl Importer<'_> {
     ) -> Result<Vec<Port>> {
         let captures = self.captures(node, values);
         let branch = |which: &str| -> Result<SubPlan> {
-            let g = node
-                .attribute
-                .iter()
-                .find(|a| a.name == which)
-                .and_then(|a| a.g.as_ref())
-                .ok_or_else(|| anyhow!("it has no {which} graph"))?;
-            if !g.input.is_empty() {
-                bail!("its {which} declares {} inputs; If branches take none", g.input.len());
-            }
+            let g = if_branch(node, which)?;
             self.sub_plan(g, &[], &captures, &format!("{name}/{which}/"), depth).with_context(|| format!("in its {which}"))
         };
         let (then_branch, else_branch) = (branch("then_branch")?, branch("else_branch")?);

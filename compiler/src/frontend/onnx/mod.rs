@@ -129,6 +129,21 @@ fn implicit_inputs(node: &pb::NodeProto, depth: usize) -> Vec<&str> {
     free
 }
 
+/// An If's branch `which` (`then_branch` or `else_branch`), which takes
+/// no inputs.
+fn if_branch<'n>(node: &'n pb::NodeProto, which: &str) -> Result<&'n pb::GraphProto> {
+    let branch = node
+        .attribute
+        .iter()
+        .find(|a| a.name == which)
+        .and_then(|a| a.g.as_ref())
+        .ok_or_else(|| anyhow!("it has no {which} graph"))?;
+    if !branch.input.is_empty() {
+        bail!("its {which} declares {} inputs; If branches take none", branch.input.len());
+    }
+    Ok(branch)
+}
+
 fn node_name(node: &pb::NodeProto, i: usize) -> String {
     if node.name.is_empty() {
         format!("{}_{i}", node.op_type)
@@ -446,15 +461,7 @@ impl Importer<'_> {
             _ => bail!("the condition is {}, not one value", c.ty()),
         };
         let which = if taken { "then_branch" } else { "else_branch" };
-        let branch = node
-            .attribute
-            .iter()
-            .find(|a| a.name == which)
-            .and_then(|a| a.g.as_ref())
-            .ok_or_else(|| anyhow!("it has no {which} graph"))?;
-        if !branch.input.is_empty() {
-            bail!("its {which} declares {} inputs; If branches take none", branch.input.len());
-        }
+        let branch = if_branch(node, which)?;
         let mut scope = values.clone();
         self.add_initializers(branch, &format!("{name}/"), &mut scope)?;
         self.nodes(branch, &mut scope, &format!("{name}/"), depth + 1).with_context(|| format!("in its {which}"))?;

@@ -2,10 +2,10 @@
 
 use super::subplan::SubPlan;
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::{input, OpImpl};
 use crate::tensor::{Tensor, TensorType, TensorView, TensorViewMut};
-use crate::{bail_op, ensure_op};
 use serde::{Deserialize, Serialize};
 
 /// Inputs: the condition (one bool), then the outer-scope values both
@@ -98,13 +98,7 @@ impl OpImpl for If {
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let (branch, what, captured) = self.taken(inputs)?;
         let results = branch.run(&captured, what)?;
-        for (out, t) in outputs.iter_mut().zip(&results) {
-            if out.shape != t.shape() || out.dtype != t.dtype() {
-                bail_op!("If: {what} made {}, the layer has room for {}", t.ty(), out.ty());
-            }
-            out.bytes.copy_from_slice(t.bytes());
-        }
-        Ok(())
+        super::subplan::copy_results(outputs, &results, &format!("If: {what}"))
     }
 
     fn eval_unbounded(&self, inputs: &[Option<TensorView<'_>>]) -> Option<Result<Vec<Tensor>>> {

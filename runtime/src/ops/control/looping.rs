@@ -204,13 +204,7 @@ impl OpImpl for Loop {
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let results = self.run(inputs)?;
-        for (out, t) in outputs.iter_mut().zip(&results) {
-            if out.shape != t.shape() || out.dtype != t.dtype() {
-                bail_op!("Loop: made {}, the layer has room for {}", t.ty(), out.ty());
-            }
-            out.bytes.copy_from_slice(t.bytes());
-        }
-        Ok(())
+        super::subplan::copy_results(outputs, &results, "Loop")
     }
 
     fn eval_unbounded(&self, inputs: &[Option<TensorView<'_>>]) -> Option<Result<Vec<Tensor>>> {

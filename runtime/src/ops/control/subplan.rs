@@ -10,7 +10,7 @@
 use crate::error::{Error, Result};
 use crate::ops::util::DecodeDepth;
 use crate::ops::Op;
-use crate::tensor::{Tensor, TensorType, TensorView};
+use crate::tensor::{Tensor, TensorType, TensorView, TensorViewMut};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Index of a value in [`SubPlan::values`].
@@ -270,6 +270,19 @@ impl SubPlan {
         }
         Ok(outputs)
     }
+}
+
+/// Copies a sub-plan's results into a layer's outputs, which must have
+/// their types (a control-flow op not sized by the data); `what` names the
+/// op in errors.
+pub(super) fn copy_results(outputs: &mut [TensorViewMut<'_>], results: &[Tensor], what: &str) -> Result<()> {
+    for (out, t) in outputs.iter_mut().zip(results) {
+        if out.shape != t.shape() || out.dtype != t.dtype() {
+            crate::bail_op!("{what} made {}, the layer has room for {}", t.ty(), out.ty());
+        }
+        out.bytes.copy_from_slice(t.bytes());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod dynamic_quantize;
 mod qlinear;
 mod quantize;
 
+pub use common::int_range;
 pub use dequantize::DequantizeLinear;
 pub use dynamic_quantize::DynamicQuantizeLinear;
 pub use qlinear::{QLinearConv, QLinearMatMul};
