@@ -221,6 +221,30 @@ struct LayerReport<'a> {
     tactic: String,
     launches: Vec<String>,
     precision: &'static str,
+    /// A control-flow layer's branches or body, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sub_plans: Vec<SubPlanReport>,
+}
+
+/// A sub-plan in the JSON report: its steps' ops in order, and the
+/// sub-plans nested in them.
+#[derive(Serialize)]
+struct SubPlanReport {
+    name: &'static str,
+    steps: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    nested: Vec<SubPlanReport>,
+}
+
+fn sub_plan_reports(op: &trtc_runtime::Op) -> Vec<SubPlanReport> {
+    sub_plans(op)
+        .into_iter()
+        .map(|(name, sub)| SubPlanReport {
+            name,
+            steps: sub.steps.iter().map(|s| s.op.name()).collect(),
+            nested: sub.steps.iter().flat_map(|s| sub_plan_reports(&s.op)).collect(),
+        })
+        .collect()
 }
 
 /// The JSON report; fields in this order.
@@ -253,7 +277,14 @@ pub fn json(engine: &Engine) -> String {
         .enumerate()
         .map(|(i, l)| {
             let (tactic, launches) = execution(engine, i);
-            LayerReport { name: &l.name, op: l.op.name(), tactic, launches, precision: plan.layer_precision(l).name() }
+            LayerReport {
+                name: &l.name,
+                op: l.op.name(),
+                tactic,
+                launches,
+                precision: plan.layer_precision(l).name(),
+                sub_plans: sub_plan_reports(&l.op),
+            }
         })
         .collect();
     let report = Report {

@@ -59,6 +59,12 @@ fn branches_are_optimized_like_the_model() {
     let names = |s: &trtc_runtime::ops::control::SubPlan| s.steps.iter().map(|s| s.op.name()).collect::<Vec<_>>();
     assert_eq!(names(&op.then_branch), ["FusedConv"]);
     assert_eq!(names(&op.else_branch), ["Conv"]);
+    // inspect lists them, as text and as JSON.
+    assert!(trtc::inspect::text(&engine).contains("then_branch: 1 step on the host, f32 (FusedConv)"));
+    let json: serde_json::Value = serde_json::from_str(&trtc::inspect::json(&engine)).unwrap();
+    let layer = json["layers"].as_array().unwrap().iter().find(|l| l["op"] == "If").unwrap();
+    assert_eq!(layer["sub_plans"][1]["name"], "else_branch");
+    assert_eq!(layer["sub_plans"][1]["steps"], serde_json::json!(["Conv"]));
     // Unoptimized (every pass disabled), the branches keep their nodes.
     let mut opts = BuildOptions::default();
     opts.passes.disable_all = true;
