@@ -46,7 +46,7 @@ use crate::ir::{Graph, Node, Patch, Port, Wire};
 use crate::lower;
 use anyhow::{bail, Result};
 use petgraph::stable_graph::NodeIndex;
-use trtc_runtime::ops::control::{ControlOp, If, Loop, SubPlan};
+use trtc_runtime::ops::control::{ControlOp, If, Loop, Scan, SubPlan};
 use trtc_runtime::ops::linalg::{LinalgOp, PoolKind};
 use trtc_runtime::ops::movement::{
     AtShapes, DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, DynamicTile, GridAxis, GridValue, IndexGrid,
@@ -724,7 +724,7 @@ fn control_rule(graphs: &[Graph], _order: &Order, n: NodeIndex) -> Result<Rewrit
                     .map(|o| match o {
                         ControlOp::If(i) if then => Ok(&*i.then_branch),
                         ControlOp::If(i) => Ok(&*i.else_branch),
-                        ControlOp::Loop(_) => Err(refusal(name, "is an If at one input shape and a Loop at another".into())),
+                        _ => Err(refusal(name, "is an If at one input shape only".into())),
                     })
                     .collect::<Result<Vec<&SubPlan>>>()
             };
@@ -740,6 +740,18 @@ fn control_rule(graphs: &[Graph], _order: &Order, n: NodeIndex) -> Result<Rewrit
                 .collect::<Result<Vec<&SubPlan>>>()?;
             let nominal = ops.iter().map(|o| if let ControlOp::Loop(l) = o { l.nominal_trips } else { 0 }).max().unwrap_or(1);
             Loop::new(general(bodies)?, first.carried, nominal).map_err(|e| anyhow::anyhow!("{e}"))?.into()
+        }
+        ControlOp::Scan(first) => {
+            // The same scan at every shape but for its body's types.
+            let same = |s: &Scan| Scan { body: first.body.clone(), ..s.clone() } == *first;
+            let bodies = ops
+                .iter()
+                .map(|o| match o {
+                    ControlOp::Scan(s) if same(s) => Ok(&*s.body),
+                    _ => Err(refusal(name, "is another Scan at another input shape".into())),
+                })
+                .collect::<Result<Vec<&SubPlan>>>()?;
+            Scan { body: Box::new(general(bodies)?), ..first.clone() }.into()
         }
     };
     Ok(Rewrite::Op { node: n, op, extra: Vec::new() })

@@ -181,6 +181,7 @@ fn sub_plans(op: &trtc_runtime::Op) -> Vec<(&'static str, &SubPlan)> {
     match op {
         trtc_runtime::Op::Control(ControlOp::If(i)) => vec![("then_branch", &i.then_branch), ("else_branch", &i.else_branch)],
         trtc_runtime::Op::Control(ControlOp::Loop(l)) => vec![("body", &l.body)],
+        trtc_runtime::Op::Control(ControlOp::Scan(s)) => vec![("body", &s.body)],
         _ => Vec::new(),
     }
 }

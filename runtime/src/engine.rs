@@ -38,8 +38,8 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// axes read from other inputs (`ReshapeDim::Of`). Version 7 appended the
 /// NonMaxSuppression and NonZero ops (outputs sized by the data),
 /// DynamicSlice and DynamicTile. Version 8 appended the Control family
-/// (If and Loop decided at run time, holding their branches and bodies as
-/// sub-plans) and the SizeOf op. An older runtime refuses a newer engine by its version
+/// (If, Loop and Scan run at run time, holding their branches and bodies
+/// as sub-plans) and the SizeOf op. An older runtime refuses a newer engine by its version
 /// instead of failing to decode it.
 pub const FORMAT_VERSION: u32 = 8;
 /// The oldest format this runtime reads. A version-2 engine decodes as it

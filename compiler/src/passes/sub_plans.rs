@@ -6,7 +6,7 @@
 use super::PassOptions;
 use crate::ir::{from_sub_plan, to_sub_plan, wires, Graph, Patch};
 use anyhow::{Context, Result};
-use trtc_runtime::ops::control::{ControlOp, If, Loop, SubPlan};
+use trtc_runtime::ops::control::{ControlOp, If, Loop, Scan, SubPlan};
 use trtc_runtime::Op;
 
 /// Optimizes every sub-plan of the graph's control-flow layers; returns how
@@ -25,6 +25,7 @@ pub fn optimize_sub_plans(graph: &mut Graph, opts: &PassOptions) -> Result<usize
             ControlOp::Loop(l) => {
                 Loop::new(optimized(&l.body, opts)?, l.carried, l.nominal_trips).map_err(|e| anyhow::anyhow!("{e}"))?.into()
             }
+            ControlOp::Scan(s) => Scan { body: Box::new(optimized(&s.body, opts)?), ..s.clone() }.into(),
         };
         if Some(&optimized) == graph.node(n).op() {
             continue;

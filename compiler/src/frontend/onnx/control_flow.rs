@@ -1,6 +1,6 @@
 //! Control flow decided at run time: an If whose condition, or a Loop
 //! whose trip count or conditions, are not known when the engine is built
-//! (or a Loop too long to unroll) becomes a layer that holds its branches
+//! (or a Loop or Scan too long to unroll) becomes a layer that holds its branches
 //! or body as sub-plans (`trtc_runtime::ops::control`), run when the layer
 //! runs.
 //!
@@ -9,13 +9,13 @@
 //! except constants, which are copied in so that the subgraph's converters
 //! can fold them (a Reshape's target read from the outer scope).
 
-use super::{if_branch, implicit_inputs, Importer};
+use super::{if_branch, implicit_inputs, Importer, ScanSpec};
 use crate::ir::{Graph, Port};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::HashMap;
 use tract_onnx::pb;
 use trtc_runtime::dtype::DType;
-use trtc_runtime::ops::control::{If, Loop, SubPlan};
+use trtc_runtime::ops::control::{If, Loop, Scan, SubPlan};
 use trtc_runtime::{Tensor, TensorType};
 
 /// The iterations a Loop's scan outputs are planned for when its trip
@@ -161,5 +161,59 @@ impl Importer<'_> {
         layer_inputs.extend(carried.iter().map(|&p| Some(p)));
         layer_inputs.extend(captures.ports.iter().map(|&p| Some(p)));
         self.graph.add_op(name, op.into(), &layer_inputs).map_err(|e| anyhow!("{e}"))
+    }
+
+    /// A Scan run at run time: its body becomes a sub-plan taking the
+    /// states, one element of each scan input and the outer-scope values
+    /// it reads. `out_axes` normalizes `scan_output_axes` for the scan
+    /// outputs' ranks.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn runtime_scan(
+        &mut self,
+        node: &pb::NodeProto,
+        name: &str,
+        spec: &ScanSpec,
+        states: &[Port],
+        scans: &[Port],
+        values: &HashMap<String, Port>,
+        out_axes: &dyn Fn(&[usize]) -> Result<Vec<usize>>,
+    ) -> Result<Vec<Port>> {
+        let body = spec.body;
+        let mut body_inputs = Vec::with_capacity(states.len() + scans.len());
+        for (vi, &p) in body.input.iter().zip(states) {
+            body_inputs.push((vi.name.clone(), self.graph.ty(p).clone()));
+        }
+        for ((vi, &p), &a) in body.input[states.len()..].iter().zip(scans).zip(&spec.in_axes) {
+            let t = self.graph.ty(p);
+            if a >= t.shape.len() {
+                bail!("a scan input has no axis to scan (it is a scalar)");
+            }
+            let mut shape = t.shape.clone();
+            shape.remove(a);
+            body_inputs.push((vi.name.clone(), TensorType::new(t.dtype, shape)));
+        }
+        let captures = self.captures(node, values);
+        let sub = self.sub_plan(body, &body_inputs, &captures, &format!("{name}/body/"), spec.depth).context("in its body")?;
+        for (k, (entering, leaving)) in sub.input_types().zip(sub.output_types()).take(spec.n).enumerate() {
+            if entering != leaving {
+                bail!(
+                    "state {k} ('{}') enters the body as {entering} and leaves it as {leaving}; trtc runs scans whose states keep their shapes",
+                    body.input[k].name
+                );
+            }
+        }
+        let ranks: Vec<usize> = sub.output_types().skip(spec.n).map(|t| t.shape.len() + 1).collect();
+        let op = Scan {
+            states: spec.n,
+            scan_inputs: scans.len(),
+            input_axes: spec.in_axes.clone(),
+            input_reverse: spec.in_reverse.clone(),
+            output_axes: out_axes(&ranks)?,
+            output_reverse: spec.out_reverse.clone(),
+            body: Box::new(sub),
+        };
+        let mut inputs: Vec<Option<Port>> = states.iter().chain(scans).map(|&p| Some(p)).collect();
+        inputs.extend(captures.ports.iter().map(|&p| Some(p)));
+        self.graph.add_op(name, op.into(), &inputs).map_err(|e| anyhow!("{e}"))
     }
 }

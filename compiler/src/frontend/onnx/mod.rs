@@ -696,6 +696,16 @@ impl Importer<'_> {
         let in_axes = if batched { vec![0; m] } else { axes("scan_input_axes", &ranks)? };
         let spec = ScanSpec { body, n, in_axes, in_reverse, out_reverse, depth };
         if !batched {
+            // A sequence too long to unroll, empty, or (with `keep_loops`)
+            // any: one layer that runs the body.
+            let lengths: Vec<Option<usize>> =
+                scans.iter().zip(&spec.in_axes).map(|(&p, &a)| self.graph.ty(p).shape.get(a).copied()).collect();
+            let len = lengths.first().copied().flatten().unwrap_or(0) as i64;
+            let unrollable = len > 0 && len <= MAX_UNROLL && len.saturating_mul(body.node.len() as i64) <= MAX_UNROLLED_NODES;
+            if self.keep_loops || !unrollable {
+                let out_axes = |ranks: &[usize]| axes("scan_output_axes", ranks);
+                return self.runtime_scan(node, name, &spec, states, scans, values, &out_axes);
+            }
             let (mut outs, scanned) = self.scan_steps(&spec, name, states, scans, values)?;
             let out_ranks: Vec<usize> = scanned.iter().map(|steps| self.graph.ty(steps[0]).shape.len() + 1).collect();
             let out_axes = axes("scan_output_axes", &out_ranks)?;

@@ -1,7 +1,8 @@
-//! Control flow decided at run time: If and Loop, whose branches and
+//! Control flow decided at run time: If, Loop and Scan, whose branches and
 //! bodies are [`SubPlan`]s run when the layer runs. (An If whose condition
 //! is known when the engine is built, and a Loop or Scan whose iterations
-//! are, never get here: the importer replaces them by the graph they make.)
+//! are known and few enough, never get here: the importer replaces them by
+//! the graph they make.)
 //!
 //! Inputs of both ops are their ONNX inputs followed by the outer-scope
 //! values their sub-plans read (ONNX lets a subgraph read any tensor in
@@ -11,12 +12,15 @@
 mod subplan;
 mod conditional;
 mod looping;
+mod scan;
 
 pub use conditional::If;
 pub use looping::{Loop, MAX_ITERATIONS, MAX_SCAN_BYTES};
+pub use scan::Scan;
 pub use subplan::{Constant, Step, SubPlan, ValueId, MAX_DEPTH};
 
 crate::op_family!(ControlOp => Control {
     If(If),
     Loop(Loop),
+    Scan(Scan),
 });
