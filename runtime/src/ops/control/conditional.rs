@@ -97,7 +97,7 @@ impl OpImpl for If {
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let (branch, what, captured) = self.taken(inputs)?;
-        let results = branch.run(&captured, what)?;
+        let results = branch.run(&captured, &what)?;
         super::subplan::copy_results(outputs, &results, &format!("If: {what}"))
     }
 
@@ -105,6 +105,6 @@ impl OpImpl for If {
         if !self.data_dependent() {
             return None;
         }
-        Some(self.taken(inputs).and_then(|(branch, what, captured)| branch.run(&captured, what)))
+        Some(self.taken(inputs).and_then(|(branch, what, captured)| branch.run(&captured, &what)))
     }
 }

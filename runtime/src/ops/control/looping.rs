@@ -110,7 +110,7 @@ impl Loop {
             let mut body_in: Vec<TensorView> = vec![iteration.view(), cond_in.view()];
             body_in.extend(carried.iter().map(Tensor::view));
             body_in.extend(captured.iter().copied());
-            let mut out = self.body.run(&body_in, &format!("body, iteration {i}"))?.into_iter();
+            let mut out = self.body.run(&body_in, &format_args!("body, iteration {i}"))?.into_iter();
             drop(body_in);
             let next_cond = out.next().expect("validated: the body makes a condition");
             ensure_op!(

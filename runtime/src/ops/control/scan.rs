@@ -126,7 +126,7 @@ impl Scan {
             let mut body_in: Vec<TensorView> = states.iter().map(Tensor::view).collect();
             body_in.extend(slices.iter().map(Tensor::view));
             body_in.extend(given[n + m..].iter().copied());
-            let mut out = self.body.run(&body_in, &format!("body, step {t}"))?.into_iter();
+            let mut out = self.body.run(&body_in, &format_args!("body, step {t}"))?.into_iter();
             drop(body_in);
             states = out.by_ref().take(n).collect();
             for (s, v) in steps.iter_mut().zip(out) {

@@ -214,8 +214,9 @@ impl SubPlan {
     }
 
     /// Runs the steps on `inputs` (one per input, in order) and returns the
-    /// outputs. `what` names the sub-plan in errors ("then_branch").
-    pub fn run(&self, inputs: &[TensorView<'_>], what: &str) -> Result<Vec<Tensor>> {
+    /// outputs. `what` names the sub-plan in errors ("then_branch"); it is
+    /// formatted only then (a loop runs its body many times).
+    pub fn run(&self, inputs: &[TensorView<'_>], what: &dyn std::fmt::Display) -> Result<Vec<Tensor>> {
         if inputs.len() != self.inputs.len() {
             crate::bail_op!("{what} takes {} inputs, got {}", self.inputs.len(), inputs.len());
         }
@@ -315,10 +316,10 @@ mod tests {
         // Outputs: the step's, an input, the same step's again, a constant.
         let sub = SubPlan::new(values, vec![0], vec![(1, k)], steps, vec![2, 0, 2, 1]).unwrap();
         let x = Tensor::from_vec(vec![2], vec![5f32, 6.0]).unwrap();
-        let out = sub.run(&[x.view()], "test").unwrap();
+        let out = sub.run(&[x.view()], &"test").unwrap();
         let got: Vec<Vec<f32>> = out.iter().map(|t| t.as_slice::<f32>().unwrap().to_vec()).collect();
         assert_eq!(got, [vec![-1.0, -2.0], vec![5.0, 6.0], vec![-1.0, -2.0], vec![1.0, 2.0]]);
-        let err = sub.run(&[], "test").unwrap_err().to_string();
+        let err = sub.run(&[], &"test").unwrap_err().to_string();
         assert!(err.contains("test takes 1 inputs, got 0"), "{err}");
     }
 
@@ -373,7 +374,7 @@ mod tests {
         let bytes = postcard::to_stdvec(&ok).unwrap();
         let decoded: SubPlan = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(decoded, ok);
-        assert_eq!(decoded.run(&[x.view()], "test").unwrap()[0].as_slice::<f32>().unwrap(), [-1.0, 3.0]);
+        assert_eq!(decoded.run(&[x.view()], &"test").unwrap()[0].as_slice::<f32>().unwrap(), [-1.0, 3.0]);
         // One level more is refused (postcard keeps no message).
         let deep = postcard::to_stdvec(&nested(MAX_DEPTH)).unwrap();
         assert!(postcard::from_bytes::<SubPlan>(&deep).is_err());
