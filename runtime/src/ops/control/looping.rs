@@ -138,21 +138,9 @@ impl Loop {
 
     /// Scan output `k`'s values of every iteration along a new first axis.
     fn stack(&self, k: usize, steps: &[Tensor]) -> Result<Tensor> {
-        let each = match steps.first() {
-            Some(t) => t.ty().clone(),
-            None => self.body.output_types().nth(1 + self.carried + k).expect("validated").clone(),
-        };
-        if let Some((i, t)) = steps.iter().enumerate().find(|(_, t)| t.ty() != &each) {
-            bail_op!("Loop: scan output {k} is {each} in iteration 0 but {} in iteration {i}", t.ty());
-        }
-        let mut shape = vec![steps.len()];
-        shape.extend_from_slice(&each.shape);
-        let mut out = Tensor::zeros(TensorType::new(each.dtype, shape))?;
-        let n = each.bytes();
-        for (chunk, t) in out.bytes_mut().chunks_exact_mut(n.max(1)).zip(steps) {
-            chunk.copy_from_slice(t.bytes());
-        }
-        Ok(out)
+        let declared = self.body.output_types().nth(1 + self.carried + k).expect("validated");
+        super::scan::stack_steps(steps, declared, steps.len(), 0, false)
+            .map_err(|e| crate::Error::op(format!("Loop: scan output {k}: {e}")))
     }
 }
 

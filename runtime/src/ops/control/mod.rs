@@ -11,8 +11,8 @@
 
 mod subplan;
 mod conditional;
-mod looping;
 mod scan;
+mod looping;
 
 pub use conditional::If;
 pub use looping::{Loop, MAX_ITERATIONS, MAX_SCAN_BYTES};

@@ -142,28 +142,33 @@ impl Scan {
 
     /// Scan output `s`'s steps stacked along its axis.
     fn stack(&self, s: usize, steps: &[Tensor], len: usize) -> Result<Tensor> {
-        let each = match steps.first() {
-            Some(t) => t.ty().clone(),
-            None => self.body.output_types().nth(self.states + s).expect("checked").clone(),
-        };
-        if let Some((i, t)) = steps.iter().enumerate().find(|(_, t)| t.ty() != &each) {
-            bail_op!("Scan: scan output {s} is {each} at step 0 but {} at step {i}", t.ty());
-        }
-        let a = self.output_axes[s];
-        ensure_op!(a <= each.shape.len(), "Scan: scan output {s} ({each}) has no axis {a} to stack along");
-        let mut shape = each.shape.clone();
-        shape.insert(a, len);
-        let mut out = Tensor::zeros(TensorType::new(each.dtype, shape.clone()))?;
-        let (outer, _, inner) = split(&shape, a);
-        let row = inner * each.dtype.size();
-        for (t, step) in steps.iter().enumerate() {
-            let at = if self.output_reverse[s] { len - 1 - t } else { t };
-            for o in 0..outer {
-                out.bytes_mut()[(o * len + at) * row..][..row].copy_from_slice(&step.bytes()[o * row..][..row]);
-            }
-        }
-        Ok(out)
+        let declared = self.body.output_types().nth(self.states + s).expect("checked");
+        stack_steps(steps, declared, len, self.output_axes[s], self.output_reverse[s])
+            .map_err(|e| crate::Error::op(format!("Scan: scan output {s}: {e}")))
     }
+}
+
+/// One value per step (all of one type; `declared` when there is none)
+/// stacked along a new axis `axis` of size `len`, the last step first when
+/// `reverse` (a Scan's and a Loop's scan outputs).
+pub(super) fn stack_steps(steps: &[Tensor], declared: &TensorType, len: usize, axis: usize, reverse: bool) -> Result<Tensor> {
+    let each = steps.first().map_or(declared, |t| t.ty()).clone();
+    if let Some((i, t)) = steps.iter().enumerate().find(|(_, t)| t.ty() != &each) {
+        bail_op!("it is {each} at step 0 but {} at step {i}", t.ty());
+    }
+    ensure_op!(axis <= each.shape.len(), "{each} has no axis {axis} to stack along");
+    let mut shape = each.shape.clone();
+    shape.insert(axis, len);
+    let mut out = Tensor::zeros(TensorType::new(each.dtype, shape.clone()))?;
+    let (outer, _, inner) = split(&shape, axis);
+    let row = inner * each.dtype.size();
+    for (t, step) in steps.iter().enumerate() {
+        let at = if reverse { len - 1 - t } else { t };
+        for o in 0..outer {
+            out.bytes_mut()[(o * len + at) * row..][..row].copy_from_slice(&step.bytes()[o * row..][..row]);
+        }
+    }
+    Ok(out)
 }
 
 impl OpImpl for Scan {
