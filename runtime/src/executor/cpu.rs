@@ -153,6 +153,7 @@ impl<'e> ExecutionContext<'e> {
             Owned(Vec<Tensor>),
         }
         let math = self.math;
+        let mut written: Vec<(*mut u8, usize)> = Vec::with_capacity(4);
         self.threads.install(|| -> Result<()> {
             crate::math::install(math, || -> Result<()> {
                 for layer in &plan.layers {
@@ -164,8 +165,10 @@ impl<'e> ExecutionContext<'e> {
                     }
                     let op = layer.op.as_impl();
                     let failed = |e: Error| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name()));
-                    let written: Vec<(*mut u8, usize)> =
-                        layer.outputs.iter().map(|&id| memory.room(plan, id, ty_of(plan, &types, id))).collect();
+                    // Where each output goes (one buffer for the run: no
+                    // allocation per layer).
+                    written.clear();
+                    written.extend(layer.outputs.iter().map(|&id| memory.room(plan, id, ty_of(plan, &types, id))));
                     let sized = {
                         let tys: &[TensorType] = &types;
                         let ins: Vec<Option<TensorView>> = layer
