@@ -125,7 +125,9 @@ impl Conv {
             DType::F32 => {
                 let b = b.map(|b| b.as_slice()).transpose()?;
                 let (x, w, y) = (x.as_slice()?, w.as_slice()?, out.as_mut_slice()?);
-                if !super::conv_packed::conv_packed(&g, x, w, b, y, finish) {
+                if !super::conv_direct::conv_direct(&g, x, w, b, y, finish)
+                    && !super::conv_packed::conv_packed(&g, x, w, b, y, finish)
+                {
                     conv_then::<f32>(&g, x, w, b, y, finish)
                 }
             }

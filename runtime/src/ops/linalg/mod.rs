@@ -14,6 +14,7 @@ mod einsum;
 mod depthwise;
 mod conv_geometry;
 mod conv_packed;
+mod conv_direct;
 mod conv;
 mod conv_transpose;
 mod deform_conv;

@@ -1,0 +1,596 @@
+//! The fast mode's direct f32 convolution (`crate::math`) for 2-D layers
+//! with few output channels per group: no im2col matrix at all.
+//!
+//! With M output channels, each element of an im2col matrix is written
+//! once and read M times, so for small M building it costs as much as the
+//! product (VGG's first layer, 3 -> 4 channels at 224x224, spent most of its
+//! time writing 27 x 50,176 floats). Here the input planes are copied once
+//! into zero-padded planes, each row stored as its `sx` stride phases
+//! (columns p, p + sx, p + 2sx, ... one after the other), so that every
+//! kernel tap reads a run of output positions as one contiguous vector
+//! whatever the stride. A register tile of MB output channels times two
+//! vectors of output positions (two pieces of an output row, or of two
+//! rows when rows are narrow) then sums over every (input channel, tap):
+//! per step two vector loads, MB broadcasts of a weight and 2·MB fused
+//! multiply-adds. Each output element is the bias plus its terms in
+//! (channel, tap) order, fused, whatever the thread count; the exact mode
+//! never comes here.
+
+use super::conv_geometry::{ConvGeometry, Finish, MAX_IM2COL};
+use super::gemm_kernel::Shared;
+use super::num::with_scratch;
+
+/// Up to this many output channels per group, this path is taken
+/// whatever the shape: the im2col matrix would be read by too few rows.
+const FEW_CHANNELS: usize = 32;
+
+/// Up to this many, it is taken where output rows fill most of the
+/// vectors; above it (and on rows that fill them poorly, 7 of 16 lanes on
+/// ResNet-50's last stage) the packed product was faster (full ResNet-50,
+/// one thread: 41.5 ms with this path up to 256 channels, 45.5 up to 512,
+/// 50.6 for every layer).
+const MAX_CHANNELS: usize = 256;
+
+/// Whether the direct path is expected to beat im2col and the packed
+/// product (measured on the testdata models and full-size CNNs).
+fn pays(g: &ConvGeometry, isa: Isa) -> bool {
+    let mg = g.m / g.group;
+    let ow = g.out_spatial[1];
+    let lanes = isa.lanes();
+    let filled = ow as f64 / (ow.div_ceil(lanes) * lanes) as f64;
+    mg <= FEW_CHANNELS || (mg <= MAX_CHANNELS && filled >= 0.75)
+}
+
+/// Output elements per channel that one work item computes and finishes
+/// while they are in cache.
+const ITEM_POSITIONS: usize = 2048;
+
+/// Runs the convolution directly and returns true, or returns false,
+/// doing nothing, where this path does not apply: the exact mode, a CPU
+/// without AVX2 and FMA, depthwise and pointwise convolutions, other than
+/// two spatial axes, shapes where it does not pay ([`pays`]), padded
+/// planes beyond [`MAX_IM2COL`].
+pub(super) fn conv_direct(
+    g: &ConvGeometry,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    finish: Finish<'_, f32>,
+) -> bool {
+    if crate::math::mode() != crate::math::Math::Fast || g.is_depthwise() || g.is_pointwise() || g.in_spatial.len() != 2 {
+        return false;
+    }
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    if g.n == 0 || cg == 0 || mg == 0 || g.out_size == 0 {
+        return false;
+    }
+    match Isa::detect() {
+        Some(isa) if pays(g, isa) => conv_direct_with(isa, g, x, w, bias, y, finish),
+        _ => false,
+    }
+}
+
+/// [`conv_direct`] with the tile of `isa`, past the checks on the mode
+/// and the layer's kind.
+fn conv_direct_with(
+    isa: Isa,
+    g: &ConvGeometry,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    finish: Finish<'_, f32>,
+) -> bool {
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let planes = PhasePlanes::new(g);
+    let planes_len = cg * planes.plane;
+    let kofs = planes.offsets(g, cg);
+    let chunks = planes.chunks(g, isa.lanes());
+    let reach = kofs.iter().max().copied().unwrap_or(0) + chunks.iter().map(|c| c.input + c.lanes - 1).max().unwrap_or(0);
+    if planes_len > MAX_IM2COL || reach >= planes_len {
+        return false;
+    }
+    let blocks = channel_blocks(mg, isa.max_rows());
+    let (oh, ow) = (g.out_spatial[0], g.out_spatial[1]);
+    let per_row = ow.div_ceil(isa.lanes());
+    let rows_per_item = (ITEM_POSITIONS / ow).clamp(1, oh);
+    let row_groups = oh.div_ceil(rows_per_item);
+    let kdim = cg * g.k_size;
+    let out = Shared(y.as_mut_ptr());
+    with_scratch::<f32, _>(planes_len, |scratch| {
+        for n in 0..g.n {
+            for grp in 0..g.group {
+                let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
+                crate::parallel::par_chunks_mut(scratch, planes.plane, 16, |c0, chunk| {
+                    for (i, plane) in chunk.chunks_exact_mut(planes.plane).enumerate() {
+                        planes.fill(g, &x_g[(c0 + i) * g.in_size..][..g.in_size], plane);
+                    }
+                });
+                let planes_g: &[f32] = scratch;
+                let w_g = &w[grp * mg * kdim..][..mg * kdim];
+                let bias_g = bias.map(|b| &b[grp * mg..][..mg]);
+                let first_channel = n * g.m + grp * mg;
+                crate::parallel::par_ranges(blocks.len() * row_groups, 1, |range| {
+                    for item in range {
+                        let (bi, rg) = (item / row_groups, item % row_groups);
+                        let b = &blocks[bi];
+                        // A tile's spare rows repeat its last real one.
+                        let w_rows: [*const f32; MAX_ROWS] =
+                            std::array::from_fn(|r| w_g[(b.first + r.min(b.rows - 1)) * kdim..].as_ptr());
+                        let mut biases = [0f32; MAX_ROWS];
+                        if let Some(bias) = bias_g {
+                            biases[..b.rows].copy_from_slice(&bias[b.first..][..b.rows]);
+                        }
+                        let (r0, r1) = (rg * rows_per_item, ((rg + 1) * rows_per_item).min(oh));
+                        let y0 = (first_channel + b.first) * g.out_size;
+                        let item_chunks = &chunks[r0 * per_row..r1 * per_row];
+                        // Fewer vectors where the item has fewer chunks than the tile.
+                        let vectors = isa.vectors(b.width).min(item_chunks.len());
+                        for group in item_chunks.chunks(vectors) {
+                            // A short last group is made up with empty chunks.
+                            let call = Call {
+                                kofs: &kofs,
+                                x: planes_g.as_ptr(),
+                                w: &w_rows,
+                                bias: &biases,
+                                chunks: std::array::from_fn(|v| group.get(v).copied().unwrap_or(Chunk { lanes: 0, ..group[0] })),
+                                y: out.at(y0 as isize),
+                                plane: g.out_size,
+                                rows: b.rows,
+                            };
+                            // SAFETY: every element the call reads is inside
+                            // the padded planes (`reach` was checked) or a
+                            // masked-off lane; it writes its block's real
+                            // channels at its chunks' positions, which no
+                            // other item owns.
+                            unsafe { isa.run(b.width, vectors, &call) };
+                        }
+                        for r in 0..b.rows {
+                            let start = y0 + r * g.out_size + r0 * ow;
+                            // SAFETY: rows r0..r1 of this channel's plane, this item's alone.
+                            let run = unsafe { std::slice::from_raw_parts_mut(out.at(start as isize), (r1 - r0) * ow) };
+                            finish(start, run);
+                        }
+                    }
+                });
+            }
+        }
+    });
+    true
+}
+
+/// The most output channels one register tile holds.
+const MAX_ROWS: usize = 8;
+/// The most vectors of output positions one register tile holds.
+const MAX_VECTORS: usize = 4;
+
+/// A block of output channels computed together: `rows` real ones from
+/// `first`, in a tile `width` rows wide (4 or 8).
+struct ChannelBlock {
+    first: usize,
+    rows: usize,
+    width: usize,
+}
+
+/// Blocks of up to `max` channels (8 with AVX-512, 4 with AVX2); a block
+/// of at most 4 channels takes a 4-wide tile.
+fn channel_blocks(m: usize, max: usize) -> Vec<ChannelBlock> {
+    let mut blocks = Vec::new();
+    let mut first = 0;
+    while first < m {
+        let rows = (m - first).min(max);
+        blocks.push(ChannelBlock { first, rows, width: if rows <= 4 { 4 } else { max } });
+        first += rows;
+    }
+    blocks
+}
+
+/// A run of up to one vector of output positions in one output row:
+/// where it reads a padded plane for tap (0, 0), where it lies in an
+/// output plane, and how many positions it has.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    input: usize,
+    output: usize,
+    lanes: usize,
+}
+
+/// The zero-padded input planes, each row stored as its stride phases.
+struct PhasePlanes {
+    /// Horizontal stride: phases per row.
+    sx: usize,
+    /// Elements of one phase (the padded width over `sx`, rounded up).
+    phase: usize,
+    /// Elements of one stored row: `sx · phase`.
+    row: usize,
+    /// Elements of one stored plane.
+    plane: usize,
+}
+
+impl PhasePlanes {
+    fn new(g: &ConvGeometry) -> PhasePlanes {
+        let win = &g.win;
+        let sx = win.strides[1].max(1);
+        let padded_w = g.in_spatial[1] + win.pad_begin(1) + win.pad_end(1);
+        let rows = g.in_spatial[0] + win.pad_begin(0) + win.pad_end(0);
+        let phase = padded_w.div_ceil(sx);
+        PhasePlanes { sx, phase, row: sx * phase, plane: rows * sx * phase }
+    }
+
+    /// Where term k = (input channel, tap) reads for output position (0,
+    /// 0), from the first plane: padded row `ky·dy`, column `kx·dx`.
+    fn offsets(&self, g: &ConvGeometry, channels: usize) -> Vec<usize> {
+        let win = &g.win;
+        let (kh, kw) = (win.kernel_shape[0], win.kernel_shape[1]);
+        let (dy, dx) = (win.dilations[0], win.dilations[1]);
+        let mut out = Vec::with_capacity(channels * kh * kw);
+        for c in 0..channels {
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let col = kx * dx;
+                    out.push(c * self.plane + ky * dy * self.row + (col % self.sx) * self.phase + col / self.sx);
+                }
+            }
+        }
+        out
+    }
+
+    /// The output positions in vectors of `lanes`, row by row.
+    fn chunks(&self, g: &ConvGeometry, lanes: usize) -> Vec<Chunk> {
+        let (oh, ow, sy) = (g.out_spatial[0], g.out_spatial[1], g.win.strides[0]);
+        let mut out = Vec::with_capacity(oh * ow.div_ceil(lanes));
+        for oy in 0..oh {
+            for ox in (0..ow).step_by(lanes) {
+                out.push(Chunk { input: oy * sy * self.row + ox, output: oy * ow + ox, lanes: lanes.min(ow - ox) });
+            }
+        }
+        out
+    }
+
+    /// Copies input plane `x` into `out`: padding zero, padded column
+    /// `col` of each row at `(col % sx) · phase + col / sx`.
+    fn fill(&self, g: &ConvGeometry, x: &[f32], out: &mut [f32]) {
+        let (top, left) = (g.win.pad_begin(0), g.win.pad_begin(1));
+        let (ih, iw) = (g.in_spatial[0], g.in_spatial[1]);
+        out[..top * self.row].fill(0.0);
+        out[(top + ih) * self.row..].fill(0.0);
+        for (r, dst) in out[top * self.row..(top + ih) * self.row].chunks_exact_mut(self.row).enumerate() {
+            let src = &x[r * iw..][..iw];
+            if self.sx == 1 {
+                dst[..left].fill(0.0);
+                dst[left..left + iw].copy_from_slice(src);
+                dst[left + iw..].fill(0.0);
+                continue;
+            }
+            // Phase p holds padded columns p, p + sx, ...: input columns
+            // p - left, p - left + sx, ... where they exist.
+            for (p, dst) in dst.chunks_exact_mut(self.phase).enumerate() {
+                // The first index of this phase at or right of the left padding.
+                let first = left.saturating_sub(p).div_ceil(self.sx);
+                let start = (first * self.sx + p).saturating_sub(left).min(iw);
+                let taken = (iw - start).div_ceil(self.sx).min(self.phase - first.min(self.phase));
+                dst[..first.min(self.phase)].fill(0.0);
+                for (d, &v) in dst[first.min(self.phase)..][..taken].iter_mut().zip(src[start..].iter().step_by(self.sx)) {
+                    *d = v;
+                }
+                dst[first.min(self.phase) + taken..].fill(0.0);
+            }
+        }
+    }
+}
+
+/// One register tile's work: `rows` output channels (of a tile `width`
+/// wide) at the positions of two chunks.
+struct Call<'a> {
+    /// Offset of each term k from `x`, for output position (0, 0).
+    kofs: &'a [usize],
+    x: *const f32,
+    /// Each tile row's weights, one per term k.
+    w: &'a [*const f32; MAX_ROWS],
+    bias: &'a [f32; MAX_ROWS],
+    /// The tile's vectors of positions (as many as it has; the rest unused).
+    chunks: [Chunk; MAX_VECTORS],
+    /// The block's first output channel plane.
+    y: *mut f32,
+    /// Elements of one output plane.
+    plane: usize,
+    rows: usize,
+}
+
+/// The vector instructions this CPU has for the tile.
+#[derive(Clone, Copy)]
+enum Isa {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Isa {
+    fn detect() -> Option<Isa> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx2") && has!("fma") {
+                return Some(Isa::Avx512);
+            }
+            if has!("avx2") && has!("fma") {
+                return Some(Isa::Avx2);
+            }
+        }
+        None
+    }
+
+    /// Output positions per vector.
+    fn lanes(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => 16,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => 8,
+        }
+    }
+
+    /// Vectors of positions per tile of `width` channels: 8 x 3 or 4 x 4
+    /// accumulators with AVX-512 (of 32 registers), 4 x 2 with AVX2 (of 16).
+    fn vectors(self, width: usize) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                if width == 8 {
+                    3
+                } else {
+                    4
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => 2,
+        }
+    }
+
+    /// Output channels per tile.
+    fn max_rows(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => 8,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => 4,
+        }
+    }
+
+    /// # Safety
+    /// `call`'s pointers and offsets must be as [`Call`] describes.
+    unsafe fn run(self, width: usize, vectors: usize, call: &Call<'_>) {
+        // SAFETY (each arm): detected by `detect`; the call's bounds are the caller's.
+        match (self, width, vectors) {
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, 8, 1) => unsafe { x86::avx512::<8, 1>(call) },
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, 8, 2) => unsafe { x86::avx512::<8, 2>(call) },
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, 8, _) => unsafe { x86::avx512::<8, 3>(call) },
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, _, 1) => unsafe { x86::avx512::<4, 1>(call) },
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, _, 2) => unsafe { x86::avx512::<4, 2>(call) },
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, _, _) => unsafe { x86::avx512::<4, 4>(call) },
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx2, _, _) => unsafe { x86::avx2(call) },
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Call;
+    use std::arch::x86_64::*;
+
+    /// The tile with 16-lane vectors: `R` channels x `V` vectors of
+    /// accumulators, masked loads and stores at the chunks' ends.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512<const R: usize, const V: usize>(c: &Call<'_>) {
+        let masks: [__mmask16; V] = std::array::from_fn(|v| ((1u32 << c.chunks[v].lanes) - 1) as __mmask16);
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            *acc = [_mm512_set1_ps(c.bias[r]); V];
+        }
+        // SAFETY (every access below): the caller's; masked-off lanes are
+        // neither read nor written.
+        unsafe {
+            let xs: [*const f32; V] = std::array::from_fn(|v| c.x.add(c.chunks[v].input));
+            for (k, &o) in c.kofs.iter().enumerate() {
+                let xv: [__m512; V] = std::array::from_fn(|v| _mm512_maskz_loadu_ps(masks[v], xs[v].add(o)));
+                for (acc, w) in acc.iter_mut().zip(c.w) {
+                    let wv = _mm512_set1_ps(*w.add(k));
+                    for v in 0..V {
+                        acc[v] = _mm512_fmadd_ps(wv, xv[v], acc[v]);
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate().take(c.rows) {
+                let row = c.y.add(r * c.plane);
+                for v in 0..V {
+                    _mm512_mask_storeu_ps(row.add(c.chunks[v].output), masks[v], acc[v]);
+                }
+            }
+        }
+    }
+
+    /// The tile with 8-lane vectors: 4 channels x 2 vectors.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2(c: &Call<'_>) {
+        let mask = |lanes: usize| _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        let masks = [mask(c.chunks[0].lanes), mask(c.chunks[1].lanes)];
+        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+        debug_assert!(c.chunks[2..].iter().all(|ch| ch.lanes == 0), "the AVX2 tile has two vectors");
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let b = _mm256_set1_ps(c.bias[r]);
+            *acc = [b, b];
+        }
+        // SAFETY (every access below): the caller's; masked-off lanes are
+        // neither read nor written.
+        unsafe {
+            let (x0, x1) = (c.x.add(c.chunks[0].input), c.x.add(c.chunks[1].input));
+            for (k, &o) in c.kofs.iter().enumerate() {
+                let v0 = _mm256_maskload_ps(x0.add(o), masks[0]);
+                let v1 = _mm256_maskload_ps(x1.add(o), masks[1]);
+                for (acc, w) in acc.iter_mut().zip(c.w) {
+                    let wv = _mm256_set1_ps(*w.add(k));
+                    acc[0] = _mm256_fmadd_ps(wv, v0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(wv, v1, acc[1]);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate().take(c.rows) {
+                let row = c.y.add(r * c.plane);
+                _mm256_maskstore_ps(row.add(c.chunks[0].output), masks[0], acc[0]);
+                _mm256_maskstore_ps(row.add(c.chunks[1].output), masks[1], acc[1]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::linalg::window::Window;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn isas() -> Vec<Isa> {
+        let mut out = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx2") && has!("fma") {
+                out.push(Isa::Avx512);
+            }
+            if has!("avx2") && has!("fma") {
+                out.push(Isa::Avx2);
+            }
+        }
+        out
+    }
+
+    /// One test convolution: input `[n, c, h, w]`, `m` outputs, the window.
+    struct Case {
+        x: [usize; 4],
+        m: usize,
+        kernel: [usize; 2],
+        strides: [usize; 2],
+        /// top, left, bottom, right
+        pads: [usize; 4],
+        dilations: [usize; 2],
+        group: usize,
+    }
+
+    /// The convolution summed naively in f64, and the same sums of |terms|.
+    fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        let (cg, mg) = (g.c / g.group, g.m / g.group);
+        let (ih, iw, oh, ow) = (g.in_spatial[0], g.in_spatial[1], g.out_spatial[0], g.out_spatial[1]);
+        let win = &g.win;
+        let (kh, kw) = (win.kernel_shape[0], win.kernel_shape[1]);
+        let (mut sums, mut scale) = (Vec::new(), Vec::new());
+        for n in 0..g.n {
+            for m in 0..g.m {
+                let grp = m / mg;
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let (mut s, mut a) = (b[m] as f64, b[m].abs() as f64);
+                        for c in 0..cg {
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let iy = (oy * win.strides[0] + ky * win.dilations[0]) as isize - win.pad_begin(0) as isize;
+                                    let ix = (ox * win.strides[1] + kx * win.dilations[1]) as isize - win.pad_begin(1) as isize;
+                                    if iy < 0 || ix < 0 || iy >= ih as isize || ix >= iw as isize {
+                                        continue;
+                                    }
+                                    let xv = x[((n * g.c + grp * cg + c) * ih + iy as usize) * iw + ix as usize] as f64;
+                                    let wv = w[((m * cg + c) * kh + ky) * kw + kx] as f64;
+                                    s += xv * wv;
+                                    a += (xv * wv).abs();
+                                }
+                            }
+                        }
+                        sums.push(s);
+                        scale.push(a);
+                    }
+                }
+            }
+        }
+        (sums, scale)
+    }
+
+    /// Every tile shape (4 and 8 channels, 1 to 4 vectors, short blocks),
+    /// strides 1 to 3, dilation, uneven padding, groups, rows narrower and
+    /// wider than a tile, on 1 and 3 threads: the convolution within the
+    /// bound of reordered f32 sums, each output finished exactly once.
+    #[test]
+    fn direct_convolutions_match_the_reference_and_finish_each_output_once() {
+        let isas = isas();
+        if isas.is_empty() {
+            eprintln!("skipped: 1 test (this CPU has no AVX2 and FMA, so there is no direct kernel)");
+            return;
+        }
+        let case = |x, m, kernel, strides, pads, dilations, group| Case { x, m, kernel, strides, pads, dilations, group };
+        let cases = [
+            case([2, 3, 20, 70], 4, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
+            case([1, 3, 23, 37], 16, [7, 7], [2, 2], [3, 3, 3, 3], [1, 1], 1),
+            case([1, 5, 9, 11], 1, [3, 2], [3, 2], [2, 0, 1, 3], [1, 1], 1),
+            case([2, 6, 12, 12], 12, [3, 3], [1, 1], [2, 2, 2, 2], [2, 2], 2),
+            case([1, 8, 1, 1], 32, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
+            case([1, 4, 6, 40], 9, [1, 3], [1, 3], [0, 1, 0, 1], [1, 1], 1),
+            case([1, 2, 30, 5], 64, [3, 1], [2, 1], [1, 0, 1, 0], [1, 1], 1),
+            case([1, 3, 17, 17], 5, [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], 1),
+            case([3, 4, 7, 33], 17, [3, 3], [1, 2], [1, 1, 0, 2], [1, 1], 1),
+        ];
+        for (i, t) in cases.iter().enumerate() {
+            let [n, c, h, wd] = t.x;
+            let (cg, m) = (c / t.group, t.m);
+            let window = Window {
+                kernel_shape: t.kernel.to_vec(),
+                strides: t.strides.to_vec(),
+                pads: vec![t.pads[0], t.pads[1], t.pads[2], t.pads[3]],
+                dilations: t.dilations.to_vec(),
+            };
+            let out = window.output_shape(&[h, wd], false, "Conv").unwrap();
+            let g = ConvGeometry::new(n, c, m, t.group, vec![h, wd], out, window);
+            let x = values(n * c * h * wd, 1 + i as u64);
+            let w = values(m * cg * t.kernel[0] * t.kernel[1], 100 + i as u64);
+            let b = values(m, 200 + i as u64);
+            let (want, scale) = reference(&g, &x, &w, &b);
+            let terms = (cg * g.k_size + 1) as f64;
+            for (&isa, threads) in isas.iter().flat_map(|isa| [(isa, 1), (isa, 3)]) {
+                let finished: Vec<AtomicUsize> = (0..want.len()).map(|_| AtomicUsize::new(0)).collect();
+                let finish = |start: usize, run: &mut [f32]| {
+                    for (j, v) in run.iter_mut().enumerate() {
+                        finished[start + j].fetch_add(1, Ordering::Relaxed);
+                        *v = 2.0 * *v + 3.0;
+                    }
+                };
+                let mut y = vec![f32::NAN; want.len()];
+                let pool = crate::parallel::Threads::new(threads).unwrap();
+                assert!(pool.install(|| conv_direct_with(isa, &g, &x, &w, Some(&b), &mut y, &finish)), "case {i}");
+                assert!(finished.iter().all(|f| f.load(Ordering::Relaxed) == 1), "case {i}: an output not finished once");
+                for (j, ((&got, &want), &s)) in y.iter().zip(&want).zip(&scale).enumerate() {
+                    // The epilogue's own rounding (2v + 3, then undone here) adds to it.
+                    let bound = 2.0 * terms * f32::EPSILON as f64 * s + 4.0 * f32::EPSILON as f64 * (want.abs() + 2.0);
+                    let got = (got as f64 - 3.0) / 2.0;
+                    assert!((got - want).abs() <= bound, "case {i}, output {j}: {got} against {want} (bound {bound})");
+                }
+            }
+        }
+    }
+}
