@@ -6,9 +6,8 @@
 //! product (VGG's first layer, 3 -> 4 channels at 224x224, spent most of its
 //! time writing 27 x 50,176 floats). Here the input planes are copied once
 //! into zero-padded planes, each row stored as its `sx` stride phases
-//! (columns p, p + sx, p + 2sx, ... one after the other), so that every
-//! kernel tap reads a run of output positions as one contiguous vector
-//! whatever the stride. A register tile of MB output channels times two
+//! (`phase_planes`), so that every kernel tap reads a run of output
+//! positions as one contiguous vector whatever the stride. A register tile of MB output channels times two
 //! vectors of output positions (two pieces of an output row, or of two
 //! rows when rows are narrow) then sums over every (input channel, tap):
 //! per step two vector loads, MB broadcasts of a weight and 2·MB fused
@@ -19,6 +18,7 @@
 use super::conv_geometry::{ConvGeometry, Finish, MAX_IM2COL};
 use super::gemm_kernel::Shared;
 use super::num::with_scratch;
+use super::phase_planes::{Chunk, PhasePlanes};
 
 /// Up to this many output channels per group, this path is taken
 /// whatever the shape: the im2col matrix would be read by too few rows.
@@ -184,100 +184,6 @@ fn channel_blocks(m: usize, max: usize) -> Vec<ChannelBlock> {
         first += rows;
     }
     blocks
-}
-
-/// A run of up to one vector of output positions in one output row:
-/// where it reads a padded plane for tap (0, 0), where it lies in an
-/// output plane, and how many positions it has.
-#[derive(Clone, Copy, Debug)]
-struct Chunk {
-    input: usize,
-    output: usize,
-    lanes: usize,
-}
-
-/// The zero-padded input planes, each row stored as its stride phases.
-struct PhasePlanes {
-    /// Horizontal stride: phases per row.
-    sx: usize,
-    /// Elements of one phase (the padded width over `sx`, rounded up).
-    phase: usize,
-    /// Elements of one stored row: `sx · phase`.
-    row: usize,
-    /// Elements of one stored plane.
-    plane: usize,
-}
-
-impl PhasePlanes {
-    fn new(g: &ConvGeometry) -> PhasePlanes {
-        let win = &g.win;
-        let sx = win.strides[1].max(1);
-        let padded_w = g.in_spatial[1] + win.pad_begin(1) + win.pad_end(1);
-        let rows = g.in_spatial[0] + win.pad_begin(0) + win.pad_end(0);
-        let phase = padded_w.div_ceil(sx);
-        PhasePlanes { sx, phase, row: sx * phase, plane: rows * sx * phase }
-    }
-
-    /// Where term k = (input channel, tap) reads for output position (0,
-    /// 0), from the first plane: padded row `ky·dy`, column `kx·dx`.
-    fn offsets(&self, g: &ConvGeometry, channels: usize) -> Vec<usize> {
-        let win = &g.win;
-        let (kh, kw) = (win.kernel_shape[0], win.kernel_shape[1]);
-        let (dy, dx) = (win.dilations[0], win.dilations[1]);
-        let mut out = Vec::with_capacity(channels * kh * kw);
-        for c in 0..channels {
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    let col = kx * dx;
-                    out.push(c * self.plane + ky * dy * self.row + (col % self.sx) * self.phase + col / self.sx);
-                }
-            }
-        }
-        out
-    }
-
-    /// The output positions in vectors of `lanes`, row by row.
-    fn chunks(&self, g: &ConvGeometry, lanes: usize) -> Vec<Chunk> {
-        let (oh, ow, sy) = (g.out_spatial[0], g.out_spatial[1], g.win.strides[0]);
-        let mut out = Vec::with_capacity(oh * ow.div_ceil(lanes));
-        for oy in 0..oh {
-            for ox in (0..ow).step_by(lanes) {
-                out.push(Chunk { input: oy * sy * self.row + ox, output: oy * ow + ox, lanes: lanes.min(ow - ox) });
-            }
-        }
-        out
-    }
-
-    /// Copies input plane `x` into `out`: padding zero, padded column
-    /// `col` of each row at `(col % sx) · phase + col / sx`.
-    fn fill(&self, g: &ConvGeometry, x: &[f32], out: &mut [f32]) {
-        let (top, left) = (g.win.pad_begin(0), g.win.pad_begin(1));
-        let (ih, iw) = (g.in_spatial[0], g.in_spatial[1]);
-        out[..top * self.row].fill(0.0);
-        out[(top + ih) * self.row..].fill(0.0);
-        for (r, dst) in out[top * self.row..(top + ih) * self.row].chunks_exact_mut(self.row).enumerate() {
-            let src = &x[r * iw..][..iw];
-            if self.sx == 1 {
-                dst[..left].fill(0.0);
-                dst[left..left + iw].copy_from_slice(src);
-                dst[left + iw..].fill(0.0);
-                continue;
-            }
-            // Phase p holds padded columns p, p + sx, ...: input columns
-            // p - left, p - left + sx, ... where they exist.
-            for (p, dst) in dst.chunks_exact_mut(self.phase).enumerate() {
-                // The first index of this phase at or right of the left padding.
-                let first = left.saturating_sub(p).div_ceil(self.sx);
-                let start = (first * self.sx + p).saturating_sub(left).min(iw);
-                let taken = (iw - start).div_ceil(self.sx).min(self.phase - first.min(self.phase));
-                dst[..first.min(self.phase)].fill(0.0);
-                for (d, &v) in dst[first.min(self.phase)..][..taken].iter_mut().zip(src[start..].iter().step_by(self.sx)) {
-                    *d = v;
-                }
-                dst[first.min(self.phase) + taken..].fill(0.0);
-            }
-        }
-    }
 }
 
 /// One register tile's work: `rows` output channels (of a tile `width`

@@ -119,7 +119,14 @@ impl OpImpl for Pool {
             _ => None,
         };
         match x.dtype {
-            DType::F32 => self.run::<f32>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
+            DType::F32 => {
+                let (x, y) = (x.as_slice()?, y.as_mut_slice()?);
+                // The vector max pooling gives the same bits where it applies.
+                let vector = self.kind == PoolKind::Max && indices.is_none() && super::max_pool_f32::max_pool_f32(&g, x, y);
+                if !vector {
+                    self.run::<f32>(&g, x, y, indices)
+                }
+            }
             DType::F64 => self.run::<f64>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
             DType::F16 => self.run::<f16>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
             DType::BF16 => self.run::<bf16>(&g, x.as_slice()?, y.as_mut_slice()?, indices),
@@ -400,6 +407,67 @@ mod tests {
                 values.chunks(35).map(|p| finish(p.iter().fold(0f64, |a, &v| a + map(v as f64))) as f32).collect();
             assert_eq!(y.shape(), &[2, 13, 1, 1]);
             assert!(y.as_slice::<f32>().unwrap().iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{kind:?}");
+        }
+    }
+
+    /// The vector max pooling against the scalar loop, bit for bit: NaN
+    /// first and later in windows, signed zeros, -inf, padding, ceil mode,
+    /// dilation, strides 1 and 2, rows wider than a vector.
+    #[test]
+    fn vector_max_pooling_gives_the_scalar_loops_bits() {
+        let mut s = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let special = [f32::NAN, 0.0, -0.0, f32::NEG_INFINITY, f32::INFINITY, 1.0];
+        // (input h, w), kernel, strides, pads [top, left, bottom, right], dilations, ceil mode
+        let cases = [
+            ([16, 16], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
+            ([15, 15], [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], true),
+            ([9, 40], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
+            ([7, 37], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], false),
+            ([11, 35], [3, 2], [1, 2], [2, 0, 1, 1], [2, 3], true),
+            ([5, 6], [5, 6], [1, 1], [0, 0, 0, 0], [1, 1], false),
+            ([6, 9], [2, 2], [3, 3], [1, 1, 1, 1], [1, 1], false),
+        ];
+        let mut vector_cases = 0;
+        for (i, (input, kernel, strides, pads, dilations, ceil_mode)) in cases.into_iter().enumerate() {
+            let mut op = Pool::new(PoolKind::Max, kernel.to_vec());
+            op.strides = strides.to_vec();
+            op.pads = pads.to_vec();
+            op.dilations = dilations.to_vec();
+            op.ceil_mode = ceil_mode;
+            let g = op.geometry(&[2, 3, input[0], input[1]]).unwrap();
+            let x: Vec<f32> = (0..6 * g.in_size)
+                .map(|_| match next() % 8 {
+                    0 => special[(next() % 6) as usize],
+                    _ => (next() % 9) as f32 - 4.0,
+                })
+                .collect();
+            let mut want = vec![0f32; 6 * g.out_size];
+            max_pool(&g, &x, &mut want, None, false);
+            let mut got = vec![7f32; want.len()];
+            if !super::super::max_pool_f32::max_pool_f32(&g, &x, &mut got) {
+                continue;
+            }
+            vector_cases += 1;
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "case {i}");
+        }
+        let has_avx512 = cfg!(target_arch = "x86_64") && {
+            #[cfg(target_arch = "x86_64")]
+            let has = std::arch::is_x86_feature_detected!("avx512f");
+            #[cfg(not(target_arch = "x86_64"))]
+            let has = false;
+            has
+        };
+        if has_avx512 {
+            assert_eq!(vector_cases, 6, "every case but the stride-3 one takes the vector path");
+        } else {
+            eprintln!("skipped: 6 of 7 cases (this CPU has no AVX-512, so max pooling has no vector path)");
         }
     }
 
