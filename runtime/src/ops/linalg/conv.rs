@@ -125,7 +125,8 @@ impl Conv {
             DType::F32 => {
                 let b = b.map(|b| b.as_slice()).transpose()?;
                 let (x, w, y) = (x.as_slice()?, w.as_slice()?, out.as_mut_slice()?);
-                if !super::conv_direct::conv_direct(&g, x, w, b, y, finish)
+                if !super::depthwise_f32::depthwise_f32(&g, x, w, b, y, finish)
+                    && !super::conv_direct::conv_direct(&g, x, w, b, y, finish)
                     && !super::conv_packed::conv_packed(&g, x, w, b, y, finish)
                 {
                     conv_then::<f32>(&g, x, w, b, y, finish)
@@ -551,7 +552,7 @@ mod tests {
     #[test]
     fn blocked_depthwise_matches_the_tap_row_walk_bit_for_bit() {
         let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
-        let mut cases = 0;
+        let (mut cases, mut direct_cases) = (0, 0);
         for case in 0..400 {
             let two_d = case % 4 != 0;
             let rank = if two_d { 2 } else { 1 };
@@ -594,6 +595,18 @@ mod tests {
             // (the compiler may commute an addition), so NaNs compare as one.
             let bits = |v: &[f32]| v.iter().map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() }).collect::<Vec<_>>();
             assert_eq!(bits(&blocked), bits(&walked), "{op:?} on {xs:?}");
+            // The AVX-512 kernel, where it applies, gives the same bits and
+            // finishes each output once.
+            let mut direct = vec![0f32; len];
+            let finished = std::sync::atomic::AtomicUsize::new(0);
+            let count = |_: usize, run: &mut [f32]| {
+                finished.fetch_add(run.len(), std::sync::atomic::Ordering::Relaxed);
+            };
+            if super::super::depthwise_f32::depthwise_f32(&g, &x, &w, Some(&b), &mut direct, &count) {
+                assert_eq!(bits(&direct), bits(&walked), "{op:?} on {xs:?}: the AVX-512 kernel");
+                assert_eq!(finished.into_inner(), len);
+                direct_cases += 1;
+            }
             // The epilogue sees every output element once, at its offset.
             let seen = std::sync::atomic::AtomicUsize::new(0);
             depthwise(&g, &x, &w, Some(&b), &mut blocked, &|offset, run| {
@@ -605,6 +618,12 @@ mod tests {
             cases += 1;
         }
         assert!(cases > 300, "only {cases} geometries were valid");
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            assert!(direct_cases > 50, "the AVX-512 kernel took only {direct_cases} cases");
+        } else {
+            eprintln!("skipped: the AVX-512 depthwise kernel on all {cases} cases (this CPU has no AVX-512)");
+        }
     }
 
     /// The im2col path in column blocks (a tiny `max_im2col`) against one

@@ -14,6 +14,8 @@ mod einsum;
 mod depthwise;
 mod conv_geometry;
 mod phase_planes;
+mod direct_window;
+mod depthwise_f32;
 mod conv_packed;
 mod conv_direct;
 mod conv;
