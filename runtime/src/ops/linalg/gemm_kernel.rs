@@ -133,10 +133,102 @@ unsafe fn gemv_columns_avx2(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<u
 
 /// [`gemv_columns`] vectorized 16 lanes wide (the same operations: the
 /// compiler may not reorder f32 sums, so any width gives the same bits).
+/// Rows of C as sums of rows of B run [`gemv_rows_avx512`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2")]
 unsafe fn gemv_columns_avx512(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store: &impl Fn(usize, usize, f32)) {
-    gemv_columns(args, a, b, cols, store)
+    if args.csa == 1 && args.rsb == 1 {
+        return gemv_columns(args, a, b, cols, store);
+    }
+    let mut j = cols.start;
+    while j < cols.end {
+        let width = (cols.end - j).min(64);
+        // SAFETY: AVX-512F (this function's); columns j..j + width of B's rows.
+        unsafe {
+            match args.m {
+                1 => gemv_rows_width::<1>(args, a, b, (j, width), store),
+                2 => gemv_rows_width::<2>(args, a, b, (j, width), store),
+                _ => gemv_rows_width::<4>(args, a, b, (j, width), store),
+            }
+        }
+        j += width;
+    }
+}
+
+/// [`gemv_rows_avx512`] with as many vectors as `width` columns need.
+///
+/// # Safety
+/// As [`gemv_rows_avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn gemv_rows_width<const R: usize>(
+    args: &GemmArgs,
+    a: &[f32],
+    b: &[f32],
+    (j, width): (usize, usize),
+    store: &impl Fn(usize, usize, f32),
+) {
+    // SAFETY: the caller's.
+    unsafe {
+        match width.div_ceil(16) {
+            1 => gemv_rows_avx512::<R, 1>(args, a, b, (j, width), store),
+            2 => gemv_rows_avx512::<R, 2>(args, a, b, (j, width), store),
+            3 => gemv_rows_avx512::<R, 3>(args, a, b, (j, width), store),
+            _ => gemv_rows_avx512::<R, 4>(args, a, b, (j, width), store),
+        }
+    }
+}
+
+/// Columns `j..j + width` (at most 16·V) of every row of C as sums of
+/// A-scaled rows of B (contiguous), with AVX-512 intrinsics instead of
+/// the compiler's vectorization of [`gemv_columns`], which kept the
+/// sums in memory: the same operations (each product rounded, then added
+/// in k order), so the same bits, with V vectors of sums of each of R
+/// rows in registers (independent sums in flight together).
+///
+/// # Safety
+/// AVX-512F; B's rows hold columns `j..j + width`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn gemv_rows_avx512<const R: usize, const V: usize>(
+    args: &GemmArgs,
+    a: &[f32],
+    b: &[f32],
+    (j, width): (usize, usize),
+    store: &impl Fn(usize, usize, f32),
+) {
+    use std::arch::x86_64::*;
+    let (rsa, csa, rsb) = (args.rsa as usize, args.csa as usize, args.rsb as usize);
+    let masks: [__mmask16; V] = std::array::from_fn(|v| {
+        let lanes = width.saturating_sub(16 * v).min(16);
+        ((1u32 << lanes) - 1) as __mmask16
+    });
+    for i0 in (0..args.m).step_by(R) {
+        // A short last group repeats its last row, whose sums are dropped.
+        let rows: [usize; R] = std::array::from_fn(|r| (i0 + r).min(args.m - 1));
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
+        for p in 0..args.k {
+            let row = b[p * rsb + j..][..width].as_ptr();
+            // SAFETY: the masks' lanes are columns of the row's `width`.
+            let bv: [__m512; V] = std::array::from_fn(|v| unsafe { _mm512_maskz_loadu_ps(masks[v], row.add(16 * v)) });
+            for (acc, &i) in acc.iter_mut().zip(&rows) {
+                let av = _mm512_set1_ps(a[i * rsa + p * csa]);
+                for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(av, bv));
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate().take(args.m - i0) {
+            let mut sums = [0f32; 64];
+            for (v, acc) in acc.iter().enumerate() {
+                // SAFETY: 16 floats of `sums`.
+                unsafe { _mm512_storeu_ps(sums.as_mut_ptr().add(16 * v), *acc) };
+            }
+            for (l, &v) in sums[..width].iter().enumerate() {
+                store(i0 + r, j + l, v);
+            }
+        }
+    }
 }
 
 /// The columns `cols` of every row of C for [`gemv_f32`], given to `store`.
@@ -345,4 +437,53 @@ pub(crate) unsafe fn gemm_f32_packed_here(args: &GemmArgs, a: &[f32], b: &[f32],
 /// fast mode's packed kernel runs on this CPU.
 pub(crate) fn packed_layout(k: usize, n: usize) -> Option<PackedLayout> {
     sgemm::tile().map(|(_, nr)| PackedLayout::new(k, n, nr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX-512 rows kernel against the portable loop it replaces, bit
+    /// for bit: 1 to 9 rows (groups of 1, 2 and 4 with a short last one),
+    /// widths that end inside a vector and past 64 columns, A read through
+    /// strides, alpha and beta.
+    #[test]
+    fn avx512_row_products_give_the_portable_loops_bits() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx2") {
+            let mut s = 0x853c_49e6_748f_ea9bu64;
+            let mut value = move || {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 20_001) as f32 / 3_000.0 - 3.3
+            };
+            for (m, k, n) in [(1, 24, 96), (2, 24, 96), (3, 7, 130), (4, 33, 17), (9, 5, 64), (5, 1, 1), (2, 16, 200)] {
+                let a: Vec<f32> = (0..m * k * 2).map(|_| value()).collect();
+                let b: Vec<f32> = (0..k * n).map(|_| value()).collect();
+                // A read with a column stride of 2, B row-major, C with beta.
+                let args = GemmArgs { csa: 2, rsa: 2 * k as isize, alpha: 0.75, beta: 0.5, ..GemmArgs::row_major(m, k, n) };
+                let c0: Vec<f32> = (0..m * n).map(|_| value()).collect();
+                let run = |vector: bool| {
+                    let mut c = c0.clone();
+                    let out = Shared(c.as_mut_ptr());
+                    let store = |i: usize, j: usize, v: f32| {
+                        // SAFETY: (i, j) is inside C.
+                        let p = unsafe { &mut *out.at(i as isize * args.rsc + j as isize * args.csc) };
+                        *p = args.alpha * v + args.beta * *p;
+                    };
+                    if vector {
+                        // SAFETY: AVX-512F and AVX2 were detected.
+                        unsafe { gemv_columns_avx512(&args, &a, &b, 0..n, &store) };
+                    } else {
+                        gemv_columns(&args, &a, &b, 0..n, &store);
+                    }
+                    c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                };
+                assert_eq!(run(true), run(false), "{m}x{k}x{n}");
+            }
+            return;
+        }
+        eprintln!("skipped: 1 test (this CPU has no AVX-512, so there is no vector rows kernel)");
+    }
 }
