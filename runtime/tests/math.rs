@@ -254,6 +254,10 @@ fn fast_convolutions_are_within_the_reordering_bound() {
         (vec![1, 4, 150, 150], vec![8, 4, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1)),
         // An empty input row whose padding still gives outputs (bias only).
         (vec![1, 3, 4, 0], vec![5, 3, 3, 3], Conv::new_2d([3, 3], [1, 1], [1, 2, 1, 2], [1, 1], 1)),
+        // Depthwise (the fast mode fuses each tap's multiply and add), 5x5
+        // and strided 3x3 with a channel multiplier of 2.
+        (vec![2, 24, 20, 20], vec![24, 1, 5, 5], Conv::new_2d([5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 24)),
+        (vec![1, 6, 33, 33], vec![12, 1, 3, 3], Conv::new_2d([3, 3], [2, 2], [1, 0, 1, 1], [1, 1], 6)),
         // Pointwise, and 1x1 with stride 2.
         (vec![2, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1)),
         (vec![1, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [2, 2], [0, 0, 0, 0], [1, 1], 1)),

@@ -4,7 +4,9 @@
 //! bias and adds its taps in tap order, each product rounded before the
 //! add, a tap that reads padding leaving the lane as it is (a masked add):
 //! the generic loop's arithmetic in `conv.rs`, so the results are its
-//! bits in both math modes, as the blocked kernels of `depthwise.rs` give.
+//! bits, as the blocked kernels of `depthwise.rs` give. The fast mode
+//! (`crate::math`) fuses each multiply into its add (a masked FMA, one
+//! instruction instead of two), which rounds once per tap instead of twice.
 
 use super::conv_geometry::{ConvGeometry, Finish};
 #[cfg(target_arch = "x86_64")]
@@ -34,6 +36,7 @@ pub(super) fn depthwise_f32(
     if std::arch::is_x86_feature_detected!("avx512f") {
         let Some(plan) = DirectWindow::new(g) else { return false };
         let mg = g.m / g.group;
+        let fused = crate::math::mode() == crate::math::Math::Fast;
         crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece().max(4), |first, out| {
             let plane = |i: usize, y: *mut f32| {
                 let (n, m) = ((first + i) / g.m, (first + i) % g.m);
@@ -57,9 +60,15 @@ pub(super) fn depthwise_f32(
                     if group == 4 {
                         let planes: [x86::Plane<'_>; 4] =
                             std::array::from_fn(|j| plane(i + j, run.as_mut_ptr().add(j * g.out_size)));
-                        x86::planes(&plan, &planes);
+                        if fused {
+                            x86::planes::<4, true>(&plan, &planes);
+                        } else {
+                            x86::planes::<4, false>(&plan, &planes);
+                        }
+                    } else if fused {
+                        x86::planes::<1, true>(&plan, &[plane(i, run.as_mut_ptr())]);
                     } else {
-                        x86::planes(&plan, &[plane(i, run.as_mut_ptr())]);
+                        x86::planes::<1, false>(&plan, &[plane(i, run.as_mut_ptr())]);
                     }
                 }
                 finish((first + i) * g.out_size, run);
@@ -86,13 +95,14 @@ mod x86 {
     }
 
     /// Convolves `P` planes of the same geometry at once, so that their
-    /// sums are independent chains in flight together.
+    /// sums are independent chains in flight together; `FUSED`, with one
+    /// rounding per tap.
     ///
     /// # Safety
     /// AVX-512F; each plane's `x` and `y` are planes of the plan's
     /// geometry, its `w` has every tap.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn planes<const P: usize>(p: &DirectWindow, planes: &[Plane<'_>; P]) {
+    pub(super) unsafe fn planes<const P: usize, const FUSED: bool>(p: &DirectWindow, planes: &[Plane<'_>; P]) {
         let zero = _mm512_setzero_ps();
         let [kh, kw] = p.kernel;
         for oy in 0..p.out_h {
@@ -105,8 +115,12 @@ mod x86 {
                         for (acc, plane) in acc.iter_mut().zip(planes) {
                             // SAFETY: AVX-512F; an input row of the plane.
                             let v = unsafe { load(plane.x[iy * p.in_w..].as_ptr(), t, p.stride2, zero) };
-                            let product = _mm512_mul_ps(_mm512_set1_ps(plane.w[ky * kw + kx]), v);
-                            *acc = _mm512_mask_add_ps(*acc, t.lanes, *acc, product);
+                            let wv = _mm512_set1_ps(plane.w[ky * kw + kx]);
+                            *acc = if FUSED {
+                                _mm512_mask3_fmadd_ps(wv, v, *acc, t.lanes)
+                            } else {
+                                _mm512_mask_add_ps(*acc, t.lanes, *acc, _mm512_mul_ps(wv, v))
+                            };
                         }
                     }
                 }
