@@ -353,8 +353,7 @@ impl Recurrent {
             let acts = &self.activations[dir * self.cell.activations()..];
             // All steps' input projections, x W^T: W is [GH, I] row-major,
             // read as the [I, GH] right operand through its strides.
-            let args = GemmArgs { rsb: 1, csb: d.input as isize, ..GemmArgs::row_major(t_len * n, d.input, gh) };
-            F::GEMM(&args, &x, wd, &mut xw);
+            let mut args = GemmArgs { rsb: 1, csb: d.input as isize, ..GemmArgs::row_major(t_len * n, d.input, gh) };
             // Both biases join the projection, except the GRU's recurrent
             // h-gate bias under linear_before_reset, which the reset gate
             // scales.
@@ -363,11 +362,19 @@ impl Recurrent {
                 None => (&[][..], &[][..]),
             };
             let lbr = matches!(self.cell, RecurrentCell::Gru { linear_before_reset: true });
-            if bias.is_some() {
+            let rbj = |j: usize| if lbr && j >= 2 * h { 0.0 } else { rb[j].to_f64() };
+            if bias.is_some() && fast.is_some() {
+                // The fast mode starts each row from the biases' sum and lets
+                // the product add into it (no second pass over the rows).
+                let sums: Vec<F> = (0..gh).map(|j| F::from_f64(wb[j].to_f64() + rbj(j))).collect();
+                xw.chunks_exact_mut(gh).for_each(|row| row.copy_from_slice(&sums));
+                args.beta = 1.0;
+            }
+            F::GEMM(&args, &x, wd, &mut xw);
+            if bias.is_some() && fast.is_none() {
                 for row in xw.chunks_exact_mut(gh) {
                     for (j, v) in row.iter_mut().enumerate() {
-                        let rbj = if lbr && j >= 2 * h { 0.0 } else { rb[j].to_f64() };
-                        *v = F::from_f64(v.to_f64() + wb[j].to_f64() + rbj);
+                        *v = F::from_f64(v.to_f64() + wb[j].to_f64() + rbj(j));
                     }
                 }
             }
