@@ -196,6 +196,41 @@ fn in_place_tanh_sigmoid_and_silu_keep_their_bounds() {
     assert!(special[0].is_nan() && special[1..] == [1.0, 0.0, 1.0, 0.0]);
 }
 
+/// Gelu in the fast mode against the exact op (libm's tanh and erf): the
+/// tanh form differs by the vector tanh's few ulp, the erf form by its
+/// approximation (absolute error below 1.5e-7), each scaled by x/2:
+/// |fast - exact| <= |x|/2 · 8 ulp(1) + 2 ulp(exact). Both in the unary op
+/// and as the in-place loops the fused epilogues call.
+#[test]
+fn fast_gelu_is_within_its_bound() {
+    let xs: Vec<f32> = (0..=200_000).map(|i| -12.0 + i as f32 * 1.2e-4).chain([1e-30, -3e-8, 40.0, -40.0]).collect();
+    let x = Tensor::from_vec(vec![xs.len()], xs.clone()).unwrap();
+    type InPlace = fn(&mut [f32]);
+    let loops: [(UnaryKind, InPlace); 2] =
+        [(UnaryKind::GeluTanh, math::gelu_tanh_in_place), (UnaryKind::Gelu, math::gelu_in_place)];
+    for (kind, in_place_loop) in loops {
+        let op: Op = Unary { kind }.into();
+        let exact = op.eval_owned(&[Some(&x)]).unwrap().remove(0);
+        let fast = math::install(Math::Fast, || op.eval_owned(&[Some(&x)]).unwrap().remove(0));
+        let mut in_place = xs.clone();
+        in_place_loop(&mut in_place);
+        let (exact, fast) = (exact.as_slice::<f32>().unwrap(), fast.as_slice::<f32>().unwrap());
+        assert_eq!(fast, &in_place[..], "{kind:?}: the op and the loop compute alike");
+        for (i, &x) in xs.iter().enumerate() {
+            let bound = x.abs() / 2.0 * 8.0 * f32::EPSILON + 2.0 * f32::EPSILON * exact[i].abs() + f32::MIN_POSITIVE;
+            assert!(
+                (fast[i] - exact[i]).abs() <= bound,
+                "{kind:?}, x = {x}: fast {} exact {} (bound {bound})",
+                fast[i],
+                exact[i]
+            );
+        }
+        let mut special = [f32::NAN, f32::INFINITY, 0.0];
+        in_place_loop(&mut special);
+        assert!(special[0].is_nan() && special[1..] == [f32::INFINITY, 0.0], "{kind:?}: {special:?}");
+    }
+}
+
 /// Whether this CPU runs the packed fast-mode kernel (`ops/linalg/sgemm.rs`).
 fn has_packed_kernel() -> bool {
     #[cfg(target_arch = "x86_64")]

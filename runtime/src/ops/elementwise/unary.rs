@@ -336,21 +336,27 @@ pub fn apply_in_place_f32(kind: UnaryKind, data: &mut [f32]) {
     })
 }
 
-/// [`apply_in_place_f32`] in `math`'s mode: under [`Math::Fast`], Sigmoid
-/// uses the vectorizable [`crate::math::sigmoid`].
+/// [`apply_in_place_f32`] in `math`'s mode: under [`Math::Fast`], Sigmoid,
+/// Tanh and Gelu (both forms) use the vectorizable [`crate::math`] versions.
 pub fn apply_in_place_f32_in(math: Math, kind: UnaryKind, data: &mut [f32]) {
     match (math, kind) {
         (Math::Fast, UnaryKind::Sigmoid) => crate::math::sigmoid_in_place(data),
+        (Math::Fast, UnaryKind::Tanh) => crate::math::tanh_in_place(data),
+        (Math::Fast, UnaryKind::GeluTanh) => crate::math::gelu_tanh_in_place(data),
+        (Math::Fast, UnaryKind::Gelu) => crate::math::gelu_in_place(data),
         _ => apply_in_place_f32(kind, data),
     }
 }
 
 fn run_float(kind: UnaryKind, x: TensorView, out: &mut TensorViewMut) -> Result<()> {
     match x.dtype {
-        DType::F32 if kind == UnaryKind::Sigmoid && crate::math::mode() == Math::Fast => {
+        DType::F32
+            if matches!(kind, UnaryKind::Sigmoid | UnaryKind::Tanh | UnaryKind::Gelu | UnaryKind::GeluTanh)
+                && crate::math::mode() == Math::Fast =>
+        {
             let (a, o) = (x.as_slice::<f32>()?, out.as_mut_slice::<f32>()?);
             o.copy_from_slice(a);
-            crate::math::sigmoid_in_place(o);
+            apply_in_place_f32_in(Math::Fast, kind, o);
             Ok(())
         }
         DType::F32 => {
