@@ -595,6 +595,12 @@ impl FastCell {
                 let Some(crow) = crow else { return };
                 let g = &mut self.gates[..4 * h];
                 add_into(g, &s.xr[..4 * h], &s.rr[..4 * h]);
+                // Without peepholes and the coupled forget gate, the gates
+                // i, o and f (contiguous) take their activation in one call.
+                let together = s.peep.is_none() && !input_forget;
+                if together {
+                    activate(0, &mut g[..3 * h]);
+                }
                 let (i, rest) = g.split_at_mut(h);
                 let (o, rest) = rest.split_at_mut(h);
                 let (f, cg) = rest.split_at_mut(h);
@@ -604,11 +610,13 @@ impl FastCell {
                         f[j] += p[2 * h + j] * crow[j];
                     }
                 }
-                activate(0, i);
-                if input_forget {
-                    f.iter_mut().zip(&*i).for_each(|(f, &i)| *f = 1.0 - i);
-                } else {
-                    activate(0, f);
+                if !together {
+                    activate(0, i);
+                    if input_forget {
+                        f.iter_mut().zip(&*i).for_each(|(f, &i)| *f = 1.0 - i);
+                    } else {
+                        activate(0, f);
+                    }
                 }
                 activate(1, cg);
                 for j in 0..h {
@@ -619,7 +627,9 @@ impl FastCell {
                         o[j] += p[h + j] * crow[j];
                     }
                 }
-                activate(0, o);
+                if !together {
+                    activate(0, o);
+                }
                 self.tmp.copy_from_slice(crow);
                 apply(2, &mut self.tmp);
                 for j in 0..h {
