@@ -7,13 +7,14 @@
 //! time writing 27 x 50,176 floats). Here the input planes are copied once
 //! into zero-padded planes, each row stored as its `sx` stride phases
 //! (`phase_planes`), so that every kernel tap reads a run of output
-//! positions as one contiguous vector whatever the stride. A register tile of MB output channels times two
-//! vectors of output positions (two pieces of an output row, or of two
-//! rows when rows are narrow) then sums over every (input channel, tap):
-//! per step two vector loads, MB broadcasts of a weight and 2·MB fused
-//! multiply-adds. Each output element is the bias plus its terms in
-//! (channel, tap) order, fused, whatever the thread count; the exact mode
-//! never comes here.
+//! positions as one contiguous vector whatever the stride. A register tile
+//! of R output channels times V vectors of output positions (pieces of
+//! output rows, flattened over the rows of a work item) then sums over
+//! every (input channel, tap): per step V vector loads, R broadcasts of a
+//! weight read in place, and R·V fused multiply-adds (8 x 3 or 4 x 4 with
+//! AVX-512, 4 x 2 with AVX2). Each output element is the bias plus its terms
+//! in (channel, tap) order, fused, whatever the thread count; the exact
+//! mode never comes here.
 
 use super::conv_geometry::{ConvGeometry, Finish, MAX_IM2COL};
 use super::gemm_kernel::Shared;
