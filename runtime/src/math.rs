@@ -160,55 +160,41 @@ fn has_avx2_fma() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
-/// `v = tanh(v)` over `data`, 8 or 16 lanes wide with fused multiply-adds
-/// where the CPU has AVX2 and FMA (and AVX-512).
-pub fn tanh_in_place(data: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
-        return unsafe {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                tanh_in_place_avx512(data)
-            } else {
-                tanh_in_place_fma(data)
+/// An in-place loop `v = f(v)` over a slice, for `f` one of the
+/// `*_with::<FMA>` functions: its AVX2 + FMA copy, an AVX-512 copy 16 lanes
+/// wide (the same operations lane by lane), and the portable loop without
+/// fused multiply-adds where the CPU has neither.
+macro_rules! in_place {
+    ($(#[$doc:meta])* $name:ident, $with:ident) => {
+        $(#[$doc])*
+        pub fn $name(data: &mut [f32]) {
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2_fma() {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn fma(data: &mut [f32]) {
+                    data.iter_mut().for_each(|v| *v = $with::<true>(*v));
+                }
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512(data: &mut [f32]) {
+                    data.iter_mut().for_each(|v| *v = $with::<true>(*v));
+                }
+                // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
+                return unsafe {
+                    if std::arch::is_x86_feature_detected!("avx512f") {
+                        avx512(data)
+                    } else {
+                        fma(data)
+                    }
+                };
             }
-        };
-    }
-    data.iter_mut().for_each(|v| *v = tanh(*v));
+            data.iter_mut().for_each(|v| *v = $with::<false>(*v));
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tanh_in_place_fma(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = tanh_with::<true>(*v));
-}
-
-/// [`tanh_in_place_fma`] 16 lanes wide: the same operations lane by lane.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn tanh_in_place_avx512(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = tanh_with::<true>(*v));
-}
-
-/// `v = v/2 · (1 + erf(v/√2))` (Gelu) over `data`, with erf from
-/// Abramowitz and Stegun's 7.1.26 (`1 - erf(z) = q(t)·e^(-z²)`, `t = 1 /
-/// (1 + 0.3275911 z)` for z >= 0, absolute error below 1.5e-7) and [`exp`]:
-/// for z < 0 `1 + erf(z)` is `q` itself, with no cancellation. 8 or 16
-/// lanes wide with fused multiply-adds where the CPU has AVX2 and FMA (and
-/// AVX-512).
-pub fn gelu_in_place(data: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
-        return unsafe {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                gelu_in_place_avx512(data)
-            } else {
-                gelu_in_place_fma(data)
-            }
-        };
-    }
-    data.iter_mut().for_each(|v| *v = gelu_with::<false>(*v));
+#[inline(always)]
+fn silu_with<const FMA: bool>(x: f32) -> f32 {
+    x * sigmoid_with::<FMA>(x)
 }
 
 #[inline(always)]
@@ -230,38 +216,6 @@ fn gelu_with<const FMA: bool>(x: f32) -> f32 {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gelu_in_place_fma(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = gelu_with::<true>(*v));
-}
-
-/// [`gelu_in_place_fma`] 16 lanes wide: the same operations lane by lane.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn gelu_in_place_avx512(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = gelu_with::<true>(*v));
-}
-
-/// `v = v/2 · (1 + tanh(√(2/π) · (v + 0.044715 v³)))`, Gelu's tanh
-/// approximation as `UnaryKind::GeluTanh` writes it, with [`tanh`] (a few
-/// ulp from libm's) instead of libm's scalar call: 8 or 16 lanes wide
-/// with fused multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
-pub fn gelu_tanh_in_place(data: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
-        return unsafe {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                gelu_tanh_in_place_avx512(data)
-            } else {
-                gelu_tanh_in_place_fma(data)
-            }
-        };
-    }
-    data.iter_mut().for_each(|v| *v = gelu_tanh_with::<false>(*v));
-}
-
 #[inline(always)]
 fn gelu_tanh_with<const FMA: bool>(x: f32) -> f32 {
     let k = (2.0f64 / std::f64::consts::PI).sqrt() as f32;
@@ -269,78 +223,46 @@ fn gelu_tanh_with<const FMA: bool>(x: f32) -> f32 {
     0.5 * x * (1.0 + tanh_with::<FMA>(inner))
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gelu_tanh_in_place_fma(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = gelu_tanh_with::<true>(*v));
-}
+in_place!(
+    /// `v = tanh(v)` over `data`, 8 or 16 lanes wide with fused multiply-adds
+    /// where the CPU has AVX2 and FMA (and AVX-512).
+    tanh_in_place,
+    tanh_with
+);
 
-/// [`gelu_tanh_in_place_fma`] 16 lanes wide: the same operations lane by lane.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn gelu_tanh_in_place_avx512(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = gelu_tanh_with::<true>(*v));
-}
+in_place!(
+    /// `v = sigmoid(v)` over `data`, 8 or 16 lanes wide with fused
+    /// multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
+    sigmoid_in_place,
+    sigmoid_with
+);
 
-/// `v = sigmoid(v)` over `data`, 8 or 16 lanes wide with fused
-/// multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
-pub fn sigmoid_in_place(data: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
-        return unsafe {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                sigmoid_in_place_avx512(data)
-            } else {
-                sigmoid_in_place_fma(data)
-            }
-        };
-    }
-    data.iter_mut().for_each(|v| *v = sigmoid(*v));
-}
+in_place!(
+    /// `v = v · sigmoid(v)` (SiLU) over `data`, 8 or 16 lanes wide with fused
+    /// multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
+    silu_in_place,
+    silu_with
+);
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sigmoid_in_place_fma(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = sigmoid_with::<true>(*v));
-}
+in_place!(
+    /// `v = v/2 · (1 + erf(v/√2))` (Gelu) over `data`, with erf from
+    /// Abramowitz and Stegun's 7.1.26 (`1 - erf(z) = q(t)·e^(-z²)`, `t = 1 /
+    /// (1 + 0.3275911 z)` for z >= 0, absolute error below 1.5e-7) and [`exp`]:
+    /// for z < 0 `1 + erf(z)` is `q` itself, with no cancellation. 8 or 16
+    /// lanes wide with fused multiply-adds where the CPU has AVX2 and FMA (and
+    /// AVX-512).
+    gelu_in_place,
+    gelu_with
+);
 
-/// [`sigmoid_in_place_fma`] 16 lanes wide: the same operations lane by lane.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn sigmoid_in_place_avx512(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v = sigmoid_with::<true>(*v));
-}
-
-/// `v = v · sigmoid(v)` (SiLU) over `data`, 8 or 16 lanes wide with fused
-/// multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
-pub fn silu_in_place(data: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (and AVX-512F for the wider copy).
-        return unsafe {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                silu_in_place_avx512(data)
-            } else {
-                silu_in_place_fma(data)
-            }
-        };
-    }
-    data.iter_mut().for_each(|v| *v *= sigmoid(*v));
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn silu_in_place_fma(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v *= sigmoid_with::<true>(*v));
-}
-
-/// [`silu_in_place_fma`] 16 lanes wide: the same operations lane by lane.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn silu_in_place_avx512(data: &mut [f32]) {
-    data.iter_mut().for_each(|v| *v *= sigmoid_with::<true>(*v));
-}
+in_place!(
+    /// `v = v/2 · (1 + tanh(√(2/π) · (v + 0.044715 v³)))`, Gelu's tanh
+    /// approximation as `UnaryKind::GeluTanh` writes it, with [`tanh`] (a few
+    /// ulp from libm's) instead of libm's scalar call: 8 or 16 lanes wide
+    /// with fused multiply-adds where the CPU has AVX2 and FMA (and AVX-512).
+    gelu_tanh_in_place,
+    gelu_tanh_with
+);
 
 #[cfg(test)]
 mod tests {

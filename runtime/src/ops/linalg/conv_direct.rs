@@ -104,9 +104,7 @@ fn conv_direct_with(
             for grp in 0..g.group {
                 let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
                 crate::parallel::par_chunks_mut(scratch, planes.plane, 16, |c0, chunk| {
-                    for (i, plane) in chunk.chunks_exact_mut(planes.plane).enumerate() {
-                        planes.fill(g, &x_g[(c0 + i) * g.in_size..][..g.in_size], plane);
-                    }
+                    planes.fill(g, &x_g[c0 * g.in_size..], chunk)
                 });
                 let planes_g: &[f32] = scratch;
                 let w_g = &w[grp * mg * kdim..][..mg * kdim];

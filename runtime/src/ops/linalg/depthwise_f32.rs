@@ -10,7 +10,7 @@
 
 use super::conv_geometry::{ConvGeometry, Finish};
 #[cfg(target_arch = "x86_64")]
-use super::direct_window::DirectWindow;
+use super::direct_window::{plane_groups, DirectWindow};
 
 /// Runs the depthwise convolution `g` and returns true, or returns false,
 /// doing nothing, where this path does not apply: other than two spatial
@@ -48,10 +48,7 @@ pub(super) fn depthwise_f32(
                 }
             };
             let count = out.len() / g.out_size;
-            let mut i = 0;
-            // Four planes at a time, then one by one.
-            while i < count {
-                let group = if count - i >= 4 { 4 } else { 1 };
+            for (i, group) in plane_groups(count) {
                 let run = &mut out[i * g.out_size..(i + group) * g.out_size];
                 // SAFETY (both calls): AVX-512F was detected; each plane's
                 // input and output have the plan's geometry, its taps are
@@ -72,7 +69,6 @@ pub(super) fn depthwise_f32(
                     }
                 }
                 finish((first + i) * g.out_size, run);
-                i += group;
             }
         });
         return true;

@@ -86,6 +86,14 @@ impl DirectWindow {
     }
 }
 
+/// Planes `0..count` in the groups the kernels take them, as (first
+/// plane, planes): four at a time, so that their sums or maxima are
+/// independent chains in flight together, then one by one.
+pub(super) fn plane_groups(count: usize) -> impl Iterator<Item = (usize, usize)> {
+    let fours = count / 4 * 4;
+    (0..fours).step_by(4).map(|i| (i, 4)).chain((fours..count).map(|i| (i, 1)))
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
     use super::TapLoad;

@@ -10,7 +10,7 @@
 
 use super::conv_geometry::ConvGeometry;
 #[cfg(target_arch = "x86_64")]
-use super::direct_window::DirectWindow;
+use super::direct_window::{plane_groups, DirectWindow};
 
 /// Pools every plane of `x` into `y` and returns true, or returns false,
 /// doing nothing, where this path does not apply: other than two spatial
@@ -25,24 +25,20 @@ pub(super) fn max_pool_f32(g: &ConvGeometry, x: &[f32], y: &mut [f32]) -> bool {
         crate::parallel::par_chunks_mut(y, g.out_size, g.planes_per_piece().max(4), |first, out| {
             let count = out.len() / g.out_size;
             let input = |i: usize| &x[(first + i) * g.in_size..][..g.in_size];
-            let mut i = 0;
-            // Four planes at a time, then one by one.
-            while i < count {
+            for (i, planes) in plane_groups(count) {
                 let y = out[i * g.out_size..].as_mut_ptr();
                 // SAFETY (both calls): AVX-512F was detected; the planes'
                 // inputs and outputs have the plan's geometry, and the
                 // outputs are disjoint planes of `out`.
                 unsafe {
-                    if count - i >= 4 {
+                    if planes == 4 {
                         x86::planes::<4>(
                             &plan,
                             std::array::from_fn(|j| input(i + j)),
                             std::array::from_fn(|j| y.add(j * g.out_size)),
                         );
-                        i += 4;
                     } else {
                         x86::planes(&plan, [input(i)], [y]);
-                        i += 1;
                     }
                 }
             }

@@ -73,17 +73,26 @@ impl PhasePlanes {
         out
     }
 
-    /// Copies input plane `x` into `out`: padding zero, padded column
-    /// `col` of each row at `(col % sx) · phase + col / sx`.
+    /// Copies consecutive input planes from `x` into the planes of `out`
+    /// (as many as it holds): padding zero, padded column `col` of each row
+    /// at `(col % sx) · phase + col / sx`.
     pub fn fill(&self, g: &ConvGeometry, x: &[f32], out: &mut [f32]) {
-        let (top, left) = (g.win.pad_begin(0), g.win.pad_begin(1));
-        let (ih, iw) = (g.in_spatial[0], g.in_spatial[1]);
-        out[..top * self.row].fill(0.0);
-        out[(top + ih) * self.row..].fill(0.0);
         // Stride 2: each row padded in `line`, then split into its two
         // phases in one pass the compiler vectorizes (the general loop below
         // copied element by element and dominated small stems).
         let mut line = if self.sx == 2 { vec![0f32; self.row] } else { Vec::new() };
+        for (plane, out) in out.chunks_exact_mut(self.plane).enumerate() {
+            self.fill_plane(g, &x[plane * g.in_size..][..g.in_size], out, &mut line);
+        }
+    }
+
+    /// One plane of [`PhasePlanes::fill`]; `line` is the stride-2 row
+    /// buffer, whose padding stays zero.
+    fn fill_plane(&self, g: &ConvGeometry, x: &[f32], out: &mut [f32], line: &mut [f32]) {
+        let (top, left) = (g.win.pad_begin(0), g.win.pad_begin(1));
+        let (ih, iw) = (g.in_spatial[0], g.in_spatial[1]);
+        out[..top * self.row].fill(0.0);
+        out[(top + ih) * self.row..].fill(0.0);
         for (r, dst) in out[top * self.row..(top + ih) * self.row].chunks_exact_mut(self.row).enumerate() {
             let src = &x[r * iw..][..iw];
             if self.sx == 2 {
