@@ -68,7 +68,7 @@ impl Epilogue {
         }
         // The mode is read here, on the run's thread, not on the workers.
         let math = crate::math::mode();
-        crate::parallel::par_chunks_mut(out, 1, 1 << 14, |start, block| {
+        crate::parallel::par_chunks_mut(out, 1, crate::parallel::grain_elements(1), |start, block| {
             self.apply_block(math, block, residual.map(|r| &r[start..start + block.len()]))
         });
     }

@@ -174,7 +174,7 @@ impl OpImpl for Pointwise {
         let last = program.len() - 1;
         // The mode is read here, on the run's thread, not on the workers.
         let math = crate::math::mode();
-        crate::parallel::par_chunks_mut(out, BLOCK, 16, |first, chunk| {
+        crate::parallel::par_chunks_mut(out, BLOCK, crate::parallel::grain_elements(BLOCK), |first, chunk| {
             let mut buffers = vec![vec![0f32; BLOCK]; program.len()];
             for (b, out_block) in chunk.chunks_mut(BLOCK).enumerate() {
                 let (start, len) = ((first + b) * BLOCK, out_block.len());

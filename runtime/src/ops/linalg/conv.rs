@@ -221,7 +221,9 @@ fn conv_gemm<T: Scalar>(
                         }
                     }
                 }
-                crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
+                crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| {
+                    finish(offset + start, run)
+                });
             }
         }
     });
@@ -407,7 +409,7 @@ fn depthwise<T: Scalar>(g: &ConvGeometry, x: &[T], w: &[T], bias: Option<&[T]>, 
     if small.applies() {
         // Sample by sample, vectorized across channels.
         let sample = g.m * g.out_size;
-        let grain = (1 << 14) / (sample * g.k_size).max(1);
+        let grain = crate::parallel::grain_elements(sample * g.k_size);
         crate::parallel::par_chunks_mut(y, sample, grain, |first, samples| {
             for (i, ys) in samples.chunks_exact_mut(sample).enumerate() {
                 let n = first + i;

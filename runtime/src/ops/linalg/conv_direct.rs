@@ -98,19 +98,23 @@ fn conv_direct_with(
     let rows_per_item = (ITEM_POSITIONS / ow).clamp(1, oh);
     let row_groups = oh.div_ceil(rows_per_item);
     let kdim = cg * g.k_size;
+    let item_grain = crate::parallel::grain_macs(rows_per_item * ow * kdim * blocks[0].rows);
     let out = Shared(y.as_mut_ptr());
     with_scratch::<f32, _>(planes_len, |scratch| {
         for n in 0..g.n {
             for grp in 0..g.group {
                 let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
-                crate::parallel::par_chunks_mut(scratch, planes.plane, 16, |c0, chunk| {
-                    planes.fill(g, &x_g[c0 * g.in_size..], chunk)
-                });
+                crate::parallel::par_chunks_mut(
+                    scratch,
+                    planes.plane,
+                    crate::parallel::grain_elements(planes.plane),
+                    |c0, chunk| planes.fill(g, &x_g[c0 * g.in_size..], chunk),
+                );
                 let planes_g: &[f32] = scratch;
                 let w_g = &w[grp * mg * kdim..][..mg * kdim];
                 let bias_g = bias.map(|b| &b[grp * mg..][..mg]);
                 let first_channel = n * g.m + grp * mg;
-                crate::parallel::par_ranges(blocks.len() * row_groups, 1, |range| {
+                crate::parallel::par_ranges(blocks.len() * row_groups, item_grain, |range| {
                     for item in range {
                         let (bi, rg) = (item / row_groups, item % row_groups);
                         let b = &blocks[bi];

@@ -71,7 +71,7 @@ impl ConvGeometry {
     /// How many planes one thread's share of a per-plane loop (taps times
     /// outputs each: im2col, depthwise, pooling) should have at least.
     pub fn planes_per_piece(&self) -> usize {
-        (1 << 14) / (self.k_size * self.out_size).max(1)
+        crate::parallel::grain_elements(self.k_size * self.out_size)
     }
 
     /// Whether every group sees exactly one input channel.
@@ -89,7 +89,7 @@ pub(crate) type Finish<'a, T> = &'a (dyn Fn(usize, &mut [T]) + Sync);
 /// Planes are split over the context's threads.
 pub(super) fn init_with_bias<T: Scalar>(y: &mut [T], bias: Option<&[T]>, plane: usize) {
     let plane = plane.max(1);
-    crate::parallel::par_chunks_mut(y, plane, (1 << 16) / plane, |first, planes| {
+    crate::parallel::par_chunks_mut(y, plane, crate::parallel::grain_elements(plane), |first, planes| {
         for (i, yp) in planes.chunks_exact_mut(plane).enumerate() {
             yp.fill(bias.map_or(T::default(), |b| b[first + i]));
         }

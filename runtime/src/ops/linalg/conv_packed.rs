@@ -69,11 +69,16 @@ pub(super) fn conv_packed(
                 let planes: &[f32] = if padded.is_input() {
                     x_g
                 } else {
-                    crate::parallel::par_chunks_mut(scratch, padded.plane, 16, |c0, chunk| {
-                        for (i, plane) in chunk.chunks_exact_mut(padded.plane).enumerate() {
-                            padded.fill(&x_g[(c0 + i) * g.in_size..][..g.in_size], plane);
-                        }
-                    });
+                    crate::parallel::par_chunks_mut(
+                        scratch,
+                        padded.plane,
+                        crate::parallel::grain_elements(padded.plane),
+                        |c0, chunk| {
+                            for (i, plane) in chunk.chunks_exact_mut(padded.plane).enumerate() {
+                                padded.fill(&x_g[(c0 + i) * g.in_size..][..g.in_size], plane);
+                            }
+                        },
+                    );
                     scratch
                 };
                 let offset = (n * g.m + grp * mg) * g.out_size;
@@ -86,7 +91,9 @@ pub(super) fn conv_packed(
                         fill_packed(&whole, &padded, 0, planes, packed, true);
                         gemm_f32_packed(&args, w_g, packed, &whole, y_g);
                     });
-                    crate::parallel::par_chunks_mut(y_g, 1, 1 << 14, |start, run| finish(offset + start, run));
+                    crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| {
+                        finish(offset + start, run)
+                    });
                     continue;
                 }
                 // Each block from its bias to its epilogue while it is in cache.
@@ -253,7 +260,7 @@ fn fill_packed(layout: &PackedLayout, padded: &Padded<'_>, j_first: usize, plane
     let positions = &padded.positions[j_first..j_first + layout.n];
     assert!(padded.reach < planes.len(), "im2col: an offset leaves the padded planes");
     let out = Shared(packed.as_mut_ptr());
-    let grain = if parallel { (1 << 14) / (layout.k * nr).max(1) } else { usize::MAX };
+    let grain = if parallel { crate::parallel::grain_elements(layout.k * nr) } else { usize::MAX };
     crate::parallel::par_ranges(panels, grain, |range| {
         let mut runs: Vec<Run> = Vec::with_capacity(nr);
         for q in range {

@@ -106,7 +106,7 @@ fn gemv_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) -> bool {
         // injective and each thread owns its columns.
         unsafe { *p = if beta == 0.0 { alpha * v } else { alpha * v + beta * *p } };
     };
-    let grain = MACS_PER_PIECE.div_ceil((m * k).max(1));
+    let grain = crate::parallel::grain_macs(m * k);
     crate::parallel::par_ranges(n, grain, |cols| {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -315,9 +315,6 @@ fn c_is_injective(args: &GemmArgs) -> bool {
     args.rsc >= 1 && args.csc >= 1 && (args.rsc >= n * args.csc || args.csc >= m * args.rsc)
 }
 
-/// Multiply-adds one thread's share of a product should have at least.
-const MACS_PER_PIECE: usize = 1 << 17;
-
 /// A pointer the threads of one product share; each writes its own block.
 pub(super) struct Shared<T>(pub(super) *mut T);
 impl<T> Clone for Shared<T> {
@@ -382,7 +379,7 @@ fn split_blocks(args: &GemmArgs, (row_align, col_align): (usize, usize), run: im
     let by_columns = n >= m;
     // Blocks are whole micro-kernel tiles.
     let (len, align, other) = if by_columns { (n, col_align, m) } else { (m, row_align, n) };
-    let grain = MACS_PER_PIECE.div_ceil((align * other * args.k).max(1));
+    let grain = crate::parallel::grain_macs(align * other * args.k);
     crate::parallel::par_ranges(len.div_ceil(align), grain, |r| {
         let (lo, hi) = (r.start * align, (r.end * align).min(len));
         let mut block = *args;

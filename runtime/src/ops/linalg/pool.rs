@@ -290,7 +290,7 @@ fn whole_plane_sums<T: Element>(
 ) {
     const LANES: usize = 8;
     let plane = g.in_size;
-    let grain = (1 << 14) / plane.max(1);
+    let grain = crate::parallel::grain_elements(plane);
     crate::parallel::par_chunks_mut(y, 1, grain, |first, outs| {
         for (group, ys) in outs.chunks_mut(LANES).enumerate() {
             let p0 = first + group * LANES;
