@@ -362,21 +362,9 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::conv_reference::{reference, values, Case};
     use super::*;
-    use crate::ops::linalg::window::Window;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    fn values(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     fn isas() -> Vec<Isa> {
         let mut out = Vec::new();
@@ -391,55 +379,6 @@ mod tests {
             }
         }
         out
-    }
-
-    /// One test convolution: input `[n, c, h, w]`, `m` outputs, the window.
-    struct Case {
-        x: [usize; 4],
-        m: usize,
-        kernel: [usize; 2],
-        strides: [usize; 2],
-        /// top, left, bottom, right
-        pads: [usize; 4],
-        dilations: [usize; 2],
-        group: usize,
-    }
-
-    /// The convolution summed naively in f64, and the same sums of |terms|.
-    fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
-        let (cg, mg) = (g.c / g.group, g.m / g.group);
-        let (ih, iw, oh, ow) = (g.in_spatial[0], g.in_spatial[1], g.out_spatial[0], g.out_spatial[1]);
-        let win = &g.win;
-        let (kh, kw) = (win.kernel_shape[0], win.kernel_shape[1]);
-        let (mut sums, mut scale) = (Vec::new(), Vec::new());
-        for n in 0..g.n {
-            for m in 0..g.m {
-                let grp = m / mg;
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        let (mut s, mut a) = (b[m] as f64, b[m].abs() as f64);
-                        for c in 0..cg {
-                            for ky in 0..kh {
-                                for kx in 0..kw {
-                                    let iy = (oy * win.strides[0] + ky * win.dilations[0]) as isize - win.pad_begin(0) as isize;
-                                    let ix = (ox * win.strides[1] + kx * win.dilations[1]) as isize - win.pad_begin(1) as isize;
-                                    if iy < 0 || ix < 0 || iy >= ih as isize || ix >= iw as isize {
-                                        continue;
-                                    }
-                                    let xv = x[((n * g.c + grp * cg + c) * ih + iy as usize) * iw + ix as usize] as f64;
-                                    let wv = w[((m * cg + c) * kh + ky) * kw + kx] as f64;
-                                    s += xv * wv;
-                                    a += (xv * wv).abs();
-                                }
-                            }
-                        }
-                        sums.push(s);
-                        scale.push(a);
-                    }
-                }
-            }
-        }
-        (sums, scale)
     }
 
     /// Every tile shape (4 and 8 channels, 1 to 4 vectors, short blocks),
@@ -468,14 +407,7 @@ mod tests {
         for (i, t) in cases.iter().enumerate() {
             let [n, c, h, wd] = t.x;
             let (cg, m) = (c / t.group, t.m);
-            let window = Window {
-                kernel_shape: t.kernel.to_vec(),
-                strides: t.strides.to_vec(),
-                pads: vec![t.pads[0], t.pads[1], t.pads[2], t.pads[3]],
-                dilations: t.dilations.to_vec(),
-            };
-            let out = window.output_shape(&[h, wd], false, "Conv").unwrap();
-            let g = ConvGeometry::new(n, c, m, t.group, vec![h, wd], out, window);
+            let g = t.geometry();
             let x = values(n * c * h * wd, 1 + i as u64);
             let w = values(m * cg * t.kernel[0] * t.kernel[1], 100 + i as u64);
             let b = values(m, 200 + i as u64);

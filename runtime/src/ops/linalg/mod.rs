@@ -16,8 +16,11 @@ mod conv_geometry;
 mod phase_planes;
 mod direct_window;
 mod depthwise_f32;
+mod depthwise_phases;
 mod conv_packed;
 mod conv_direct;
+#[cfg(test)]
+mod conv_reference;
 mod conv;
 mod conv_transpose;
 mod deform_conv;
