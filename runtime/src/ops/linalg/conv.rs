@@ -127,6 +127,7 @@ impl Conv {
                 let (x, w, y) = (x.as_slice()?, w.as_slice()?, out.as_mut_slice()?);
                 if !super::depthwise_phases::depthwise_phases(&g, x, w, b, y, finish)
                     && !super::depthwise_f32::depthwise_f32(&g, x, w, b, y, finish)
+                    && !super::conv_dots::conv_dots(&g, x, w, b, y, finish)
                     && !super::conv_direct::conv_direct(&g, x, w, b, y, finish)
                     && !super::conv_packed::conv_packed(&g, x, w, b, y, finish)
                 {

@@ -19,6 +19,7 @@ mod depthwise_f32;
 mod depthwise_phases;
 mod conv_packed;
 mod conv_direct;
+mod conv_dots;
 #[cfg(test)]
 mod conv_reference;
 mod conv;
