@@ -76,6 +76,36 @@ impl Epilogue {
     /// Applies residual and activation to one block on this thread, in the
     /// given math mode.
     pub(crate) fn apply_block(&self, math: Math, out: &mut [f32], residual: Option<&[f32]>) {
+        // The loops compiled for the widest vectors the CPU has: the same
+        // per-element arithmetic, so the same bits.
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F.
+                return unsafe { self.apply_block_avx512(math, out, residual) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                return unsafe { self.apply_block_avx2(math, out, residual) };
+            }
+        }
+        self.apply_block_body(math, out, residual)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn apply_block_avx512(&self, math: Math, out: &mut [f32], residual: Option<&[f32]>) {
+        self.apply_block_body(math, out, residual)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn apply_block_avx2(&self, math: Math, out: &mut [f32], residual: Option<&[f32]>) {
+        self.apply_block_body(math, out, residual)
+    }
+
+    #[inline(always)]
+    fn apply_block_body(&self, math: Math, out: &mut [f32], residual: Option<&[f32]>) {
         if let Some(r) = residual {
             for (o, &r) in out.iter_mut().zip(r) {
                 *o += r;

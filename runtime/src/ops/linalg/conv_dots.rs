@@ -15,14 +15,17 @@
 use super::conv_geometry::{ConvGeometry, Finish};
 use super::num::with_scratch;
 
-/// Where this path pays: planes of at most 16 outputs. (Rows of up to 8
-/// outputs on larger planes were tried: gathering the windows of 64
-/// positions cost more than the lanes saved, ResNet-18's 4-channel layer
-/// on 8 x 8 planes 10.6 -> 29.8 us.) Measured, one thread: SqueezeNet's
-/// 64-channel 3 x 3 layers on 3 x 3 planes 4.8 -> 2.6 us, ResNet-18's
-/// 32-channel 3 x 3 layers on 1 x 1 planes 5.0 -> 1.6 us.
+/// Where this path pays: planes of at most 16 outputs, pointwise ones of
+/// at most 4. (Rows of up to 8 outputs on larger planes were tried:
+/// gathering the windows of 64 positions cost more than the lanes saved,
+/// ResNet-18's 4-channel layer on 8 x 8 planes 10.6 -> 29.8 us; pointwise
+/// layers on 4 x 4 planes ran twice as fast through the packed product,
+/// whose columns are the planes themselves.) Measured, one thread:
+/// SqueezeNet's 64-channel 3 x 3 layers on 3 x 3 planes 4.8 -> 2.6 us,
+/// ResNet-18's 32-channel 3 x 3 layers on 1 x 1 planes 5.0 -> 1.6 us,
+/// MobileNetV2's pointwise layers on 2 x 2 planes 4.1 -> 2.1 us.
 fn pays(g: &ConvGeometry) -> bool {
-    g.out_size <= 16
+    g.out_size <= if g.is_pointwise() { 4 } else { 16 }
 }
 
 /// The most elements of the gathered windows.
