@@ -47,6 +47,7 @@ pub(super) fn conv_dots(
         || g.is_depthwise()
         || g.in_spatial.len() != 2
         || g.out_size == 0
+        || g.in_size == 0
         || g.m == 0
         || !pays(g)
         || g.out_size * (g.c / g.group * g.k_size) > MAX_WINDOWS
