@@ -107,7 +107,12 @@ fn conv_direct_with(
     let blocks = channel_blocks(mg, isa.max_rows());
     let (oh, ow) = (g.out_spatial[0], g.out_spatial[1]);
     let per_row = ow.div_ceil(isa.lanes());
-    let rows_per_item = (ITEM_POSITIONS / ow).clamp(1, oh);
+    // With several threads, at least one band of rows per thread: the
+    // items are ordered band by band, so each thread computes a band of
+    // every channel, the rows the next layer's same thread mostly reads
+    // (the packed product splits its columns, the positions, the same way).
+    let threads = crate::parallel::threads();
+    let rows_per_item = (ITEM_POSITIONS / ow).min(oh.div_ceil(threads)).clamp(1, oh);
     let row_groups = oh.div_ceil(rows_per_item);
     let kdim = cg * g.k_size;
     let item_grain = crate::parallel::grain_macs(rows_per_item * ow * kdim * blocks[0].rows);
@@ -128,7 +133,7 @@ fn conv_direct_with(
                 let first_channel = n * g.m + grp * mg;
                 crate::parallel::par_ranges(blocks.len() * row_groups, item_grain, |range| {
                     for item in range {
-                        let (bi, rg) = (item / row_groups, item % row_groups);
+                        let (rg, bi) = (item / blocks.len(), item % blocks.len());
                         let b = &blocks[bi];
                         // A tile's spare rows repeat its last real one.
                         let w_rows: [*const f32; MAX_ROWS] =
