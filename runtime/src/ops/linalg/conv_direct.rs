@@ -107,14 +107,19 @@ fn conv_direct_with(
     let blocks = channel_blocks(mg, isa.max_rows());
     let (oh, ow) = (g.out_spatial[0], g.out_spatial[1]);
     let per_row = ow.div_ceil(isa.lanes());
-    // With several threads, at least one band of rows per thread: the
-    // items are ordered band by band, so each thread computes a band of
-    // every channel, the rows the next layer's same thread mostly reads
-    // (the packed product splits its columns, the positions, the same way).
-    let threads = crate::parallel::threads();
-    let rows_per_item = (ITEM_POSITIONS / ow).min(oh.div_ceil(threads)).clamp(1, oh);
-    let row_groups = oh.div_ceil(rows_per_item);
     let kdim = cg * g.k_size;
+    // How the threads share the work, so that what they both read is the
+    // smaller operand (as the packed product chooses between its rows and
+    // columns): where the input planes outweigh the weights, items are
+    // bands of rows of every channel (at least one band per thread), and
+    // each thread reads its band of the input, the rows the next layer's
+    // same thread mostly reads; else blocks of channels, each thread
+    // reading its channels' weights.
+    let threads = crate::parallel::threads();
+    let by_rows = threads > 1 && cg * planes.plane >= mg * kdim;
+    let band = if by_rows { oh.div_ceil(threads) } else { oh };
+    let rows_per_item = (ITEM_POSITIONS / ow).min(band).clamp(1, oh);
+    let row_groups = oh.div_ceil(rows_per_item);
     let item_grain = crate::parallel::grain_macs(rows_per_item * ow * kdim * blocks[0].rows);
     let out = Shared(y.as_mut_ptr());
     with_scratch::<f32, _>(planes_len, |scratch| {
@@ -133,7 +138,11 @@ fn conv_direct_with(
                 let first_channel = n * g.m + grp * mg;
                 crate::parallel::par_ranges(blocks.len() * row_groups, item_grain, |range| {
                     for item in range {
-                        let (rg, bi) = (item / blocks.len(), item % blocks.len());
+                        let (rg, bi) = if by_rows {
+                            (item / blocks.len(), item % blocks.len())
+                        } else {
+                            (item % row_groups, item / row_groups)
+                        };
                         let b = &blocks[bi];
                         // A tile's spare rows repeat its last real one.
                         let w_rows: [*const f32; MAX_ROWS] =

@@ -113,7 +113,10 @@ fn gemv_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) -> bool {
             // SAFETY: the CPU has AVX2 (and AVX-512F for the wider copy).
             return unsafe {
                 if std::arch::is_x86_feature_detected!("avx512f") {
-                    gemv_columns_avx512(args, a, b, cols, &store)
+                    // C's rows written as vectors where `store` would only
+                    // copy the sums.
+                    let rows = (args.csc == 1 && alpha == 1.0 && beta == 0.0).then(|| out.at(0));
+                    gemv_columns_avx512(args, a, b, cols, &store, rows)
                 } else {
                     gemv_columns_avx2(args, a, b, cols, &store)
                 }
@@ -136,7 +139,19 @@ unsafe fn gemv_columns_avx2(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<u
 /// Rows of C as sums of rows of B run [`gemv_rows_avx512`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2")]
-unsafe fn gemv_columns_avx512(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range<usize>, store: &impl Fn(usize, usize, f32)) {
+///
+/// # Safety
+/// AVX-512F; where `rows` is given, C's row i starts at `rows + i · rsc`
+/// with contiguous columns, which this call may write at `cols`, and C is
+/// `A·B` alone (alpha 1, beta 0).
+unsafe fn gemv_columns_avx512(
+    args: &GemmArgs,
+    a: &[f32],
+    b: &[f32],
+    cols: Range<usize>,
+    store: &impl Fn(usize, usize, f32),
+    rows: Option<*mut f32>,
+) {
     if args.csa == 1 && args.rsb == 1 {
         return gemv_columns(args, a, b, cols, store);
     }
@@ -146,9 +161,9 @@ unsafe fn gemv_columns_avx512(args: &GemmArgs, a: &[f32], b: &[f32], cols: Range
         // SAFETY: AVX-512F (this function's); columns j..j + width of B's rows.
         unsafe {
             match args.m {
-                1 => gemv_rows_width::<1>(args, a, b, (j, width), store),
-                2 => gemv_rows_width::<2>(args, a, b, (j, width), store),
-                _ => gemv_rows_width::<4>(args, a, b, (j, width), store),
+                1 => gemv_rows_width::<1>(args, a, b, (j, width), store, rows),
+                2 => gemv_rows_width::<2>(args, a, b, (j, width), store, rows),
+                _ => gemv_rows_width::<4>(args, a, b, (j, width), store, rows),
             }
         }
         j += width;
@@ -167,14 +182,15 @@ unsafe fn gemv_rows_width<const R: usize>(
     b: &[f32],
     (j, width): (usize, usize),
     store: &impl Fn(usize, usize, f32),
+    rows: Option<*mut f32>,
 ) {
     // SAFETY: the caller's.
     unsafe {
         match width.div_ceil(16) {
-            1 => gemv_rows_avx512::<R, 1>(args, a, b, (j, width), store),
-            2 => gemv_rows_avx512::<R, 2>(args, a, b, (j, width), store),
-            3 => gemv_rows_avx512::<R, 3>(args, a, b, (j, width), store),
-            _ => gemv_rows_avx512::<R, 4>(args, a, b, (j, width), store),
+            1 => gemv_rows_avx512::<R, 1>(args, a, b, (j, width), store, rows),
+            2 => gemv_rows_avx512::<R, 2>(args, a, b, (j, width), store, rows),
+            3 => gemv_rows_avx512::<R, 3>(args, a, b, (j, width), store, rows),
+            _ => gemv_rows_avx512::<R, 4>(args, a, b, (j, width), store, rows),
         }
     }
 }
@@ -187,7 +203,8 @@ unsafe fn gemv_rows_width<const R: usize>(
 /// rows in registers (independent sums in flight together).
 ///
 /// # Safety
-/// AVX-512F; B's rows hold columns `j..j + width`.
+/// AVX-512F; B's rows hold columns `j..j + width`; `rows` as for
+/// [`gemv_columns_avx512`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2")]
 unsafe fn gemv_rows_avx512<const R: usize, const V: usize>(
@@ -196,6 +213,7 @@ unsafe fn gemv_rows_avx512<const R: usize, const V: usize>(
     b: &[f32],
     (j, width): (usize, usize),
     store: &impl Fn(usize, usize, f32),
+    rows_out: Option<*mut f32>,
 ) {
     use std::arch::x86_64::*;
     let (rsa, csa, rsb) = (args.rsa as usize, args.csa as usize, args.rsb as usize);
@@ -217,6 +235,16 @@ unsafe fn gemv_rows_avx512<const R: usize, const V: usize>(
                     *acc = _mm512_add_ps(*acc, _mm512_mul_ps(av, bv));
                 }
             }
+        }
+        if let Some(c) = rows_out {
+            for (r, acc) in acc.iter().enumerate().take(args.m - i0) {
+                // SAFETY: columns j..j + width of C's row i0 + r (the caller's).
+                let row = unsafe { c.offset((i0 + r) as isize * args.rsc).add(j) };
+                for (v, acc) in acc.iter().enumerate() {
+                    unsafe { _mm512_mask_storeu_ps(row.add(16 * v), masks[v], *acc) };
+                }
+            }
+            continue;
         }
         for (r, acc) in acc.iter().enumerate().take(args.m - i0) {
             let mut sums = [0f32; 64];
@@ -471,13 +499,33 @@ mod tests {
                     };
                     if vector {
                         // SAFETY: AVX-512F and AVX2 were detected.
-                        unsafe { gemv_columns_avx512(&args, &a, &b, 0..n, &store) };
+                        unsafe { gemv_columns_avx512(&args, &a, &b, 0..n, &store, None) };
                     } else {
                         gemv_columns(&args, &a, &b, 0..n, &store);
                     }
                     c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
                 };
                 assert_eq!(run(true), run(false), "{m}x{k}x{n}");
+                // C = A·B alone, its rows written as vectors, in a C whose
+                // rows are 3 columns longer than n.
+                let plain = GemmArgs { alpha: 1.0, beta: 0.0, rsc: n as isize + 3, ..args };
+                let direct = |vector: bool| {
+                    let mut c = vec![-7f32; m * (n + 3)];
+                    let out = Shared(c.as_mut_ptr());
+                    let store = |i: usize, j: usize, v: f32| {
+                        // SAFETY: (i, j) is inside C.
+                        unsafe { *out.at(i as isize * plain.rsc + j as isize) = v };
+                    };
+                    if vector {
+                        // SAFETY: AVX-512F and AVX2 were detected; C's rows
+                        // are contiguous, alpha 1 and beta 0.
+                        unsafe { gemv_columns_avx512(&plain, &a, &b, 0..n, &store, Some(out.0)) };
+                    } else {
+                        gemv_columns(&plain, &a, &b, 0..n, &store);
+                    }
+                    c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                };
+                assert_eq!(direct(true), direct(false), "{m}x{k}x{n}, rows written directly");
             }
             return;
         }

@@ -16,12 +16,12 @@ mod conv_geometry;
 mod phase_planes;
 mod direct_window;
 mod depthwise_f32;
-mod depthwise_phases;
 mod conv_packed;
-mod conv_direct;
-mod conv_dots;
 #[cfg(test)]
 mod conv_reference;
+mod depthwise_phases;
+mod conv_direct;
+mod conv_dots;
 mod conv;
 mod conv_transpose;
 mod deform_conv;
