@@ -179,7 +179,55 @@ macro_rules! with_slices {
 }
 
 fn run_arith<T: Arith>(kind: BinaryKind, a: TensorView, b: TensorView, out: &mut TensorViewMut) -> Result<()> {
-    with_slices!(T, a, b, out, |x, y, o, shape| arith(kind, x, y, o, shape))
+    with_slices!(T, a, b, out, |x, y, o, shape| arith_widest(kind, x, y, o, shape))
+}
+
+/// [`arith`] compiled for the widest vectors the CPU has (AVX-512, AVX2,
+/// else the baseline the crate is built for): the same per-element
+/// arithmetic, so the same bits.
+fn arith_widest<T: Arith>(
+    kind: BinaryKind,
+    x: (&[T], &[usize]),
+    y: (&[T], &[usize]),
+    o: &mut [T],
+    shape: &[usize],
+) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { arith_avx512(kind, x, y, o, shape) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { arith_avx2(kind, x, y, o, shape) };
+        }
+    }
+    arith(kind, x, y, o, shape)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn arith_avx512<T: Arith>(
+    kind: BinaryKind,
+    x: (&[T], &[usize]),
+    y: (&[T], &[usize]),
+    o: &mut [T],
+    shape: &[usize],
+) -> Result<()> {
+    arith(kind, x, y, o, shape)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn arith_avx2<T: Arith>(
+    kind: BinaryKind,
+    x: (&[T], &[usize]),
+    y: (&[T], &[usize]),
+    o: &mut [T],
+    shape: &[usize],
+) -> Result<()> {
+    arith(kind, x, y, o, shape)
 }
 
 /// Half floats compute in f32 on widened copies, rounding each result once.
@@ -194,6 +242,7 @@ fn run_arith_half<H: Half>(kind: BinaryKind, a: TensorView, b: TensorView, out: 
     Ok(())
 }
 
+#[inline(always)]
 fn arith<T: Arith>(kind: BinaryKind, x: (&[T], &[usize]), y: (&[T], &[usize]), o: &mut [T], shape: &[usize]) -> Result<()> {
     match kind {
         BinaryKind::Add => map2(x, y, o, shape, T::add),

@@ -84,7 +84,9 @@ impl<const N: usize> Plan<N> {
     }
 
     /// Calls `f(out_offset, input_offsets)` for the start of every innermost
-    /// run, in output order.
+    /// run, in output order. Always inlined, so that `f` is compiled for
+    /// the caller's target features (see `binary::arith_widest`).
+    #[inline(always)]
     pub(super) fn for_each_run(&self, mut f: impl FnMut(usize, [usize; N])) {
         let outer = &self.dims[..self.dims.len() - 1];
         let count: usize = outer.iter().product();
