@@ -234,7 +234,7 @@ struct Call<'a> {
 }
 
 /// The vector instructions this CPU has for the tile.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Isa {
     #[cfg(target_arch = "x86_64")]
     Avx512,
@@ -388,9 +388,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_reference::{reference, values, Case};
+    use super::super::conv_reference::{assert_matches_reference, Case};
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn isas() -> Vec<Isa> {
         let mut out = Vec::new();
@@ -432,32 +431,11 @@ mod tests {
             case([3, 4, 7, 33], 17, [3, 3], [1, 2], [1, 1, 0, 2], [1, 1], 1),
         ];
         for (i, t) in cases.iter().enumerate() {
-            let [n, c, h, wd] = t.x;
-            let (cg, m) = (c / t.group, t.m);
             let g = t.geometry();
-            let x = values(n * c * h * wd, 1 + i as u64);
-            let w = values(m * cg * t.kernel[0] * t.kernel[1], 100 + i as u64);
-            let b = values(m, 200 + i as u64);
-            let (want, scale) = reference(&g, &x, &w, &b);
-            let terms = (cg * g.k_size + 1) as f64;
-            for (&isa, threads) in isas.iter().flat_map(|isa| [(isa, 1), (isa, 3)]) {
-                let finished: Vec<AtomicUsize> = (0..want.len()).map(|_| AtomicUsize::new(0)).collect();
-                let finish = |start: usize, run: &mut [f32]| {
-                    for (j, v) in run.iter_mut().enumerate() {
-                        finished[start + j].fetch_add(1, Ordering::Relaxed);
-                        *v = 2.0 * *v + 3.0;
-                    }
-                };
-                let mut y = vec![f32::NAN; want.len()];
-                let pool = crate::parallel::Threads::new(threads).unwrap();
-                assert!(pool.install(|| conv_direct_with(isa, &g, &x, &w, Some(&b), &mut y, &finish)), "case {i}");
-                assert!(finished.iter().all(|f| f.load(Ordering::Relaxed) == 1), "case {i}: an output not finished once");
-                for (j, ((&got, &want), &s)) in y.iter().zip(&want).zip(&scale).enumerate() {
-                    // The epilogue's own rounding (2v + 3, then undone here) adds to it.
-                    let bound = 2.0 * terms * f32::EPSILON as f64 * s + 4.0 * f32::EPSILON as f64 * (want.abs() + 2.0);
-                    let got = (got as f64 - 3.0) / 2.0;
-                    assert!((got - want).abs() <= bound, "case {i}, output {j}: {got} against {want} (bound {bound})");
-                }
+            for &isa in &isas {
+                assert_matches_reference(&format!("case {i}, {isa:?}"), &g, i as u64, |x, w, b, y, finish| {
+                    conv_direct_with(isa, &g, x, w, Some(b), y, finish)
+                });
             }
         }
     }

@@ -213,9 +213,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_reference::{reference, values, Case};
+    use super::super::conv_reference::{assert_matches_reference, Case};
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// 1 x 1 to 4 x 4 outputs from strided, dilated and padded windows,
     /// groups, odd channel counts (a pair cut short), window lengths with
@@ -243,35 +242,11 @@ mod tests {
             case([1, 8, 4, 3], 5, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
         ];
         for (i, t) in cases.iter().enumerate() {
-            let [n, c, h, wd] = t.x;
             let g = t.geometry();
             assert!(pays(&g) && !g.is_depthwise(), "case {i} exercises the kernel");
-            let x = values(n * c * h * wd, 1 + i as u64);
-            let w = values(t.m * c / t.group * g.k_size, 100 + i as u64);
-            let b = values(t.m, 200 + i as u64);
-            let (want, scale) = reference(&g, &x, &w, &b);
-            let terms = (c / t.group * g.k_size + 1) as f64;
-            for threads in [1, 3] {
-                let finished: Vec<AtomicUsize> = (0..want.len()).map(|_| AtomicUsize::new(0)).collect();
-                let finish = |start: usize, run: &mut [f32]| {
-                    for (j, v) in run.iter_mut().enumerate() {
-                        finished[start + j].fetch_add(1, Ordering::Relaxed);
-                        *v = 2.0 * *v + 3.0;
-                    }
-                };
-                let mut y = vec![f32::NAN; want.len()];
-                let pool = crate::parallel::Threads::new(threads).unwrap();
-                let ran = pool.install(|| {
-                    crate::math::install(crate::math::Math::Fast, || conv_dots(&g, &x, &w, Some(&b), &mut y, &finish))
-                });
-                assert!(ran, "case {i}");
-                assert!(finished.iter().all(|f| f.load(Ordering::Relaxed) == 1), "case {i}: an output not finished once");
-                for (j, ((&got, &want), &s)) in y.iter().zip(&want).zip(&scale).enumerate() {
-                    let bound = 2.0 * terms * f32::EPSILON as f64 * s + 4.0 * f32::EPSILON as f64 * (want.abs() + 2.0);
-                    let got = (got as f64 - 3.0) / 2.0;
-                    assert!((got - want).abs() <= bound, "case {i}, output {j}: {got} against {want} (bound {bound})");
-                }
-            }
+            assert_matches_reference(&format!("case {i}"), &g, i as u64, |x, w, b, y, finish| {
+                crate::math::install(crate::math::Math::Fast, || conv_dots(&g, x, w, Some(b), y, finish))
+            });
         }
     }
 }

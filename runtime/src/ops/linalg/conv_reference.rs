@@ -79,3 +79,42 @@ pub fn reference(g: &ConvGeometry, x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f64>
     }
     (sums, scale)
 }
+
+/// Runs `kernel` (the convolution of `g` on seeded inputs, returning
+/// whether it ran) on 1 and 3 threads and asserts that it ran, that it
+/// finished each output exactly once, and that each output is within the
+/// bound of reordered f32 sums of the naive f64 convolution. `label`
+/// names the case in failures.
+pub fn assert_matches_reference(
+    label: &str,
+    g: &ConvGeometry,
+    seed: u64,
+    kernel: impl Fn(&[f32], &[f32], &[f32], &mut [f32], &(dyn Fn(usize, &mut [f32]) + Sync)) -> bool,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cg = g.c / g.group;
+    let x = values(g.n * g.c * g.in_size, 1 + seed);
+    let w = values(g.m * cg * g.k_size, 100 + seed);
+    let b = values(g.m, 200 + seed);
+    let (want, scale) = reference(g, &x, &w, &b);
+    let terms = (cg * g.k_size + 1) as f64;
+    for threads in [1, 3] {
+        let finished: Vec<AtomicUsize> = (0..want.len()).map(|_| AtomicUsize::new(0)).collect();
+        let finish = |start: usize, run: &mut [f32]| {
+            for (j, v) in run.iter_mut().enumerate() {
+                finished[start + j].fetch_add(1, Ordering::Relaxed);
+                *v = 2.0 * *v + 3.0;
+            }
+        };
+        let mut y = vec![f32::NAN; want.len()];
+        let pool = crate::parallel::Threads::new(threads).unwrap();
+        assert!(pool.install(|| kernel(&x, &w, &b, &mut y, &finish)), "{label}: the kernel did not run");
+        assert!(finished.iter().all(|f| f.load(Ordering::Relaxed) == 1), "{label}: an output not finished once");
+        for (j, ((&got, &want), &s)) in y.iter().zip(&want).zip(&scale).enumerate() {
+            // The epilogue's own rounding (2v + 3, then undone here) adds to it.
+            let bound = 2.0 * terms * f32::EPSILON as f64 * s + 4.0 * f32::EPSILON as f64 * (want.abs() + 2.0);
+            let got = (got as f64 - 3.0) / 2.0;
+            assert!((got - want).abs() <= bound, "{label}, output {j}: {got} against {want} (bound {bound})");
+        }
+    }
+}

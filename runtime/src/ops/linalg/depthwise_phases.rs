@@ -252,9 +252,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_reference::{reference, values, Case};
+    use super::super::conv_reference::{assert_matches_reference, values, Case};
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Strides 1 to 3 (each axis its own), dilation, uneven padding, 3 x 3
     /// to 7 x 7 windows, channel multipliers, batches, planes whose virtual
@@ -282,36 +281,11 @@ mod tests {
             case([1, 2, 12, 12], 2, [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], 2),
         ];
         for (i, t) in cases.iter().enumerate() {
-            let [n, c, h, wd] = t.x;
             let g = t.geometry();
             assert!(g.is_depthwise() && g.out_size >= MIN_OUTPUTS, "case {i} exercises the kernel");
-            let x = values(n * c * h * wd, 1 + i as u64);
-            let w = values(t.m * g.k_size, 100 + i as u64);
-            let b = values(t.m, 200 + i as u64);
-            let (want, scale) = reference(&g, &x, &w, &b);
-            let terms = (g.k_size + 1) as f64;
-            for threads in [1, 3] {
-                let finished: Vec<AtomicUsize> = (0..want.len()).map(|_| AtomicUsize::new(0)).collect();
-                let finish = |start: usize, run: &mut [f32]| {
-                    for (j, v) in run.iter_mut().enumerate() {
-                        finished[start + j].fetch_add(1, Ordering::Relaxed);
-                        *v = 2.0 * *v + 3.0;
-                    }
-                };
-                let mut y = vec![f32::NAN; want.len()];
-                let pool = crate::parallel::Threads::new(threads).unwrap();
-                let ran = pool.install(|| {
-                    crate::math::install(crate::math::Math::Fast, || depthwise_phases(&g, &x, &w, Some(&b), &mut y, &finish))
-                });
-                assert!(ran, "case {i}");
-                assert!(finished.iter().all(|f| f.load(Ordering::Relaxed) == 1), "case {i}: an output not finished once");
-                for (j, ((&got, &want), &s)) in y.iter().zip(&want).zip(&scale).enumerate() {
-                    // The epilogue's own rounding (2v + 3, then undone here) adds to it.
-                    let bound = 2.0 * terms * f32::EPSILON as f64 * s + 4.0 * f32::EPSILON as f64 * (want.abs() + 2.0);
-                    let got = (got as f64 - 3.0) / 2.0;
-                    assert!((got - want).abs() <= bound, "case {i}, output {j}: {got} against {want} (bound {bound})");
-                }
-            }
+            assert_matches_reference(&format!("case {i}"), &g, i as u64, |x, w, b, y, finish| {
+                crate::math::install(crate::math::Math::Fast, || depthwise_phases(&g, x, w, Some(b), y, finish))
+            });
         }
         // The exact mode and tiny planes are left to the other kernels.
         let g = case([1, 2, 7, 7], 2, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 2).geometry();
