@@ -29,7 +29,7 @@ use std::ops::Range;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a worker spins for its next piece while a run is installed.
@@ -233,17 +233,13 @@ impl Pool {
             resume_unwind(p);
         }
     }
-
-    fn thread(&self, i: usize) -> &Thread {
-        self.handles[i].thread()
-    }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        for (i, slot) in self.shared.slots.iter().enumerate() {
+        for (slot, handle) in self.shared.slots.iter().zip(&self.handles) {
             slot.state.store(STOP, Ordering::SeqCst);
-            self.thread(i).unpark();
+            handle.thread().unpark();
         }
         for handle in self.handles.drain(..) {
             let _ = handle.join();

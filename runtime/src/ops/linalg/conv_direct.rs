@@ -388,7 +388,7 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_reference::{assert_matches_reference, Case};
+    use super::super::conv_reference::{assert_matches_reference, case};
     use super::*;
 
     fn isas() -> Vec<Isa> {
@@ -417,7 +417,6 @@ mod tests {
             eprintln!("skipped: 1 test (this CPU has no AVX2 and FMA, so there is no direct kernel)");
             return;
         }
-        let case = |x, m, kernel, strides, pads, dilations, group| Case { x, m, kernel, strides, pads, dilations, group };
         let cases = [
             case([2, 3, 20, 70], 4, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
             case([1, 8, 10, 33], 48, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1),

@@ -60,14 +60,17 @@ pub(super) fn conv_dots(
         let kdim = cg * g.k_size;
         let positions = g.out_size;
         let out = super::gemm_kernel::Shared(y.as_mut_ptr());
+        let taps = WindowTaps::new(g);
+        let grain = crate::parallel::grain_macs(positions * kdim);
         with_scratch::<f32, _>(positions * kdim, |windows| {
+            // Taps on padding stay zero: every gather writes the same elements.
+            windows.fill(0.0);
             for n in 0..g.n {
                 for grp in 0..g.group {
                     let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
-                    gather_windows(g, x_g, windows);
+                    taps.gather(g, x_g, windows);
                     let windows: &[f32] = windows;
                     let first = n * g.m + grp * mg;
-                    let grain = crate::parallel::grain_macs(positions * kdim);
                     crate::parallel::par_ranges(mg, grain, |channels| {
                         let start = (first + channels.start) * positions;
                         // SAFETY: the planes of this piece's output channels
@@ -95,37 +98,43 @@ pub(super) fn conv_dots(
     false
 }
 
-/// Writes each output position's window of the `c/group` input planes
-/// `x` into row p of `windows` (`out_size` rows of `c/group · kh · kw`, in
-/// the weights' order), zero where it reads padding.
-fn gather_windows(g: &ConvGeometry, x: &[f32], windows: &mut [f32]) {
-    let win = &g.win;
-    let (ih, iw, ow) = (g.in_spatial[0], g.in_spatial[1], g.out_spatial[1]);
-    let (kh, kw) = (win.kernel_shape[0], win.kernel_shape[1]);
-    let kdim = g.c / g.group * g.k_size;
-    // The taps inside the input at each position, the same for every
-    // plane: (position, tap, offset in the plane).
-    let mut inside = Vec::with_capacity(g.out_size * g.k_size);
-    for p in 0..g.out_size {
-        let (oy, ox) = (p / ow, p % ow);
-        for ky in 0..kh {
-            let Some(iy) = (oy * win.strides[0] + ky * win.dilations[0]).checked_sub(win.pad_begin(0)) else { continue };
-            for kx in 0..kw {
-                let Some(ix) = (ox * win.strides[1] + kx * win.dilations[1]).checked_sub(win.pad_begin(1)) else { continue };
-                if iy < ih && ix < iw {
-                    inside.push((p * kdim + ky * kw + kx, iy * iw + ix));
+/// The taps of each output position's window that read inside the input,
+/// the same for every input plane: where each goes in the position-major
+/// windows matrix (`out_size` rows of `c/group · kh · kw`, in the weights'
+/// order; the other elements, taps on padding, are zero), and where it
+/// reads in a plane.
+struct WindowTaps(Vec<(usize, usize)>);
+
+impl WindowTaps {
+    fn new(g: &ConvGeometry) -> WindowTaps {
+        let win = &g.win;
+        let (ih, iw, ow) = (g.in_spatial[0], g.in_spatial[1], g.out_spatial[1]);
+        let (kh, kw) = (win.kernel_shape[0], win.kernel_shape[1]);
+        let kdim = g.c / g.group * g.k_size;
+        let mut inside = Vec::with_capacity(g.out_size * g.k_size);
+        for p in 0..g.out_size {
+            let (oy, ox) = (p / ow, p % ow);
+            for ky in 0..kh {
+                let Some(iy) = (oy * win.strides[0] + ky * win.dilations[0]).checked_sub(win.pad_begin(0)) else { continue };
+                for kx in 0..kw {
+                    let Some(ix) = (ox * win.strides[1] + kx * win.dilations[1]).checked_sub(win.pad_begin(1)) else { continue };
+                    if iy < ih && ix < iw {
+                        inside.push((p * kdim + ky * kw + kx, iy * iw + ix));
+                    }
                 }
             }
         }
+        WindowTaps(inside)
     }
-    let windows = &mut windows[..g.out_size * kdim];
-    if inside.len() < g.out_size * g.k_size {
-        windows.fill(0.0);
-    }
-    for (c, plane) in x.chunks_exact(g.in_size).enumerate() {
-        let windows = &mut windows[c * g.k_size..];
-        for &(at, offset) in &inside {
-            windows[at] = plane[offset];
+
+    /// Writes the windows of the `c/group` input planes `x` into
+    /// `windows`, whose taps on padding are already zero.
+    fn gather(&self, g: &ConvGeometry, x: &[f32], windows: &mut [f32]) {
+        for (c, plane) in x.chunks_exact(g.in_size).enumerate() {
+            let windows = &mut windows[c * g.k_size..];
+            for &(at, offset) in &self.0 {
+                windows[at] = plane[offset];
+            }
         }
     }
 }
@@ -213,7 +222,7 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_reference::{assert_matches_reference, Case};
+    use super::super::conv_reference::{assert_matches_reference, case, has_avx512};
     use super::*;
 
     /// 1 x 1 to 4 x 4 outputs from strided, dilated and padded windows,
@@ -222,15 +231,10 @@ mod tests {
     /// the bound of reordered f32 sums, each output finished exactly once.
     #[test]
     fn dot_convolutions_match_the_reference_and_finish_each_output_once() {
-        #[cfg(target_arch = "x86_64")]
-        let has_avx512 = std::arch::is_x86_feature_detected!("avx512f");
-        #[cfg(not(target_arch = "x86_64"))]
-        let has_avx512 = false;
-        if !has_avx512 {
+        if !has_avx512() {
             eprintln!("skipped: 1 test (this CPU has no AVX-512, so there is no dot kernel)");
             return;
         }
-        let case = |x, m, kernel, strides, pads, dilations, group| Case { x, m, kernel, strides, pads, dilations, group };
         let cases = [
             case([2, 32, 2, 2], 32, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 1),
             case([1, 16, 3, 3], 64, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),

@@ -47,6 +47,14 @@ impl ConvGeometry {
         s
     }
 
+    /// The extent of spatial axis `d` padded so that it holds the input,
+    /// its padding and every window of every output position.
+    pub fn padded_extent(&self, d: usize) -> usize {
+        let win = &self.win;
+        let padded = self.in_spatial[d] + win.pad_begin(d) + win.pad_end(d);
+        padded.max(self.out_spatial[d].saturating_sub(1) * win.strides[d] + win.span(d))
+    }
+
     /// Whether the input plane already is the im2col matrix: a 1×1 kernel,
     /// unit strides and no padding.
     pub fn is_pointwise(&self) -> bool {

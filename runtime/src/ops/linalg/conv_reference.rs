@@ -29,6 +29,27 @@ pub struct Case {
     pub group: usize,
 }
 
+/// A [`Case`] from its fields in order.
+pub fn case(
+    x: [usize; 4],
+    m: usize,
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    pads: [usize; 4],
+    dilations: [usize; 2],
+    group: usize,
+) -> Case {
+    Case { x, m, kernel, strides, pads, dilations, group }
+}
+
+/// Whether this CPU runs the AVX-512 kernels.
+pub fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 impl Case {
     pub fn geometry(&self) -> ConvGeometry {
         let [n, c, h, w] = self.x;

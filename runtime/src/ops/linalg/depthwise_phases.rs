@@ -97,12 +97,8 @@ struct Phases {
 impl Phases {
     fn new(g: &ConvGeometry) -> Option<Phases> {
         let win = &g.win;
-        let extent = |d: usize| {
-            let padded = g.in_spatial[d] + win.pad_begin(d) + win.pad_end(d);
-            padded.max(g.out_spatial[d].saturating_sub(1) * win.strides[d] + win.span(d))
-        };
         let (sy, sx) = (win.strides[0].max(1), win.strides[1].max(1));
-        let (ph, pw) = (extent(0).div_ceil(sy), extent(1).div_ceil(sx));
+        let (ph, pw) = (g.padded_extent(0).div_ceil(sy), g.padded_extent(1).div_ceil(sx));
         let (kh, kw) = (win.kernel_shape[0], win.kernel_shape[1]);
         let (dy, dx) = (win.dilations[0], win.dilations[1]);
         let mut offsets = Vec::with_capacity(kh * kw);
@@ -252,7 +248,7 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_reference::{assert_matches_reference, values, Case};
+    use super::super::conv_reference::{assert_matches_reference, case, has_avx512, values};
     use super::*;
 
     /// Strides 1 to 3 (each axis its own), dilation, uneven padding, 3 x 3
@@ -261,15 +257,10 @@ mod tests {
     /// bound of reordered f32 sums, each output finished exactly once.
     #[test]
     fn phase_convolutions_match_the_reference_and_finish_each_output_once() {
-        #[cfg(target_arch = "x86_64")]
-        let has_avx512 = std::arch::is_x86_feature_detected!("avx512f");
-        #[cfg(not(target_arch = "x86_64"))]
-        let has_avx512 = false;
-        if !has_avx512 {
+        if !has_avx512() {
             eprintln!("skipped: 1 test (this CPU has no AVX-512, so there is no phase kernel)");
             return;
         }
-        let case = |x, m, kernel, strides, pads, dilations, group| Case { x, m, kernel, strides, pads, dilations, group };
         let cases = [
             case([1, 5, 7, 7], 5, [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 5),
             case([2, 3, 14, 14], 3, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 3),

@@ -32,13 +32,8 @@ impl PhasePlanes {
     /// The layout for a 2-D window: every window of every output position
     /// inside the padded plane.
     pub fn new(g: &ConvGeometry) -> PhasePlanes {
-        let win = &g.win;
-        let extent = |d: usize| {
-            let padded = g.in_spatial[d] + win.pad_begin(d) + win.pad_end(d);
-            padded.max(g.out_spatial[d].saturating_sub(1) * win.strides[d] + win.span(d))
-        };
-        let sx = win.strides[1].max(1);
-        let (rows, padded_w) = (extent(0), extent(1));
+        let sx = g.win.strides[1].max(1);
+        let (rows, padded_w) = (g.padded_extent(0), g.padded_extent(1));
         let phase = padded_w.div_ceil(sx);
         PhasePlanes { sx, phase, row: sx * phase, plane: rows * sx * phase }
     }
