@@ -1,5 +1,6 @@
 //! The accuracy table of benches/RESULTS.md: every testdata model built in
-//! FP16 and in INT8 with each calibrator, compared with its FP32 engine on
+//! FP16, in INT8 with each calibrator and in FP8 (min-max, `--fp8`'s
+//! default), compared with its FP32 engine on
 //! the CPU executor (which emulates the GPU kernels' arithmetic exactly).
 //! Calibration uses 8 synthetic batches (seeds 0-7), evaluation 8 others
 //! (seeds 100-107): float inputs uniform in [-1, 1), token ids shuffled
@@ -23,8 +24,10 @@ fn main() -> anyhow::Result<()> {
         .collect();
     models.sort();
     let calibrators = [Calibrator::Entropy, Calibrator::MinMax, Calibrator::Percentile(99.99)];
-    println!("| model | fp16 cosine | int8 entropy | int8 minmax | int8 percentile 99.99 | int8 layers | top-1 (entropy) |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| model | fp16 cosine | int8 entropy | int8 minmax | int8 percentile 99.99 | int8 layers | top-1 (entropy) | fp8 minmax | fp8 layers | top-1 (fp8) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for m in &models {
         let name = m.file_stem().unwrap_or_default().to_string_lossy().to_string();
         let template = trtc::npz::read_npz(&m.with_file_name(format!("{name}.inputs.npz")))?;
@@ -62,8 +65,22 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         }
+        let mut o = BuildOptions::default();
+        o.precision.fp8 = true;
+        o.int8.calib_dir = Some(tmp.clone());
+        o.int8.calib.calibrator = Calibrator::MinMax;
+        let fp8 = build_file(m, &o)?;
+        let r8 = trtc::accuracy::evaluate(&reference, &Engine::from_bytes(&fp8.engine)?, &eval, false)?;
+        let n8 = fp8.precision.layers.get(&Precision::Fp8).copied().unwrap_or(0);
+        let all: usize = fp8.precision.layers.values().sum();
+        let top1_fp8 = r8.outputs.iter().find_map(|o| o.top1).map_or("-".to_string(), |(a, n)| format!("{a}/{n}"));
         let _ = std::fs::remove_dir_all(&tmp);
-        println!("| {name} | {:.7} | {} | {layers} | {top1} |", worst(&r16), cells.join(" | "));
+        println!(
+            "| {name} | {:.7} | {} | {layers} | {top1} | {:.6} | {n8}/{all} | {top1_fp8} |",
+            worst(&r16),
+            cells.join(" | "),
+            worst(&r8)
+        );
     }
     Ok(())
 }

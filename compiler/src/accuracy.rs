@@ -20,7 +20,7 @@ use crate::precision::calib::Batch;
 use anyhow::Result;
 use std::collections::HashMap;
 use trtc_runtime::ops::elementwise::Cast;
-use trtc_runtime::ops::precision::{Int8Output, Precision, PrecisionOp};
+use trtc_runtime::ops::precision::{requantize_fp8, Fp8Output, Int8Output, Precision, PrecisionOp};
 use trtc_runtime::plan::{Plan, Storage, TensorId};
 use trtc_runtime::{DType, Engine, Op, Tensor, TensorView};
 
@@ -128,14 +128,27 @@ pub struct AccuracyReport {
     pub layers: Vec<TensorAccuracy>,
 }
 
-/// Values of a layer output as f64; int8 outputs are dequantized with the
-/// scale the layer requantized with.
+/// The scale a quantized layer requantizes its output with, if it does.
+fn output_scale(op: &Op) -> Option<f32> {
+    match op {
+        Op::Precision(PrecisionOp::Int8Linear(l)) => match l.output {
+            Int8Output::Int8 { scale } => Some(scale),
+            _ => None,
+        },
+        Op::Precision(PrecisionOp::Fp8Linear(l)) => match l.output {
+            Fp8Output::Fp8 { scale } => Some(scale),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Values of a layer output as f64; int8 and FP8 outputs are dequantized
+/// with the scale the layer requantized with.
 fn values(op: &Op, v: &TensorView<'_>) -> Vec<f64> {
     let mut x = v.to_f64_vec();
-    if let Op::Precision(PrecisionOp::Int8Linear(l)) = op {
-        if let Int8Output::Int8 { scale } = l.output {
-            x.iter_mut().for_each(|e| *e *= scale as f64);
-        }
+    if let Some(scale) = output_scale(op) {
+        x.iter_mut().for_each(|e| *e *= scale as f64);
     }
     x
 }
@@ -239,17 +252,11 @@ fn isolate(
 ) -> Vec<(String, Vec<f64>, Vec<f64>)> {
     let mut computed: HashMap<TensorId, Tensor> = HashMap::new();
     let mut out = Vec::new();
-    // The scale each int8 tensor's producer requantizes with.
+    // The scale each int8 or FP8 tensor's producer requantizes with.
     let int8_scales: HashMap<TensorId, f32> = plan
         .layers
         .iter()
-        .filter_map(|l| match &l.op {
-            Op::Precision(PrecisionOp::Int8Linear(q)) => match q.output {
-                Int8Output::Int8 { scale } => Some(l.outputs.iter().map(move |&o| (o, scale))),
-                _ => None,
-            },
-            _ => None,
-        })
+        .filter_map(|l| output_scale(&l.op).map(|scale| l.outputs.iter().map(move |&o| (o, scale))))
         .flatten()
         .collect();
     for layer in &plan.layers {
@@ -286,7 +293,7 @@ fn isolate(
 /// The value a layer of the reduced-precision plan reads as tensor `id`
 /// when everything before it ran in FP32: a weight as it is; FP32's tensor
 /// of the same name converted to this one's type (f16 and bf16 rounded,
-/// int8 quantized with the scale its producer requantizes with); else the
+/// int8 and FP8 quantized with the scale its producer requantizes with); else the
 /// value its producer computed on such inputs (the casts and quantizers the
 /// precision passes insert have no FP32 counterpart).
 fn fed(
@@ -315,6 +322,12 @@ fn fed(
                     let q: Vec<i8> =
                         r.to_f64_vec().iter().map(|v| (v / scale as f64).round_ties_even().clamp(-128.0, 127.0) as i8).collect();
                     return Tensor::from_vec(desc.ty.shape.clone(), q).ok();
+                }
+            }
+            DType::F8E4M3FN if r.dtype() == DType::F32 => {
+                if let Some(&scale) = int8_scales.get(&id) {
+                    let q: Vec<u8> = r.as_slice::<f32>().ok()?.iter().map(|&v| requantize_fp8(v, scale)).collect();
+                    return Tensor::from_bytes(desc.ty.clone(), &q).ok();
                 }
             }
             _ => {}

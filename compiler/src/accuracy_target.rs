@@ -135,7 +135,7 @@ fn choose(
 ) -> Option<(String, Precision)> {
     let error = |l: &TensorAccuracy| l.isolated.map(|i| if i.cosine.is_nan() { 2.0 } else { 1.0 - i.cosine });
     let up = |l: &TensorAccuracy| {
-        if l.precision == Precision::Int8 && opts.precision.fp16 {
+        if matches!(l.precision, Precision::Int8 | Precision::Fp8) && opts.precision.fp16 {
             Precision::Fp16
         } else {
             Precision::Fp32

@@ -1,7 +1,7 @@
 //! The build pipeline: ONNX file → engine bytes.
 //!
-//! import → optimize (FP32) → calibrate (with `--int8`) → precision
-//! (explicit Q/DQ, INT8, FP16) → lower → kernels (GPU targets: tactic
+//! import → optimize (FP32) → calibrate (with `--int8` or `--fp8`) →
+//! precision (explicit Q/DQ, INT8 or FP8, FP16) → lower → kernels (GPU targets: tactic
 //! choice and NVRTC) → serialize.
 
 use crate::frontend::onnx::{self, ImportOptions};
@@ -265,8 +265,13 @@ impl BuildOptions {
         if self.precision.fp16 {
             flags.push("--fp16".into());
         }
-        if self.precision.int8 {
-            flags.push("--int8".into());
+        if self.precision.int8 || self.precision.fp8 {
+            if self.precision.int8 {
+                flags.push("--int8".into());
+            }
+            if self.precision.fp8 {
+                flags.push("--fp8".into());
+            }
             // With a cache the scales are the cache's, whether made by this
             // build or reused, so both give the same engine.
             if self.int8.cache.is_some() || self.int8.cache_given.is_some() {
@@ -301,8 +306,9 @@ pub struct Built {
     pub engine: Vec<u8>,
 }
 
-/// Calibration scales for an INT8 build of the optimized FP32 `graph`.
-fn calibration(graph: &Graph, opts: &Int8Options, profiles: &[ShapeProfile]) -> Result<(CalibrationCache, bool)> {
+/// Calibration scales for an INT8 or FP8 build (`flag`: `--int8` or
+/// `--fp8`) of the optimized FP32 `graph`.
+fn calibration(graph: &Graph, opts: &Int8Options, profiles: &[ShapeProfile], flag: &str) -> Result<(CalibrationCache, bool)> {
     if let Some(cache) = &opts.cache_given {
         return Ok((cache.clone(), true));
     }
@@ -313,8 +319,8 @@ fn calibration(graph: &Graph, opts: &Int8Options, profiles: &[ShapeProfile]) -> 
     }
     if opts.calib_dir.is_none() && opts.batches.is_empty() {
         match &opts.cache {
-            Some(p) => bail!("--int8: the calibration cache {} does not exist; give --calib DIR to create it", p.display()),
-            None => bail!("--int8 needs calibration data: --calib DIR (batches as .npz/.npy), or --calib-cache FILE"),
+            Some(p) => bail!("{flag}: the calibration cache {} does not exist; give --calib DIR to create it", p.display()),
+            None => bail!("{flag} needs calibration data: --calib DIR (batches as .npz/.npy), or --calib-cache FILE"),
         }
     }
     let target = CalibrationTarget::of(graph, profiles)?;
@@ -424,13 +430,26 @@ impl<'g> CalibrationTarget<'g> {
     }
 }
 
+/// The oldest GPUs with FP8 (E4M3) tensor cores: Ada, sm_89.
+pub const FP8_MIN_SM: u32 = 89;
+
 /// Optimizes an imported graph and compiles it into engine bytes.
 pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
     let flags = opts.provenance_flags();
     let imported_nodes = graph.op_count();
     let pass_stats = crate::passes::optimize(&mut graph, &opts.passes)?;
     let reference = graph.clone();
-    let calibration = if opts.precision.int8 { Some(calibration(&graph, &opts.int8, &opts.profiles)?) } else { None };
+    if let (true, Target::Cuda { sm, .. }) = (opts.precision.fp8, &opts.target) {
+        if *sm < FP8_MIN_SM {
+            bail!("--fp8 needs FP8 tensor cores, sm_{FP8_MIN_SM} (Ada) or newer; the target is sm_{sm} (use --int8 or --fp16)");
+        }
+    }
+    let calibration = match (opts.precision.int8, opts.precision.fp8) {
+        (true, true) => bail!("--int8 and --fp8 cannot be combined: give one (pin single layers with --layer-precision)"),
+        (true, false) => Some(calibration(&graph, &opts.int8, &opts.profiles, "--int8")?),
+        (false, true) => Some(calibration(&graph, &opts.int8, &opts.profiles, "--fp8")?),
+        (false, false) => None,
+    };
     let scales: BTreeMap<String, f32> = calibration.as_ref().map(|(c, _)| c.scales.clone()).unwrap_or_default();
     let fp16_wanted = opts.precision.fp16 || opts.precision.layer_precisions.iter().any(|(_, p)| *p == Precision::Fp16);
     let (ranges, range_source) =

@@ -74,7 +74,7 @@ struct ServeArgs {
     args: Vec<std::ffi::OsString>,
 }
 
-/// Calibration flags shared by `build --int8` and `calibrate`.
+/// Calibration flags shared by `build --int8`/`--fp8` and `calibrate`.
 #[derive(clap::Args)]
 struct CalibFlags {
     /// Calibration batches: a folder of .npz files (keys are input names) or
@@ -87,9 +87,10 @@ struct CalibFlags {
     #[arg(long, value_name = "N")]
     calib_batches: Option<usize>,
     /// entropy (TensorRT's EntropyCalibration2), minmax, or percentile[=P]
-    /// (default P = 99.99).
-    #[arg(long, default_value = "entropy")]
-    calibrator: trtc::precision::calib::Calibrator,
+    /// (default P = 99.99). Default: entropy, or minmax with --fp8 (FP8's
+    /// exponent covers the range an int8 grid clips).
+    #[arg(long)]
+    calibrator: Option<trtc::precision::calib::Calibrator>,
     /// Calibration cache in TensorRT's format: reused when the file exists
     /// (no calibration runs), written after calibrating otherwise.
     #[arg(long, value_name = "FILE")]
@@ -97,8 +98,11 @@ struct CalibFlags {
 }
 
 impl CalibFlags {
-    fn options(&self) -> Result<build::Int8Options> {
-        let calibrator = self.calibrator;
+    /// The calibration options; `fp8` picks minmax as the default
+    /// calibrator.
+    fn options(&self, fp8: bool) -> Result<build::Int8Options> {
+        use trtc::precision::calib::Calibrator;
+        let calibrator = self.calibrator.unwrap_or(if fp8 { Calibrator::MinMax } else { Calibrator::Entropy });
         if self.calib_batches == Some(0) {
             bail!("--calib-batches must be at least 1");
         }
@@ -240,10 +244,15 @@ struct BuildArgs {
     /// else fp32.
     #[arg(long)]
     int8: bool,
+    /// Run Conv/Gemm/MatMul layers in FP8 (E4M3, f32 accumulation) with
+    /// calibrated scales, like --int8; GPU targets need sm_89 or newer.
+    #[arg(long, conflicts_with = "int8")]
+    fp8: bool,
     #[command(flatten)]
     calib: CalibFlags,
-    /// Pin layers to a precision: PATTERN=fp32|fp16|int8, globs over layer
-    /// names (repeatable; the last match wins), like trtexec's --layerPrecisions.
+    /// Pin layers to a precision: PATTERN=fp32|fp16|int8|fp8, globs over
+    /// layer names (repeatable; the last match wins), like trtexec's
+    /// --layerPrecisions.
     #[arg(long = "layer-precision", value_name = "PATTERN=PREC")]
     layer_precisions: Vec<String>,
     /// After building, compare the engine with the FP32 reference and print
@@ -455,19 +464,22 @@ impl TryFrom<&BuildArgs> for BuildOptions {
         opts.passes.disabled = a.disable_passes.clone();
         opts.precision.fp16 = a.fp16;
         opts.precision.int8 = a.int8;
+        opts.precision.fp8 = a.fp8;
         for p in &a.layer_precisions {
             opts.precision.layer_precisions.push(trtc::precision::PrecisionConfig::parse_pin(p)?);
         }
-        if a.int8 {
-            opts.int8 = a.calib.options()?;
+        if a.int8 || a.fp8 {
+            opts.int8 = a.calib.options(a.fp8)?;
         } else if a.calib.calib_cache.is_some() {
-            bail!("--calib-cache needs --int8");
+            bail!("--calib-cache needs --int8 or --fp8");
         } else if a.calib.calib.is_some() {
             // FP16 observes tensor ranges on the calibration data.
             if !a.fp16 {
-                bail!("--calib needs --int8 or --fp16");
+                bail!("--calib needs --int8, --fp8 or --fp16");
             }
-            opts.int8 = a.calib.options()?;
+            opts.int8 = a.calib.options(false)?;
+        } else if a.calib.calibrator.is_some() {
+            bail!("--calibrator needs --int8 or --fp8");
         }
         if (a.per_layer || a.accuracy_json.is_some()) && !a.accuracy_report {
             bail!("--per-layer and --accuracy-json go with --accuracy-report");
@@ -475,8 +487,8 @@ impl TryFrom<&BuildArgs> for BuildOptions {
         if a.accuracy_data.is_some() && !a.accuracy_report && a.accuracy_target.is_none() {
             bail!("--accuracy-data goes with --accuracy-report or --accuracy-target");
         }
-        if a.accuracy_target.is_some() && !a.fp16 && !a.int8 {
-            bail!("--accuracy-target needs reduced precision to trade: give --fp16 or --int8");
+        if a.accuracy_target.is_some() && !a.fp16 && !a.int8 && !a.fp8 {
+            bail!("--accuracy-target needs reduced precision to trade: give --fp16, --int8 or --fp8");
         }
         Ok(opts)
     }
@@ -536,27 +548,31 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
 /// What the build did, on stderr: calibration, precisions, kernels, and
 /// with `-v` the passes and the optimized IR.
 fn print_build_report(a: &BuildArgs, built: &build::Built) {
+    let quant = if a.fp8 { "fp8" } else { "int8" };
     if let Some((cache, from_file)) = &built.calibration {
         match (from_file, &a.calib.calib_cache) {
-            (true, Some(p)) => eprintln!("int8: {} scales from the calibration cache {}", cache.scales.len(), p.display()),
+            (true, Some(p)) => eprintln!("{quant}: {} scales from the calibration cache {}", cache.scales.len(), p.display()),
             (false, Some(p)) => eprintln!(
-                "int8: calibrated {} tensors ({}), cache written to {}",
+                "{quant}: calibrated {} tensors ({}), cache written to {}",
                 cache.scales.len(),
                 cache.calibrator,
                 p.display()
             ),
-            _ => eprintln!("int8: calibrated {} tensors ({})", cache.scales.len(), cache.calibrator),
+            _ => eprintln!("{quant}: calibrated {} tensors ({})", cache.scales.len(), cache.calibrator),
         }
     }
+    use trtc_runtime::ops::precision::Precision;
     if a.fp16
         || a.int8
+        || a.fp8
         || !a.layer_precisions.is_empty()
-        || built.precision.layers.contains_key(&trtc_runtime::ops::precision::Precision::Int8)
+        || built.precision.layers.contains_key(&Precision::Int8)
+        || built.precision.layers.contains_key(&Precision::Fp8)
     {
         let counts: Vec<String> = built.precision.layers.iter().map(|(p, n)| format!("{n} {}", p.name())).collect();
         eprintln!("precision: {} layers", counts.join(", "));
         for (layer, why) in &built.precision.int8_fallbacks {
-            eprintln!("  not int8: {layer}: {why}");
+            eprintln!("  not {quant}: {layer}: {why}");
         }
         if let Some(source) = &built.precision.fp16_range_source {
             eprintln!("fp16: {source}");
@@ -644,7 +660,7 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
         let (name, dims) = parse_shape(s)?;
         import.shapes.insert(name, dims);
     }
-    let opts = a.calib.options()?;
+    let opts = a.calib.options(false)?;
     let Some(dir) = opts.calib_dir.as_deref() else { bail!("calibrate needs --calib DIR") };
     let mut graph = trtc::frontend::onnx::import_file(&a.model, &import)?;
     trtc::passes::optimize(&mut graph, &Default::default())?;

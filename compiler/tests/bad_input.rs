@@ -265,8 +265,15 @@ fn bad_flag_values_name_the_flag_and_the_choices() {
     expect_error(&["build", model, "-o", out, "--accuracy-target", "cosine=0.999"], "--accuracy-target needs reduced precision");
     expect_error(&["build", model, "-o", out, "--fp16", "--accuracy-target", "psnr=30"], "unknown metric 'psnr'");
     // Calibration data feeds INT8 scales or FP16 ranges; a cache only INT8.
-    expect_error(&["build", model, "-o", out, "--calib", dir.0.to_str().unwrap()], "--calib needs --int8 or --fp16");
-    expect_error(&["build", model, "-o", out, "--fp16", "--calib-cache", "c.cache"], "--calib-cache needs --int8");
+    expect_error(&["build", model, "-o", out, "--calib", dir.0.to_str().unwrap()], "--calib needs --int8, --fp8 or --fp16");
+    expect_error(&["build", model, "-o", out, "--fp16", "--calib-cache", "c.cache"], "--calib-cache needs --int8 or --fp8");
+    expect_error(&["build", model, "-o", out, "--fp16", "--calibrator", "minmax"], "--calibrator needs --int8 or --fp8");
+    // FP8 is one quantized format per build, on GPUs that have it.
+    expect_error(&["build", model, "-o", out, "--int8", "--fp8"], "'--int8' cannot be used with '--fp8'");
+    expect_error(
+        &["build", model, "-o", out, "--fp8", "--calib", dir.0.to_str().unwrap(), "--target", "sm_86"],
+        "--fp8 needs FP8 tensor cores, sm_89 (Ada) or newer; the target is sm_86",
+    );
     // The hidden GPU check refuses flags it does not know, like every subcommand.
     expect_error(&["gpu-check", "--list", "--bogus"], "unexpected argument '--bogus'");
 }

@@ -44,7 +44,7 @@ fn is_cnn(model: &Path) -> bool {
 }
 
 fn opts(fp16: bool, int8: bool) -> BuildOptions {
-    BuildOptions { precision: PrecisionConfig { fp16, int8, layer_precisions: vec![] }, ..Default::default() }
+    BuildOptions { precision: PrecisionConfig { fp16, int8, ..Default::default() }, ..Default::default() }
 }
 
 #[test]

@@ -53,7 +53,7 @@ trtc_conv_depthwise(const XT* __restrict__ x, const XT* __restrict__ w, const BT
         acc_t acc[OPT];
 #pragma unroll
         for (int o = 0; o < OPT; ++o) {
-#if ACC_INT
+#if QUANT
             acc[o] = 0;
 #else
             acc[o] = has_bias ? ld(bias + m) : 0.0f;
@@ -86,7 +86,7 @@ trtc_conv_depthwise(const XT* __restrict__ x, const XT* __restrict__ w, const BT
 #pragma unroll
         for (int o = 0; o < OPT; ++o) {
             if (ox0 + o >= OW) continue;
-#if ACC_INT
+#if QUANT
             const float v = conv_product(acc[o], m, bias, has_bias, wscale, x_scale);
 #else
             const float v = acc[o];

@@ -15,7 +15,8 @@
 //
 // Defines (besides those of conv_common.cuh):
 //   VARIANT   0 SIMT (f32 FMA, or exact int32 for int8), 1 TF32 mma.sync
-//             m16n8k8, 2 f16 mma.sync m16n8k16, 3 s8 mma.sync m16n8k32;
+//             m16n8k8, 2 f16 mma.sync m16n8k16, 3 s8 mma.sync m16n8k32,
+//             4 e4m3 mma.sync m16n8k32 (f32 accumulators, sm_89 and newer);
 //   TM TN TK  the block tile; SIMT: THM x THN outputs per thread, strided
 //             by the thread grid; mma: WARPS_M x WARPS_N warps;
 //   CONV3D    1 for 3-D convs (else the depth axis is compiled out);
@@ -33,12 +34,12 @@
 #define NI (WN / 8)
 #endif
 
-// The f16 and s8 mma take two or four consecutive k per 32-bit register:
+// The f16 and 8-bit mma take two or four consecutive k per 32-bit register:
 // their loaders gather k in groups of KG, packed into one word (lowest k in
 // the lowest bits), so a register stages a whole group.
 #if VARIANT == 2
 #define KG 2
-#elif VARIANT == 3
+#elif VARIANT >= 3
 #define KG 4
 #else
 #define KG 1
@@ -71,9 +72,12 @@ typedef float reg_t;
 #elif VARIANT == 2
 typedef u32 reg_t;
 #define CONV_LOAD(p) ((u32)(p)->bits)
-#else
+#elif VARIANT == 3
 typedef u32 reg_t;
 #define CONV_LOAD(p) ((u32)(unsigned char)*(p))
+#else
+typedef u32 reg_t;
+#define CONV_LOAD(p) ((u32)(p)->bits)
 #endif
 
 // Sizes of one convolution, with the depth axis folded to constants when
@@ -210,7 +214,7 @@ __device__ __forceinline__ void conv_load(reg_t (&ra)[A_PER], reg_t (&rb)[B_PER]
 
 // The shared buffers of one step. A is [k][pixel] (pixels contiguous, as
 // gathered) for SIMT, TF32 and f16, whose A fragments come through
-// ldmatrix.trans; it is [pixel][k] for s8 (four k per word). B is
+// ldmatrix.trans; it is [pixel][k] for s8 and e4m3 (four k per word). B is
 // [k][channel] for SIMT and [channel][k] (k contiguous, as in the weight)
 // for the mma variants. The paddings make the fragment reads of a warp hit
 // 32 distinct banks (or distinct 16-byte rows for ldmatrix).
@@ -464,7 +468,13 @@ trtc_conv_igemm(const XT* __restrict__ x, const XT* __restrict__ w, const BT* __
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < NI; ++j) mma_s8_16832(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < NI; ++j) {
+#if VARIANT == 3
+                    mma_s8_16832(acc[i][j], a[i], b[j]);
+#else
+                    mma_e4m3_16832(acc[i][j], a[i], b[j]);
+#endif
+                }
         }
 #endif
         if (more) conv_store(As[buf ^ 1], Bs[buf ^ 1], ra, rb, a_kl, a_ml, b_kl, b_nl);

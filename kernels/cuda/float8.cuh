@@ -80,3 +80,12 @@ __device__ __forceinline__ unsigned char trtc_f8_encode(double x, int f, bool sa
     }
     return trtc_f8_exact(rounded, neg, f);
 }
+
+// E4M3FN storage of the FP8 GEMM and convolution kernels: a struct, so
+// that ld/st overloads tell it from plain bytes. Loads decode exactly;
+// stores saturate, as QuantizeLinear and the runtime's Fp8Linear do.
+struct __align__(1) f8e4m3 {
+    unsigned char bits;
+};
+__device__ __forceinline__ float ld(const f8e4m3* p) { return trtc_f8_decode(p->bits, 0); }
+__device__ __forceinline__ void st(f8e4m3* p, float v) { p->bits = trtc_f8_encode((double)v, 0, true); }

@@ -2,9 +2,12 @@
 // the epilogue. Y[z][r][c] = epilogue(sum_k A[z][r][k] * B[z][k][c]).
 //
 // The builder defines (see kernels/src/gemm.rs, GemmSpec):
-//   AB_T      storage of A and B: float, f16 or i8;
+//   AB_T      storage of A and B: float, f16, i8 or f8e4m3;
 //   GEMM_INT8 1 for int8 operands (int accumulators, per-channel scales);
-//   OUT_T     storage of Y: float, f16 or i8 (OUT_INT8 1: requantized);
+//   GEMM_FP8  1 for FP8 E4M3 operands (f32 accumulators, per-channel
+//             scales; float8.cuh precedes this file);
+//   OUT_T     storage of Y: float, f16, i8 (OUT_INT8 1: requantized) or
+//             f8e4m3 (OUT_FP8 1: requantized, saturating);
 //   HAS_E, E_T  an addend E (Gemm's C, a bias) read with strides (ser, sec)
 //               per row and column and (se0, se1) per batch index;
 //   HAS_R, R_T  a residual laid out like Y;
@@ -16,16 +19,24 @@
 //   int8:   v = f32(f64(alpha) * acc) * (x_scale * w_scale[c]) (+ beta * E)
 //           (+ R), then ACT (the CPU sums in f64, exactly like int32 does,
 //           and applies Gemm's alpha in f64 before rounding to f32);
-//   int8 output: saturate(round_half_even(v / y_scale)), NaN to 0.
+//   int8 output: saturate(round_half_even(v / y_scale)), NaN to 0;
+//   FP8: as int8, with the f32 accumulator (the CPU sums in f64, so the
+//   two differ in the last bits of long sums); FP8 output:
+//   e4m3(v / y_scale), saturating.
 // The batch index z = blockIdx.z splits as z0 = z / nz1, z1 = z % nz1; A, B
 // and E move by (sa0, sa1), (sb0, sb1), (se0, se1) element strides (0
 // broadcasts), Y and R by M * N per z.
 
 #if GEMM_INT8
 typedef int acc_t;
-#define GEMM_P_SCALE const float* __restrict__ w_scale,
 #else
 typedef float acc_t;
+#endif
+// Quantized operands: per-channel weight scales in the epilogue.
+#define GEMM_QUANT (GEMM_INT8 || GEMM_FP8)
+#if GEMM_QUANT
+#define GEMM_P_SCALE const float* __restrict__ w_scale,
+#else
 #define GEMM_P_SCALE
 #endif
 #if HAS_E
@@ -56,7 +67,7 @@ struct GemmEpi {
 #if HAS_R
     const R_T* r;
 #endif
-#if GEMM_INT8
+#if GEMM_QUANT
     const float* ws;
 #endif
     int M, N;
@@ -92,7 +103,7 @@ struct GemmEpi {
 #else
 #define GEMM_SETUP_R(epi)
 #endif
-#if GEMM_INT8
+#if GEMM_QUANT
 #define GEMM_SETUP_SCALE(epi) epi.ws = w_scale;
 #else
 #define GEMM_SETUP_SCALE(epi)
@@ -100,7 +111,7 @@ struct GemmEpi {
 
 // The activated f32 value of output (r, c) from its accumulator.
 __device__ __forceinline__ float gemm_value(const GemmEpi& p, int r, int c, acc_t acc) {
-#if GEMM_INT8
+#if GEMM_QUANT
     float v = (float)((double)p.alpha * (double)acc);
     v = __fmul_rn(v, __fmul_rn(p.x_scale, p.ws[c]));
 #else
@@ -124,6 +135,15 @@ __device__ __forceinline__ void gemm_put(const GemmEpi& p, long long o, float v)
 __device__ __forceinline__ void gemm_put2(const GemmEpi& p, long long o, float v0, float v1) {
     unsigned short lo = (unsigned char)gemm_requantize(v0, p.y_scale);
     unsigned short hi = (unsigned char)gemm_requantize(v1, p.y_scale);
+    *(unsigned short*)(p.y + o) = (unsigned short)(lo | (hi << 8));
+}
+#elif OUT_FP8
+__device__ __forceinline__ unsigned char gemm_requantize(float v, float scale) {
+    return trtc_f8_encode((double)__fdiv_rn(v, scale), 0, true);
+}
+__device__ __forceinline__ void gemm_put(const GemmEpi& p, long long o, float v) { p.y[o].bits = gemm_requantize(v, p.y_scale); }
+__device__ __forceinline__ void gemm_put2(const GemmEpi& p, long long o, float v0, float v1) {
+    const unsigned short lo = gemm_requantize(v0, p.y_scale), hi = gemm_requantize(v1, p.y_scale);
     *(unsigned short*)(p.y + o) = (unsigned short)(lo | (hi << 8));
 }
 #else

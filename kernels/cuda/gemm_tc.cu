@@ -1,6 +1,7 @@
 // The GEMM on tensor cores (mma.sync, see mma.cuh): f16 inputs with f32
 // accumulators (m16n8k16), f32 inputs rounded to tf32 with f32 accumulators
-// (m16n8k8), or s8 inputs with s32 accumulators (m16n8k32). Follows
+// (m16n8k8), s8 inputs with s32 accumulators (m16n8k32), or FP8 E4M3
+// inputs with f32 accumulators (m16n8k32, sm_89 and newer). Follows
 // gemm_common.cuh (parameters, batching, epilogue).
 //
 // A block computes a BM x BN tile of Y with WM x WN warps, each a
@@ -9,7 +10,7 @@
 // (16-byte chunks, zero-filled past M, N or K) STAGES - 1 k-tiles ahead of
 // the tiles being multiplied. A is [M, K] (K-contiguous); B is [N, K]
 // (B_KMAJOR 1, K-contiguous) or [K, N] (N-contiguous: f16 reads it with
-// ldmatrix.trans, tf32 with 32-bit shared loads, and s8 stages it through
+// ldmatrix.trans, tf32 with 32-bit shared loads, and s8 and e4m3 stage it through
 // registers: blocks of 16 k x 4 columns loaded one k-tile ahead,
 // transposed with byte permutes and stored K-contiguous after the current
 // k-tile's mma, so that its shared tile is the [N, K] one). Every row of A
@@ -17,13 +18,13 @@
 // dimensions and batch strides). The asm of mma.cuh has C++ equivalents
 // for the CPU emulator of kernels/emu (TRTC_EMULATE).
 //
-// Each mma step consumes 32 bytes of K (16 f16, 8 tf32, 32 s8), so the
-// fragment loads are the same for the three types (see mma.cuh). Shared
+// Each mma step consumes 32 bytes of K (16 f16, 8 tf32, 32 s8 or e4m3), so
+// the fragment loads are the same for every type (see mma.cuh). Shared
 // tiles are unpadded, their 16-byte chunks XOR-swizzled per row so that
 // ldmatrix and the tf32 B loads are free of bank conflicts.
 //
 // Tunable: BM, BN, BK, WM, WN, STAGES (see linear/gemm_tc.rs).
-// TC_KIND: 0 f16, 1 tf32, 2 s8.
+// TC_KIND: 0 f16, 1 tf32, 2 s8, 3 e4m3.
 
 #define TC_THREADS (WM * WN * 32)
 
@@ -32,8 +33,9 @@ constexpr int CE = 16 / ES;             // elements per 16-byte chunk
 constexpr int KB = BK * ES;             // bytes of K per k-tile row
 constexpr int A_CPR = KB / 16;          // chunks per row of the A tile
 constexpr int A_STAGE = BM * KB;        // bytes of one A tile
-// s8 [K, N]: B goes through registers into a K-contiguous tile.
-#define B_TRANSPOSE (!B_KMAJOR && TC_KIND == 2)
+// 8-bit [K, N]: B goes through registers into a K-contiguous tile.
+#define TC_BYTES (TC_KIND == 2 || TC_KIND == 3)
+#define B_TRANSPOSE (!B_KMAJOR && TC_BYTES)
 #if B_KMAJOR || B_TRANSPOSE
 #define B_SMEM_KMAJOR 1
 constexpr int B_CPR = KB / 16;
@@ -217,17 +219,19 @@ __device__ __forceinline__ void tc_compute_stage(const unsigned char* sa, const 
                 mma_f16_16816(acc[mi][ni], af[mi], bf[ni]);
 #elif TC_KIND == 1
                 mma_tf32_1688(acc[mi][ni], af[mi], bf[ni]);
-#else
+#elif TC_KIND == 2
                 mma_s8_16832(acc[mi][ni], af[mi], bf[ni]);
+#else
+                mma_e4m3_16832(acc[mi][ni], af[mi], bf[ni]);
 #endif
             }
     }
 }
 
-// ptxas trades a few spilled registers for occupancy in some s8 kernels
-// (the transposing B loader, the int32 epilogue); one block per SM as the
+// ptxas trades a few spilled registers for occupancy in some 8-bit kernels
+// (the transposing B loader, the scaled epilogue); one block per SM as the
 // stated minimum lets them keep their registers.
-#if TC_KIND == 2
+#if TC_BYTES
 #define TC_BOUNDS __launch_bounds__(TC_THREADS, 1)
 #else
 #define TC_BOUNDS __launch_bounds__(TC_THREADS)

@@ -25,7 +25,7 @@
 // mma.sync (one warp, row-major A, column-major B, f32 or s32 accumulators).
 // In units of 32-bit registers, the three shapes below share one layout
 // (g = lane / 4, t = lane % 4); each register holds 32 bits of K, i.e. two
-// f16, one tf32 or four s8 values, consecutive in K:
+// f16, one tf32 or four s8 or e4m3 values, consecutive in K:
 //   A (16 x 32 bytes of K): a0 = (row g,   K word t),   a1 = (row g+8, word t),
 //                           a2 = (row g,   K word t+4), a3 = (row g+8, word t+4)
 //   B (32 bytes of K x 8):  b0 = (K word t, col g),     b1 = (K word t+4, col g)
@@ -33,7 +33,9 @@
 //                           c2, c3 = row g+8, cols 2t, 2t+1
 //   mma_f16_16816   m16n8k16, f16 inputs, f32 accumulators;
 //   mma_tf32_1688   m16n8k8, tf32 inputs (f32 bits rounded by to_tf32), f32;
-//   mma_s8_16832    m16n8k32, s8 inputs, s32 accumulators (wrapping).
+//   mma_s8_16832    m16n8k32, s8 inputs, s32 accumulators (wrapping);
+//   mma_e4m3_16832  m16n8k32, FP8 E4M3 inputs, f32 accumulators (sm_89
+//                   and newer: Ada and Hopper).
 //
 // TRTC_EMULATE (never defined for NVRTC) selects the C++ equivalents of
 // kernels/emu/shim.h, for the CPU emulator.
@@ -138,6 +140,18 @@ __device__ __forceinline__ void mma_s8_16832(int (&d)[4], const u32 (&a)[4], con
         "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+__device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+#ifdef TRTC_EMULATE
+    trtc_emu_mma_e4m3_16832(d, a, b);
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }

@@ -427,15 +427,26 @@ inline void trtc_emu_ldmatrix(unsigned* r, int num, bool trans, unsigned addr) {
 //   A: a0 (row g, word t), a1 (row g+8, word t), a2 (row g, word t+4),
 //      a3 (row g+8, word t+4);  B: b0 (word t, col g), b1 (word t+4, col g);
 //   C/D: c0, c1 (row g, cols 2t, 2t+1), c2, c3 (row g+8, cols 2t, 2t+1).
-// Kind 0: f16 (E = 2, k16), 1: tf32 (E = 1, k8), 2: s8 (E = 4, k32). Float
-// products are summed in f64 and rounded once (the hardware's internal
-// rounding differs in the last bits); tf32 operands drop their low 13 bits,
-// as the hardware ignores them; s8 sums wrap like s32.
+// Kind 0: f16 (E = 2, k16), 1: tf32 (E = 1, k8), 2: s8 (E = 4, k32), 3:
+// FP8 E4M3 (E = 4, k32, f32 accumulators). Float products are summed in
+// f64 and rounded once (the hardware's internal rounding differs in the
+// last bits); tf32 operands drop their low 13 bits, as the hardware ignores
+// them; s8 sums wrap like s32.
 namespace trtc_emu {
+// The value of an E4M3FN byte: bias 7, no infinities, S.1111.111 is NaN.
+inline double e4m3_value(unsigned char b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    double magnitude;
+    if (e == 15 && m == 7) magnitude = NAN;
+    else if (e == 0) magnitude = ldexp((double)m, -9);
+    else magnitude = ldexp((double)(8 + m), e - 10);
+    return (b & 0x80) ? -magnitude : magnitude;
+}
 inline double mma_elem(int kind, unsigned word, int e) {
     switch (kind) {
     case 0: return trtc_emu_f16_to_f32((unsigned short)(word >> (16 * e)));
     case 1: return trtc_emu_bits<float>(word & ~0x1fffu);
+    case 3: return e4m3_value((unsigned char)(word >> (8 * e)));
     default: return (double)(signed char)(word >> (8 * e));
     }
 }
@@ -446,7 +457,7 @@ inline void mma(int kind, unsigned* d, const unsigned* a, const unsigned* b) {
     me.frag[5] = b[1];
     for (int i = 0; i < 4; ++i) me.frag[6 + i] = d[i];
     __syncwarp();
-    const int E = kind == 0 ? 2 : kind == 1 ? 1 : 4;
+    const int E = kind == 0 ? 2 : kind == 1 ? 1 : 4;  // kinds 2 and 3: four bytes
     const unsigned base = warp_base(), l = lane(), g = l / 4, t = l % 4;
     // A word (row r, w) is held by lane 4(r % 8) + w % 4, register
     // (r >= 8) + 2 (w >= 4); B word (w, col c) by lane 4c + w % 4,
@@ -472,6 +483,7 @@ inline void mma(int kind, unsigned* d, const unsigned* a, const unsigned* b) {
 inline void trtc_emu_mma_f16_16816(float* d, const unsigned* a, const unsigned* b) { trtc_emu::mma(0, (unsigned*)d, a, b); }
 inline void trtc_emu_mma_tf32_1688(float* d, const unsigned* a, const unsigned* b) { trtc_emu::mma(1, (unsigned*)d, a, b); }
 inline void trtc_emu_mma_s8_16832(int* d, const unsigned* a, const unsigned* b) { trtc_emu::mma(2, (unsigned*)d, a, b); }
+inline void trtc_emu_mma_e4m3_16832(float* d, const unsigned* a, const unsigned* b) { trtc_emu::mma(3, (unsigned*)d, a, b); }
 
 // ---------------------------------------------------------------------------
 // Launch arguments: the driver passes each as an Arg, and invoke() converts

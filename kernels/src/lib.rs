@@ -33,6 +33,9 @@ use trtc_runtime::{DType, TensorType};
 
 /// Device helpers every kernel source starts with.
 pub const COMMON: &str = include_str!("../cuda/common.cuh");
+/// The 8-bit float formats in CUDA (`float8.cuh`): storage casts, Q/DQ and
+/// the FP8 GEMM and convolution kernels include it after [`COMMON`].
+pub const FLOAT8: &str = include_str!("../cuda/float8.cuh");
 
 /// A kernel ready for NVRTC: its source and the name of its entry point.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -133,7 +136,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
             }
             _ => linear::candidates(&io, limits),
         },
-        Op::Precision(PrecisionOp::Int8Linear(_)) => linear::candidates(&io, limits),
+        Op::Precision(PrecisionOp::Int8Linear(_) | PrecisionOp::Fp8Linear(_)) => linear::candidates(&io, limits),
         Op::Reduce(_) => reduce::candidates(&io, limits),
         Op::Movement(_) => movement::candidates(&io, limits),
         Op::Precision(PrecisionOp::HalfIo(_)) => unsupported("nested HalfIo"),

@@ -61,6 +61,8 @@ pub enum TcKind {
     F16,
     Tf32,
     S8,
+    /// FP8 E4M3 operands, f32 accumulators (sm_89 and newer).
+    E4M3,
 }
 
 impl TcKind {
@@ -69,6 +71,7 @@ impl TcKind {
             TcKind::F16 => "f16",
             TcKind::Tf32 => "tf32",
             TcKind::S8 => "s8",
+            TcKind::E4M3 => "e4m3",
         }
     }
 }
@@ -103,6 +106,9 @@ pub enum Variant {
     F16,
     /// mma.sync m16n8k32 on int8 storage, int32 accumulators.
     I8,
+    /// mma.sync m16n8k32 on FP8 E4M3 storage, f32 accumulators (sm_89 and
+    /// newer).
+    E4M3,
 }
 
 impl Variant {
@@ -112,6 +118,7 @@ impl Variant {
             Variant::Tf32 => "conv_tf32",
             Variant::F16 => "conv_f16",
             Variant::I8 => "conv_i8",
+            Variant::E4M3 => "conv_e4m3",
         }
     }
 }
@@ -231,22 +238,24 @@ fn parse(s: &str) -> Option<Tactic> {
             let ([tile_m, tile_n, tile_k], [thread_m, thread_n]) = (dims(tile, "")?, dims(thread, "")?);
             Some(Tactic::GemmSimt(GemmTactic { tile_m, tile_n, tile_k, thread_m, thread_n }))
         }
-        ("gemm_tc_f16" | "gemm_tc_tf32" | "gemm_tc_s8", [tile, warps, stages]) => {
+        ("gemm_tc_f16" | "gemm_tc_tf32" | "gemm_tc_s8" | "gemm_tc_e4m3", [tile, warps, stages]) => {
             let kind = match *family {
                 "gemm_tc_f16" => TcKind::F16,
                 "gemm_tc_tf32" => TcKind::Tf32,
-                _ => TcKind::S8,
+                "gemm_tc_s8" => TcKind::S8,
+                _ => TcKind::E4M3,
             };
             let ([bm, bn, bk], [wm, wn], stages) = (dims(tile, "")?, dims(warps, "w")?, one(stages, "s")?);
             Some(Tactic::GemmTc(TcTactic { kind, bm, bn, bk, wm, wn, stages }))
         }
         ("gemm_gemv", [rows]) => Some(Tactic::Gemv(GemvTactic { rows: one(rows, "r")? })),
-        ("conv_simt" | "conv_tf32" | "conv_f16" | "conv_i8", [tile, per]) => {
+        ("conv_simt" | "conv_tf32" | "conv_f16" | "conv_i8" | "conv_e4m3", [tile, per]) => {
             let variant = match *family {
                 "conv_simt" => Variant::Simt,
                 "conv_tf32" => Variant::Tf32,
                 "conv_f16" => Variant::F16,
-                _ => Variant::I8,
+                "conv_i8" => Variant::I8,
+                _ => Variant::E4M3,
             };
             let ([tm, tn, tk], [a, b]) = (dims(tile, "")?, dims(per, if variant == Variant::Simt { "t" } else { "w" })?);
             Some(Tactic::ConvIgemm(ConvTactic { variant, tm, tn, tk, a, b }))
@@ -303,6 +312,8 @@ mod tests {
             Tactic::Gemv(GemvTactic { rows: 4 }),
             Tactic::ConvIgemm(ConvTactic { variant: Variant::Simt, tm: 64, tn: 32, tk: 8, a: 4, b: 4 }),
             Tactic::ConvIgemm(ConvTactic { variant: Variant::I8, tm: 128, tn: 64, tk: 64, a: 2, b: 2 }),
+            Tactic::GemmTc(TcTactic { kind: TcKind::E4M3, bm: 64, bn: 64, bk: 64, wm: 2, wn: 2, stages: 3 }),
+            Tactic::ConvIgemm(ConvTactic { variant: Variant::E4M3, tm: 128, tn: 64, tk: 64, a: 2, b: 2 }),
             Tactic::ConvDepthwise { outputs_per_thread: 4, block: 128 },
             Tactic::ConvTranspose { block: 256 },
             Tactic::ConvEmpty,

@@ -39,9 +39,10 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// NonMaxSuppression and NonZero ops (outputs sized by the data),
 /// DynamicSlice and DynamicTile. Version 8 appended the Control family
 /// (If, Loop and Scan run at run time, holding their branches and bodies
-/// as sub-plans) and the SizeOf op. An older runtime refuses a newer engine by its version
-/// instead of failing to decode it.
-pub const FORMAT_VERSION: u32 = 8;
+/// as sub-plans) and the SizeOf op. Version 9 appended the Fp8Linear op
+/// (FP8 E4M3 convolutions and matrix products). An older runtime refuses a
+/// newer engine by its version instead of failing to decode it.
+pub const FORMAT_VERSION: u32 = 9;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).

@@ -75,6 +75,7 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::ops::linalg::RecurrentDirection,
         trtc_runtime::ops::linalg::RecurrentActivation,
         trtc_runtime::ops::precision::Int8Output,
+        trtc_runtime::ops::precision::Fp8Output,
         trtc_runtime::ops::linalg::LinalgOp,
         trtc_runtime::ops::movement::MovementOp,
         trtc_runtime::ops::precision::PrecisionOp,

@@ -15,7 +15,7 @@ use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::{DType, TensorType};
 
 /// Device code of the 8-bit float conversions.
-pub(crate) const FLOAT8: &str = include_str!("../../cuda/float8.cuh");
+pub(crate) use crate::FLOAT8;
 
 /// The number `float8.cuh` gives an 8-bit float format.
 pub(crate) fn float8_format(d: DType) -> Option<u8> {

@@ -31,6 +31,10 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
             LinearKind::Conv(_) => conv::candidates(io, limits),
             LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::candidates(io, limits),
         },
+        Op::Precision(PrecisionOp::Fp8Linear(l)) => match l.kind {
+            LinearKind::Conv(_) => conv::candidates(io, limits),
+            LinearKind::Gemm(_) | LinearKind::MatMul(_) => gemm::candidates(io, limits),
+        },
         op => unsupported(format!("no CUDA kernel for {} yet", op.name())),
     }
 }

@@ -129,6 +129,7 @@ impl Op {
     pub fn precision(&self, outputs: &[TensorType]) -> precision::Precision {
         match self {
             Op::Precision(precision::PrecisionOp::Int8Linear(_)) => precision::Precision::Int8,
+            Op::Precision(precision::PrecisionOp::Fp8Linear(_)) => precision::Precision::Fp8,
             Op::Precision(precision::PrecisionOp::HalfIo(_)) => precision::Precision::Fp16,
             _ if outputs.iter().any(|t| t.dtype == crate::dtype::DType::F16) => precision::Precision::Fp16,
             _ => precision::Precision::Fp32,

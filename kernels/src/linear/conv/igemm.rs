@@ -20,6 +20,15 @@ impl Variant {
             Variant::Tf32 => 1,
             Variant::F16 => 2,
             Variant::I8 => 3,
+            Variant::E4M3 => 4,
+        }
+    }
+
+    /// The oldest architecture whose mma.sync the variant uses.
+    fn min_sm(self) -> u32 {
+        match self {
+            Variant::E4M3 => 89,
+            _ => 80,
         }
     }
 
@@ -29,16 +38,16 @@ impl Variant {
             Variant::Simt => 1,
             Variant::Tf32 => 8,
             Variant::F16 => 16,
-            Variant::I8 => 32,
+            Variant::I8 | Variant::E4M3 => 32,
         }
     }
 
     /// Consecutive k one loader thread gathers into one 32-bit register
-    /// (two f16, four s8).
+    /// (two f16, four s8 or e4m3).
     fn k_group(self) -> u32 {
         match self {
             Variant::F16 => 2,
-            Variant::I8 => 4,
+            Variant::I8 | Variant::E4M3 => 4,
             Variant::Simt | Variant::Tf32 => 1,
         }
     }
@@ -49,6 +58,7 @@ impl Variant {
             DType::F32 => Some(Variant::Tf32),
             DType::F16 => Some(Variant::F16),
             DType::I8 => Some(Variant::I8),
+            DType::F8E4M3FN => Some(Variant::E4M3),
             _ => None,
         }
     }
@@ -59,7 +69,7 @@ impl Variant {
             Variant::Simt => [8, 16],
             Variant::Tf32 => [16, 32],
             Variant::F16 => [32, 64],
-            Variant::I8 => [64, 128],
+            Variant::I8 | Variant::E4M3 => [64, 128],
         }
     }
 }
@@ -126,7 +136,7 @@ impl ConvTactic {
             Variant::Simt => 4 * (tk * tm + tk * (tn + 1)),
             Variant::Tf32 => 4 * (tk * (tm + 8) + tn * (tk + 4)),
             Variant::F16 => 2 * (tk * (tm + 8) + tn * (tk + 8)),
-            Variant::I8 => tm * (tk + 16) + tn * (tk + 16),
+            Variant::I8 | Variant::E4M3 => tm * (tk + 16) + tn * (tk + 16),
         }
     }
 
@@ -139,6 +149,7 @@ impl ConvTactic {
         let t = self.threads();
         divides
             && warp_tiles
+            && limits.sm >= self.variant.min_sm()
             && self.tk.is_multiple_of(self.variant.mma_k())
             && (32..=limits.max_threads_per_block).contains(&t)
             && t.is_multiple_of(32)
@@ -228,7 +239,7 @@ fn smem_per_sm(sm: u32) -> u64 {
 fn prefers_mma(layer: &ConvLayer, variant: Variant) -> bool {
     let mg = layer.m / layer.group;
     let k = layer.c / layer.group * layer.kernel.iter().product::<usize>();
-    let min_k = if variant == Variant::I8 { 32 } else { 16 };
+    let min_k = if matches!(variant, Variant::I8 | Variant::E4M3) { 32 } else { 16 };
     mg >= 16 && k >= min_k
 }
 
@@ -248,7 +259,15 @@ pub(super) fn candidates(layer: &ConvLayer, limits: &SmLimits) -> Selection {
     // Offsets into x are 32-bit unless x is large (a margin of one image
     // keeps even the out-of-image offsets of the gather in range).
     let idx64 = layer.input_len() >= (1 << 30);
-    let order = if prefers_mma(layer, mma) { [mma, Variant::Simt] } else { [Variant::Simt, mma] };
+    // Before sm_89 an FP8 layer has CUDA cores only (decoded operands,
+    // f32 FMA).
+    let order = if limits.sm < mma.min_sm() {
+        vec![Variant::Simt]
+    } else if prefers_mma(layer, mma) {
+        vec![mma, Variant::Simt]
+    } else {
+        vec![Variant::Simt, mma]
+    };
     let (sms, smem) = (sm_count(limits.sm), smem_per_sm(limits.sm));
     let mut out = Vec::new();
     for variant in order {
@@ -300,5 +319,8 @@ mod tests {
         assert!(!ConvTactic { variant: Variant::Tf32, tm: 128, tn: 128, tk: 32, a: 2, b: 4 }.is_valid(&l));
         assert!(!ConvTactic { variant: Variant::F16, tm: 64, tn: 64, tk: 32, a: 8, b: 1 }.is_valid(&l));
         assert!(ConvTactic { variant: Variant::Tf32, tm: 128, tn: 128, tk: 16, a: 2, b: 4 }.is_valid(&l));
+        // FP8 tensor cores from sm_89 only.
+        assert!(ConvTactic::all(Variant::E4M3, &l).is_empty());
+        assert!(ConvTactic::all(Variant::E4M3, &SmLimits::for_sm(89)).len() >= 8);
     }
 }

@@ -1,7 +1,8 @@
 //! The convolution kernels: `Conv` and `ConvTranspose`, plain, fused
 //! (`FusedConv`: bias, then residual, then activation in the epilogue) or
-//! int8 (`Int8Conv`), on f32, f16 (`HalfIo`) or int8 storage; 1-D, 2-D and
-//! 3-D, NCDHW activations, grouped, strided, padded and dilated.
+//! int8 (`Int8Conv`) or FP8 (`Fp8Conv`), on f32, f16 (`HalfIo`), int8 or
+//! E4M3 storage; 1-D, 2-D and 3-D, NCDHW activations, grouped, strided,
+//! padded and dilated.
 //!
 //! # Kernels
 //!
@@ -13,7 +14,9 @@
 //!   groups (`blockIdx.z`). Variants: `conv_simt` (f32 FMA, exact; int32 for
 //!   int8), `conv_tf32` (mma.sync m16n8k8 on f32 storage, inputs rounded to
 //!   tf32), `conv_f16` (mma.sync m16n8k16 with f32 accumulators on f16
-//!   storage) and `conv_i8` (mma.sync m16n8k32, int32 accumulators). 1x1
+//!   storage), `conv_i8` (mma.sync m16n8k32, int32 accumulators) and
+//!   `conv_e4m3` (mma.sync m16n8k32 on E4M3, f32 accumulators, sm_89 and
+//!   newer; before that FP8 layers take `conv_simt` on decoded values). 1x1
 //!   convs with unit strides and no padding compile a `POINTWISE` flavour
 //!   whose gather is a plain strided read (per image, `out[M, HW] = W[M, C] ·
 //!   x[C, HW]`).
@@ -28,7 +31,8 @@
 //! the residual, then apply the activation and round once on an f16 store;
 //! int8 layers compute `f32(acc) * (x_scale * w_scale[c])`, add bias and
 //! residual, apply the activation and store f32, f16, or
-//! `saturate(round_half_even(y / out_scale))`.
+//! `saturate(round_half_even(y / out_scale))`; FP8 layers likewise from an
+//! f32 accumulator, storing `e4m3(y / out_scale)` when they requantize.
 //!
 //! # Tactics
 //!
@@ -76,11 +80,11 @@ mod direct;
 pub(crate) mod igemm;
 
 use crate::Tactic;
-use crate::{activation, c_type, unsupported, Candidate, LayerIo, Selection, SmLimits, Unsupported};
+use crate::{activation, c_type, unsupported, Candidate, LayerIo, Selection, SmLimits, Unsupported, FLOAT8};
 use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::fused::{Epilogue, FusedOp, LinearKind};
 use trtc_runtime::ops::linalg::{Conv, ConvTranspose, LinalgOp};
-use trtc_runtime::ops::precision::{Int8Output, PrecisionOp};
+use trtc_runtime::ops::precision::{Fp8Output, Int8Output, PrecisionOp};
 use trtc_runtime::{DType, Op, TensorType};
 
 /// The candidates of a Conv, ConvTranspose, FusedConv or Int8Conv layer.
@@ -107,14 +111,44 @@ const MAX_IMAGE: usize = 1 << 30;
 /// Largest tile depth of any implicit-GEMM tactic.
 const MAX_TILE_K: usize = 128;
 
-/// The int8 parameters of an `Int8Conv` layer.
+/// The parameters of an `Int8Conv` or `Fp8Conv` layer.
 #[derive(Clone, Copy, Debug)]
 struct Int8Params {
     /// The layer input holding `w_scale`.
     w_scale: u32,
     x_scale: f32,
-    /// The requantization scale of an int8 output.
+    /// The requantization scale of an int8 or FP8 output.
     out_scale: Option<f32>,
+}
+
+/// What a quantized layer stores: its output dtype and requantization
+/// scale.
+#[derive(Clone, Copy, Debug)]
+struct QuantOutput {
+    /// The storage of x and w.
+    operands: DType,
+    out: DType,
+    out_scale: Option<f32>,
+}
+
+impl QuantOutput {
+    fn int8(o: Int8Output) -> QuantOutput {
+        let (out, out_scale) = match o {
+            Int8Output::F32 => (DType::F32, None),
+            Int8Output::F16 => (DType::F16, None),
+            Int8Output::Int8 { scale } => (DType::I8, Some(scale)),
+        };
+        QuantOutput { operands: DType::I8, out, out_scale }
+    }
+
+    fn fp8(o: Fp8Output) -> QuantOutput {
+        let (out, out_scale) = match o {
+            Fp8Output::F32 => (DType::F32, None),
+            Fp8Output::F16 => (DType::F16, None),
+            Fp8Output::Fp8 { scale } => (DType::F8E4M3FN, Some(scale)),
+        };
+        QuantOutput { operands: DType::F8E4M3FN, out, out_scale }
+    }
 }
 
 /// One convolution layer as the kernels see it. 1-D and 2-D convolutions
@@ -180,7 +214,7 @@ struct Parts<'a> {
     bias: Option<u32>,
     residual: Option<u32>,
     epilogue: Option<&'a Epilogue>,
-    int8: Option<(u32, f32, Int8Output)>,
+    int8: Option<(u32, f32, QuantOutput)>,
 }
 
 fn split_op<'a>(io: &LayerIo<'a>) -> Result<Parts<'a>, Unsupported> {
@@ -219,7 +253,19 @@ fn split_op<'a>(io: &LayerIo<'a>) -> Result<Parts<'a>, Unsupported> {
                 bias: l.bias.then_some(3),
                 residual: l.epilogue.residual.then_some(4),
                 epilogue: Some(&l.epilogue),
-                int8: Some((2, l.x_scale, l.output)),
+                int8: Some((2, l.x_scale, QuantOutput::int8(l.output))),
+            }
+        }
+        Op::Precision(PrecisionOp::Fp8Linear(l)) => {
+            let LinearKind::Conv(c) = &l.kind else { return unsupported(format!("{} is not a convolution", io.op.name())) };
+            Parts {
+                attrs: Attrs::of_conv(c),
+                transpose: false,
+                output_padding: None,
+                bias: l.bias.then_some(3),
+                residual: l.epilogue.residual.then_some(4),
+                epilogue: Some(&l.epilogue),
+                int8: Some((2, l.x_scale, QuantOutput::fp8(l.output))),
             }
         }
         op => return unsupported(format!("{} is not a convolution", op.name())),
@@ -289,7 +335,8 @@ impl ConvLayer {
             Err(e) => return unsupported(format!("{name}: {e}")),
         }
         let spatial_in = &x.shape[2..];
-        // Dtypes: float storage, or int8 with float scales, bias and residual.
+        // Dtypes: float storage, or int8 or E4M3 with float scales, bias and
+        // residual.
         let dtype_of = |k: Option<u32>| k.and_then(input).map(|t| t.dtype);
         let int8 = match parts.int8 {
             None => {
@@ -298,19 +345,12 @@ impl ConvLayer {
                 }
                 None
             }
-            Some((ws, x_scale, output)) => {
-                let (wanted, out_scale) = match output {
-                    Int8Output::F32 => (DType::F32, None),
-                    Int8Output::F16 => (DType::F16, None),
-                    Int8Output::Int8 { scale } => (DType::I8, Some(scale)),
-                };
+            Some((ws, x_scale, q)) => {
                 let scales_ok = input(ws).is_some_and(|t| t.dtype == DType::F32 && t.shape == [m]);
-                if x.dtype != DType::I8 || w.dtype != DType::I8 || out.dtype != wanted || !scales_ok {
-                    return unsupported(format!(
-                        "{name}: x {x}, weight {w}, output {out} do not match its int8 output {output:?}"
-                    ));
+                if x.dtype != q.operands || w.dtype != q.operands || out.dtype != q.out || !scales_ok {
+                    return unsupported(format!("{name}: x {x}, weight {w}, output {out} do not match its output {q:?}"));
                 }
-                Some(Int8Params { w_scale: ws, x_scale, out_scale })
+                Some(Int8Params { w_scale: ws, x_scale, out_scale: q.out_scale })
             }
         };
         if let Some(k) = parts.bias {
@@ -415,20 +455,27 @@ impl ConvLayer {
     }
 
     fn storage(&self) -> String {
-        // Types are validated by `parse`, so every one has a C name.
-        let ty = |d: DType| c_type(d).unwrap_or("float");
+        // Types are validated by `parse`, so every one has a C name (E4M3
+        // is float8.cuh's struct).
+        let ty = |d: DType| if d == DType::F8E4M3FN { "f8e4m3" } else { c_type(d).unwrap_or("float") };
         let bias = self.bias.map_or("float", |(_, d)| ty(d));
         let residual = self.residual.map_or("float", |(_, d)| ty(d));
         format!("#define XT {}\n#define BT {bias}\n#define RT {residual}\n#define OT {}\n", ty(self.x), ty(self.out))
     }
 
-    /// The defines `conv_common.cuh` needs.
+    /// The defines `conv_common.cuh` needs (after `float8.cuh` when the
+    /// layer is FP8).
     fn common_defines(&self) -> String {
+        let fp8 = self.x == DType::F8E4M3FN;
         format!(
-            "{}#define ACC_INT {}\n#define OUT_INT8 {}\n#define CONV_ACT(v) ({})\n#define CONV3D {}\n",
+            "{}{}#define ACC_INT {}\n#define ACC_FP8 {}\n#define OUT_INT8 {}\n#define OUT_FP8 {}\n#define CONV_ACT(v) ({})\n\
+             #define CONV3D {}\n",
+            if fp8 { FLOAT8 } else { "" },
             self.storage(),
-            self.int8.is_some() as u32,
+            (self.x == DType::I8) as u32,
+            fp8 as u32,
             (self.out == DType::I8) as u32,
+            (self.out == DType::F8E4M3FN) as u32,
             self.activation,
             self.is_3d() as u32,
         )

@@ -1,4 +1,5 @@
-//! A Gemm, MatMul, fused Linear or Int8Linear layer as one batched GEMM:
+//! A Gemm, MatMul, fused Linear, Int8Linear or Fp8Linear layer as one
+//! batched GEMM:
 //! `Y[z][r][c] = epilogue(Σ_k A[z][r][k] · B[z][k][c])` with the sizes,
 //! strides and epilogue operands the kernels take (see `super::simt`).
 //!
@@ -11,14 +12,14 @@
 //! - fused Linear: Gemm's bias is its C (times `beta`), MatMul's bias is
 //!   added like the Add it replaced (broadcast to the output); then the
 //!   residual, then the activation;
-//! - Int8Linear: see `gemm_common.cuh`; the bias and weight scales are per
-//!   output channel (the last axis).
+//! - Int8Linear and Fp8Linear: see `gemm_common.cuh`; the bias and weight
+//!   scales are per output channel (the last axis).
 
 use crate::linear::gemm::simt::{AbType, GemmSpec};
 use crate::{activation, unsupported, LayerIo, Unsupported};
 use trtc_runtime::ops::fused::{Epilogue, FusedOp, LinearKind};
 use trtc_runtime::ops::linalg::{Gemm, LinalgOp};
-use trtc_runtime::ops::precision::{Int8Output, PrecisionOp};
+use trtc_runtime::ops::precision::{Fp8Output, Int8Output, PrecisionOp};
 use trtc_runtime::ops::util::{broadcast_shapes, broadcast_strides};
 use trtc_runtime::{DType, Op, TensorType};
 
@@ -96,53 +97,22 @@ impl Problem {
                 }
             }
             Op::Precision(PrecisionOp::Int8Linear(l)) => {
-                if a.dtype != DType::I8 || b.dtype != DType::I8 {
-                    return unsupported(format!("{name}: x and w must be int8"));
-                }
-                let residual = if l.epilogue.residual { Some((4, input(io, 4)?)) } else { None };
-                if let Some((_, r)) = residual {
-                    float_type(name, r)?;
-                }
-                let out_ok = match l.output {
-                    Int8Output::F32 => out.dtype == DType::F32,
-                    Int8Output::F16 => out.dtype == DType::F16,
-                    Int8Output::Int8 { .. } => out.dtype == DType::I8,
+                let (out_dtype, y_scale) = match l.output {
+                    Int8Output::F32 => (DType::F32, None),
+                    Int8Output::F16 => (DType::F16, None),
+                    Int8Output::Int8 { scale } => (DType::I8, Some(scale)),
                 };
-                if !out_ok {
-                    return unsupported(format!("{name}: output {out} does not match {:?}", l.output));
-                }
-                let mut p = match &l.kind {
-                    LinearKind::Gemm(g) => {
-                        let g = Gemm { beta: 0.0, ..g.clone() };
-                        gemm(AbType::I8, &g, a, b, None, out, residual, &l.epilogue)?
-                    }
-                    LinearKind::MatMul(_) => {
-                        if b.shape.len() < 2 {
-                            return unsupported(format!("{name}: a 1-D weight has no output channel axis"));
-                        }
-                        matmul(AbType::I8, a, b, out, None, residual, &l.epilogue)?
-                    }
-                    LinearKind::Conv(_) => return unsupported(format!("{name}: a convolution is not a GEMM layer")),
+                let q = Quantized { ab: AbType::I8, kind: &l.kind, x_scale: l.x_scale, bias: l.bias, epilogue: &l.epilogue };
+                q.problem(io, a, b, out, out_dtype, y_scale)?
+            }
+            Op::Precision(PrecisionOp::Fp8Linear(l)) => {
+                let (out_dtype, y_scale) = match l.output {
+                    Fp8Output::F32 => (DType::F32, None),
+                    Fp8Output::F16 => (DType::F16, None),
+                    Fp8Output::Fp8 { scale } => (DType::F8E4M3FN, Some(scale)),
                 };
-                let ws = input(io, 2)?;
-                if ws.dtype != DType::F32 || ws.shape != [p.n] {
-                    return unsupported(format!("{name}: w_scale {ws} is not f32[{}]", p.n));
-                }
-                p.w_scale = Some(2);
-                if l.bias {
-                    let bias = input(io, 3)?;
-                    if bias.dtype != DType::F32 || bias.shape != [p.n] {
-                        return unsupported(format!("{name}: bias {bias} is not f32[{}]", p.n));
-                    }
-                    p.addend = Some(Strided { input: 3, dtype: DType::F32, strides: [0, 0, 0, 1] });
-                    p.spec.addend = Some(DType::F32);
-                    p.beta = 1.0;
-                }
-                p.x_scale = l.x_scale;
-                if let Int8Output::Int8 { scale } = l.output {
-                    p.y_scale = scale;
-                }
-                p
+                let q = Quantized { ab: AbType::F8E4M3, kind: &l.kind, x_scale: l.x_scale, bias: l.bias, epilogue: &l.epilogue };
+                q.problem(io, a, b, out, out_dtype, y_scale)?
             }
             op => return unsupported(format!("{}: not a GEMM layer", op.name())),
         };
@@ -163,6 +133,76 @@ impl Problem {
             return unsupported(format!("{name}: {} batch entries exceed the grid's z", self.batch()));
         }
         Ok(())
+    }
+}
+
+/// An `Int8Linear` or `Fp8Linear` of Gemm or MatMul kind: quantized A and
+/// B, per-channel weight scales (input 2), bias (input 3), residual (input 4).
+struct Quantized<'a> {
+    ab: AbType,
+    kind: &'a LinearKind,
+    x_scale: f32,
+    bias: bool,
+    epilogue: &'a Epilogue,
+}
+
+impl Quantized<'_> {
+    fn problem(
+        &self,
+        io: &LayerIo<'_>,
+        a: &TensorType,
+        b: &TensorType,
+        out: &TensorType,
+        out_dtype: DType,
+        y_scale: Option<f32>,
+    ) -> Result<Problem, Unsupported> {
+        let name = io.op.name();
+        let operands = match self.ab {
+            AbType::F8E4M3 => DType::F8E4M3FN,
+            _ => DType::I8,
+        };
+        if a.dtype != operands || b.dtype != operands {
+            return unsupported(format!("{name}: x and w must be {operands}"));
+        }
+        let residual = if self.epilogue.residual { Some((4, input(io, 4)?)) } else { None };
+        if let Some((_, r)) = residual {
+            float_type(name, r)?;
+        }
+        if out.dtype != out_dtype {
+            return unsupported(format!("{name}: output {out} does not match its {out_dtype} output"));
+        }
+        let mut p = match self.kind {
+            LinearKind::Gemm(g) => {
+                let g = Gemm { beta: 0.0, ..g.clone() };
+                gemm(self.ab, &g, a, b, None, out, residual, self.epilogue)?
+            }
+            LinearKind::MatMul(_) => {
+                if b.shape.len() < 2 {
+                    return unsupported(format!("{name}: a 1-D weight has no output channel axis"));
+                }
+                matmul(self.ab, a, b, out, None, residual, self.epilogue)?
+            }
+            LinearKind::Conv(_) => return unsupported(format!("{name}: a convolution is not a GEMM layer")),
+        };
+        let ws = input(io, 2)?;
+        if ws.dtype != DType::F32 || ws.shape != [p.n] {
+            return unsupported(format!("{name}: w_scale {ws} is not f32[{}]", p.n));
+        }
+        p.w_scale = Some(2);
+        if self.bias {
+            let bias = input(io, 3)?;
+            if bias.dtype != DType::F32 || bias.shape != [p.n] {
+                return unsupported(format!("{name}: bias {bias} is not f32[{}]", p.n));
+            }
+            p.addend = Some(Strided { input: 3, dtype: DType::F32, strides: [0, 0, 0, 1] });
+            p.spec.addend = Some(DType::F32);
+            p.beta = 1.0;
+        }
+        p.x_scale = self.x_scale;
+        if let Some(scale) = y_scale {
+            p.y_scale = scale;
+        }
+        Ok(p)
     }
 }
 

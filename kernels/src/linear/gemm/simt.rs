@@ -5,13 +5,13 @@
 //! family and the choice between them live in `super` (`linear::gemm`).
 //!
 //! Every GEMM kernel takes the parameters of `cuda/gemm_common.cuh`, in this
-//! order: `A`, `B`, `w_scale` (int8 only), `E` (when the spec has an
+//! order: `A`, `B`, `w_scale` (int8 and FP8 only), `E` (when the spec has an
 //! addend), `R` (when it has a residual), `Y`, then `M`, `N`, `K`, `nz1`
 //! (i32), `sa0`, `sa1`, `sb0`, `sb1` (i64), `se0`, `se1`, `ser`, `sec` (i64,
 //! with an addend only), and `alpha`, `beta`, `x_scale`, `y_scale` (f32).
 
 pub use crate::tactic::GemmTactic;
-use crate::{KernelSource, SmLimits, COMMON};
+use crate::{KernelSource, SmLimits, COMMON, FLOAT8};
 use trtc_runtime::DType;
 
 const SIMT_SOURCE: &str = include_str!("../../../cuda/gemm_simt.cu");
@@ -25,6 +25,8 @@ pub enum AbType {
     F16,
     /// Int8 operands: int32 accumulation, per-channel weight scales.
     I8,
+    /// FP8 E4M3 operands: f32 accumulation, per-channel weight scales.
+    F8E4M3,
 }
 
 impl AbType {
@@ -32,7 +34,7 @@ impl AbType {
         match self {
             AbType::F32 => 4,
             AbType::F16 => 2,
-            AbType::I8 => 1,
+            AbType::I8 | AbType::F8E4M3 => 1,
         }
     }
 
@@ -41,7 +43,13 @@ impl AbType {
             AbType::F32 => "float",
             AbType::F16 => "f16",
             AbType::I8 => "i8",
+            AbType::F8E4M3 => "f8e4m3",
         }
+    }
+
+    /// Quantized operands (int8 or FP8), scaled per channel in the epilogue.
+    pub fn is_quantized(self) -> bool {
+        matches!(self, AbType::I8 | AbType::F8E4M3)
     }
 }
 
@@ -59,13 +67,23 @@ pub struct GemmSpec {
     pub addend: Option<DType>,
     /// The storage of the residual, if any.
     pub residual: Option<DType>,
-    /// The storage of Y: f32, f16, or i8 (requantized by `y_scale`).
+    /// The storage of Y: f32, f16, or i8 or f8e4m3fn (requantized by
+    /// `y_scale`).
     pub out: DType,
     /// The activation, a CUDA expression of the f32 `v`.
     pub activation: Option<String>,
 }
 
 impl GemmSpec {
+    /// `float8.cuh` when the operands or the output are FP8, else nothing.
+    fn prelude(&self) -> &'static str {
+        if self.ab == AbType::F8E4M3 || self.out == DType::F8E4M3FN {
+            FLOAT8
+        } else {
+            ""
+        }
+    }
+
     /// A plain f32 row-major GEMM with an activation expression of `v`.
     pub fn f32(activation: &str) -> GemmSpec {
         GemmSpec {
@@ -89,17 +107,22 @@ impl GemmSpec {
         };
         let out = match self.out {
             DType::I8 => "i8",
+            DType::F8E4M3FN => "f8e4m3",
             d => float(d)?,
         };
         let e = self.addend.map(float).unwrap_or(Some("float"))?;
         let r = self.residual.map(float).unwrap_or(Some("float"))?;
         let act = self.activation.as_deref().unwrap_or("v");
         Some(format!(
-            "#define AB_T {}\n#define GEMM_INT8 {}\n#define OUT_T {out}\n#define OUT_INT8 {}\n#define HAS_E {}\n#define E_T {e}\n\
+            "{}#define AB_T {}\n#define GEMM_INT8 {}\n#define GEMM_FP8 {}\n#define OUT_T {out}\n#define OUT_INT8 {}\n\
+             #define OUT_FP8 {}\n#define HAS_E {}\n#define E_T {e}\n\
              #define HAS_R {}\n#define R_T {r}\n#define TRANS_A {}\n#define TRANS_B {}\n#define ACT(v) ({act})\n",
+            self.prelude(),
             self.ab.c_type(),
             (self.ab == AbType::I8) as u8,
+            (self.ab == AbType::F8E4M3) as u8,
             (self.out == DType::I8) as u8,
+            (self.out == DType::F8E4M3FN) as u8,
             self.addend.is_some() as u8,
             self.residual.is_some() as u8,
             self.trans_a as u8,

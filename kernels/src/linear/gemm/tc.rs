@@ -16,6 +16,7 @@ impl TcKind {
             AbType::F16 => TcKind::F16,
             AbType::F32 => TcKind::Tf32,
             AbType::I8 => TcKind::S8,
+            AbType::F8E4M3 => TcKind::E4M3,
         }
     }
 
@@ -23,7 +24,15 @@ impl TcKind {
         match self {
             TcKind::F16 => 2,
             TcKind::Tf32 => 4,
-            TcKind::S8 => 1,
+            TcKind::S8 | TcKind::E4M3 => 1,
+        }
+    }
+
+    /// The oldest architecture whose mma.sync takes this kind.
+    pub fn min_sm(self) -> u32 {
+        match self {
+            TcKind::E4M3 => 89,
+            _ => 80,
         }
     }
 
@@ -65,17 +74,21 @@ impl TcTactic {
     }
 
     /// A rough count of registers per thread: the accumulators, one k-step
-    /// of A and B fragments, addressing, and for an s8 `[K, N]` B the
+    /// of A and B fragments, addressing, and for an 8-bit `[K, N]` B the
     /// blocks of 16 words staged through registers.
     pub fn registers(&self, b_kmajor: bool) -> u32 {
         let (mi, ni) = self.warp_tiles();
-        let staged =
-            if self.kind == TcKind::S8 && !b_kmajor { 16 * ((self.bk / 16) * (self.bn / 4)).div_ceil(self.threads()) } else { 0 };
+        let staged = if matches!(self.kind, TcKind::S8 | TcKind::E4M3) && !b_kmajor {
+            16 * ((self.bk / 16) * (self.bn / 4)).div_ceil(self.threads())
+        } else {
+            0
+        };
         mi * ni * 4 + mi * 4 + ni * 2 + 40 + staged
     }
 
-    /// The shape constraints of `gemm_tc.cu` and the target's limits. `b_kmajor`
-    /// is the B layout: `[N, K]` (true) or `[K, N]`.
+    /// The shape constraints of `gemm_tc.cu` and the target's limits (its
+    /// architecture must have the kind's mma). `b_kmajor` is the B layout:
+    /// `[N, K]` (true) or `[K, N]`.
     pub fn is_valid(&self, limits: &SmLimits, b_kmajor: bool) -> bool {
         let pow2 = |v: u32| v.is_power_of_two();
         let k_bytes = self.bk * self.kind.element_bytes();
@@ -90,15 +103,16 @@ impl TcTactic {
             && self.stages >= 2;
         // The [K, N] layout: ldmatrix.trans for f16 (two chunks per row at
         // least), pairs of chunks spread over 8 bank groups for tf32, blocks
-        // of 16 k x 4 columns transposed through registers for s8.
+        // of 16 k x 4 columns transposed through registers for 8 bits.
         let b_layout = b_kmajor
             || match self.kind {
                 TcKind::F16 => self.bn >= 16,
                 TcKind::Tf32 => self.bn.is_multiple_of(32),
-                TcKind::S8 => self.bk.is_multiple_of(16),
+                TcKind::S8 | TcKind::E4M3 => self.bk.is_multiple_of(16),
             };
         shape
             && b_layout
+            && limits.sm >= self.kind.min_sm()
             && self.threads() <= limits.max_threads_per_block
             && self.shared_bytes() <= limits.max_shared_bytes_per_block
             && self.registers(b_kmajor) <= 232
@@ -134,6 +148,7 @@ impl TcTactic {
             TcKind::F16 => 0,
             TcKind::Tf32 => 1,
             TcKind::S8 => 2,
+            TcKind::E4M3 => 3,
         };
         let defines = format!(
             "{}#define TC_KIND {kind}\n#define B_KMAJOR {}\n#define BM {}\n#define BN {}\n#define BK {}\n#define WM {}\n#define WN {}\n#define STAGES {}\n",
@@ -155,7 +170,7 @@ impl TcTactic {
 
 /// Why a layer's GEMM has no tensor-core kernel, or `None` when it has one:
 /// A must be K-contiguous, and every row and batch entry of A and B must
-/// start 16-byte aligned (cp.async, and the s8 `[K, N]` blocks).
+/// start 16-byte aligned (cp.async, and the 8-bit `[K, N]` blocks).
 pub fn misfit(p: &Problem) -> Option<String> {
     let kind = TcKind::for_operands(p.spec.ab);
     let per_chunk = (16 / kind.element_bytes()) as usize;
@@ -203,7 +218,7 @@ fn macs_per_clock(kind: TcKind) -> f64 {
     match kind {
         TcKind::F16 => 1024.0,
         TcKind::Tf32 => 512.0,
-        TcKind::S8 => 2048.0,
+        TcKind::S8 | TcKind::E4M3 => 2048.0,
     }
 }
 

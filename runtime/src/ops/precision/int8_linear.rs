@@ -15,12 +15,13 @@
 //! 4. the output: `y` as f32, rounded to f16, or requantized to int8 as
 //!    `saturate(round_half_even(y / out_scale))` in [-128, 127].
 
+use super::quantized::{self, QuantizedProduct};
 use crate::dtype::DType;
+use crate::ensure_op;
 use crate::error::Result;
 use crate::ops::fused::{Epilogue, LinearKind};
-use crate::ops::{input, opt_input, OpImpl};
+use crate::ops::OpImpl;
 use crate::tensor::{Tensor, TensorType, TensorView, TensorViewMut};
-use crate::{bail_op, ensure_op};
 use half::f16;
 use serde::{Deserialize, Serialize};
 
@@ -51,43 +52,14 @@ pub struct Int8Linear {
 /// `w_q = round_half_even(w / scale)`, which lies in [-127, 127]. Returns
 /// the int8 weight and the scales.
 pub fn quantize_weight_per_channel(w: &Tensor, axis: usize) -> Result<(Tensor, Tensor)> {
-    ensure_op!(w.dtype() == DType::F32, "int8 weights: expected an f32 weight, got {}", w.ty());
-    ensure_op!(axis < w.shape().len(), "int8 weights: axis {axis} out of range for {}", w.ty());
-    let shape = w.shape().to_vec();
-    let channels = shape[axis];
-    let inner: usize = shape[axis + 1..].iter().product();
-    let values = w.as_slice::<f32>()?;
-    ensure_op!(values.iter().all(|v| v.is_finite()), "int8 weights: the weight has non-finite values");
-    let channel_of = |i: usize| (i / inner.max(1)) % channels.max(1);
-    let mut amax = vec![0f32; channels];
-    for (i, v) in values.iter().enumerate() {
-        let c = channel_of(i);
-        amax[c] = amax[c].max(v.abs());
-    }
-    let scales: Vec<f32> = amax.iter().map(|&a| if a > 0.0 { a / 127.0 } else { 1.0 }).collect();
-    let q: Vec<i8> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (v / scales[channel_of(i)]).round_ties_even().clamp(-127.0, 127.0) as i8)
-        .collect();
-    Ok((Tensor::from_vec(shape, q)?, Tensor::from_vec(vec![channels], scales)?))
+    let (q, scales) =
+        quantized::quantize_per_channel(w, axis, "int8", 127.0, |v| v.round_ties_even().clamp(-127.0, 127.0) as i8)?;
+    Ok((Tensor::from_vec(w.shape().to_vec(), q)?, scales))
 }
 
 impl Int8Linear {
-    fn product(&self) -> &dyn OpImpl {
-        match &self.kind {
-            LinearKind::Conv(c) => c,
-            LinearKind::Gemm(g) => g,
-            LinearKind::MatMul(m) => m,
-        }
-    }
-
-    /// The axis of the output that indexes the weight's output channels.
-    fn channel_axis(&self, rank: usize) -> usize {
-        match self.kind {
-            LinearKind::Conv(_) => 1,
-            _ => rank.saturating_sub(1),
-        }
+    fn core(&self) -> QuantizedProduct<'_> {
+        QuantizedProduct { name: self.name(), kind: &self.kind, x_scale: self.x_scale, bias: self.bias, epilogue: &self.epilogue }
     }
 
     fn out_dtype(&self) -> DType {
@@ -105,15 +77,6 @@ fn widen_i8(v: TensorView<'_>) -> Result<Tensor> {
     Tensor::from_vec(v.shape.to_vec(), src.iter().map(|&x| x as f64).collect::<Vec<f64>>())
 }
 
-/// Float elements of a view as f32 (f32 or f16).
-fn float_values(v: TensorView<'_>) -> Result<Vec<f32>> {
-    match v.dtype {
-        DType::F32 => Ok(v.as_slice::<f32>()?.to_vec()),
-        DType::F16 => Ok(v.as_slice::<f16>()?.iter().map(|x| x.to_f32()).collect()),
-        d => bail_op!("Int8Linear: expected an f32 or f16 residual, got {d:?}"),
-    }
-}
-
 impl OpImpl for Int8Linear {
     fn name(&self) -> &'static str {
         match self.kind {
@@ -124,71 +87,17 @@ impl OpImpl for Int8Linear {
     }
 
     fn infer(&self, inputs: &[Option<&TensorType>]) -> Result<Vec<TensorType>> {
-        let name = self.name();
-        ensure_op!(inputs.len() <= 5, "{name}: too many inputs");
-        let x = input(inputs, 0, name)?;
-        let w = input(inputs, 1, name)?;
-        ensure_op!(x.dtype == DType::I8 && w.dtype == DType::I8, "{name}: x and w must be int8, got {x} and {w}");
-        ensure_op!(self.x_scale.is_finite() && self.x_scale > 0.0, "{name}: bad input scale {}", self.x_scale);
         if let Int8Output::Int8 { scale } = self.output {
-            ensure_op!(scale.is_finite() && scale > 0.0, "{name}: bad output scale {scale}");
+            ensure_op!(scale.is_finite() && scale > 0.0, "{}: bad output scale {scale}", self.name());
         }
-        let xw = TensorType::new(DType::F64, x.shape.clone());
-        let ww = TensorType::new(DType::F64, w.shape.clone());
-        let out = self.product().infer(&[Some(&xw), Some(&ww), None])?;
-        ensure_op!(out.len() == 1, "{name}: one output expected");
-        let shape = out[0].shape.clone();
-        ensure_op!(!shape.is_empty(), "{name}: scalar output");
-        let channels = shape[self.channel_axis(shape.len())];
-        let ws = input(inputs, 2, name)?;
-        ensure_op!(ws.dtype == DType::F32 && ws.shape == [channels], "{name}: w_scale must be f32[{channels}], got {ws}");
-        match (self.bias, opt_input(inputs, 3)) {
-            (true, Some(b)) => {
-                ensure_op!(b.dtype == DType::F32 && b.shape == [channels], "{name}: bias must be f32[{channels}], got {b}")
-            }
-            (false, None) => {}
-            _ => bail_op!("{name}: bias input does not match the bias flag"),
-        }
-        match (self.epilogue.residual, opt_input(inputs, 4)) {
-            (true, Some(r)) => ensure_op!(
-                matches!(r.dtype, DType::F32 | DType::F16) && r.shape == shape,
-                "{name}: residual must be f32 or f16 of shape {shape:?}, got {r}"
-            ),
-            (false, None) => {}
-            _ => bail_op!("{name}: residual input does not match the epilogue"),
-        }
+        let shape = self.core().infer(inputs, DType::I8)?;
         Ok(vec![TensorType::new(self.out_dtype(), shape)])
     }
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        let name = self.name();
-        let x = widen_i8(input(inputs, 0, name)?)?;
-        let w = widen_i8(input(inputs, 1, name)?)?;
         let out = &mut outputs[0];
         let shape = out.shape.to_vec();
-        let mut acc = Tensor::zeros(TensorType::new(DType::F64, shape.clone()))?;
-        self.product().eval(&[Some(x.view()), Some(w.view()), None], &mut [acc.view_mut()])?;
-        let axis = self.channel_axis(shape.len());
-        let channels = shape[axis];
-        let inner: usize = shape[axis + 1..].iter().product();
-        let w_scale = input(inputs, 2, name)?.as_slice::<f32>()?;
-        let scales: Vec<f32> = w_scale.iter().map(|&s| self.x_scale * s).collect();
-        let bias = if self.bias { Some(input(inputs, 3, name)?.as_slice::<f32>()?) } else { None };
-        let residual = if self.epilogue.residual { Some(float_values(input(inputs, 4, name)?)?) } else { None };
-        let acc = acc.as_slice::<f64>()?;
-        let mut y: Vec<f32> = acc
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| {
-                let c = (i / inner.max(1)) % channels.max(1);
-                let v = (a as f32) * scales[c];
-                match bias {
-                    Some(b) => v + b[c],
-                    None => v,
-                }
-            })
-            .collect();
-        self.epilogue.apply(&mut y, residual.as_deref());
+        let y = self.core().eval(inputs, &shape, widen_i8)?;
         match self.output {
             Int8Output::F32 => out.as_mut_slice::<f32>()?.copy_from_slice(&y),
             Int8Output::F16 => half::slice::HalfFloatSliceExt::convert_from_f32_slice(out.as_mut_slice::<f16>()?, &y),

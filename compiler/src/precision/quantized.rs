@@ -1,9 +1,13 @@
-//! INT8 from calibration (`--int8`): each Conv, Gemm or MatMul with a
-//! constant weight whose input has a calibrated scale becomes an
-//! `Int8Linear`: its input is quantized per tensor, its weight per output
-//! channel. Then, wherever an int8 layer's only consumers quantize its
-//! output again with one scale, the layer requantizes in its epilogue and
-//! writes int8 directly (`fold_requantization`).
+//! INT8 and FP8 from calibration (`--int8`, `--fp8`): each Conv, Gemm or
+//! MatMul with a constant weight whose input has a calibrated scale becomes
+//! an `Int8Linear` or `Fp8Linear`: its input is quantized per tensor, its
+//! weight per output channel. Then, wherever a quantized layer's only
+//! consumers quantize its output again with one scale, the layer
+//! requantizes in its epilogue and writes int8 or FP8 directly
+//! (`fold_requantization`).
+//!
+//! Calibration gives each tensor TensorRT's int8 scale, `amax / 127`; FP8
+//! (E4M3) maps the same `amax` onto its largest value, 448.
 
 use super::PrecisionConfig;
 use crate::ir::{wires, Graph, Patch, Port, Wire};
@@ -11,9 +15,64 @@ use anyhow::Result;
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
 use trtc_runtime::ops::fused::{Linear, LinearKind};
-use trtc_runtime::ops::precision::{quantize_weight_per_channel, Int8Linear, Int8Output, Precision, PrecisionOp};
+use trtc_runtime::ops::precision::{
+    quantize_weight_per_channel, quantize_weight_per_channel_fp8, Fp8Linear, Fp8Output, Int8Linear, Int8Output, Precision,
+    PrecisionOp, FP8_E4M3_MAX,
+};
 use trtc_runtime::ops::quant::{QuantOp, QuantizeLinear};
 use trtc_runtime::{DType, Op, Tensor};
+
+/// The format a quantized layer computes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantFormat {
+    /// Symmetric int8, int32 accumulation.
+    Int8,
+    /// FP8 E4M3FN, f32 accumulation.
+    Fp8,
+}
+
+impl QuantFormat {
+    /// The dtype of the quantized activations and weights.
+    pub fn dtype(self) -> DType {
+        match self {
+            QuantFormat::Int8 => DType::I8,
+            QuantFormat::Fp8 => DType::F8E4M3FN,
+        }
+    }
+
+    pub fn precision(self) -> Precision {
+        match self {
+            QuantFormat::Int8 => Precision::Int8,
+            QuantFormat::Fp8 => Precision::Fp8,
+        }
+    }
+
+    /// The format whose tensors have this dtype.
+    pub fn of(dtype: DType) -> Option<QuantFormat> {
+        match dtype {
+            DType::I8 => Some(QuantFormat::Int8),
+            DType::F8E4M3FN => Some(QuantFormat::Fp8),
+            _ => None,
+        }
+    }
+
+    /// This format's activation scale for a tensor whose calibrated int8
+    /// scale (`amax / 127`) is `int8_scale`.
+    pub fn activation_scale(self, int8_scale: f32) -> f32 {
+        match self {
+            QuantFormat::Int8 => int8_scale,
+            QuantFormat::Fp8 => int8_scale * (127.0 / FP8_E4M3_MAX),
+        }
+    }
+
+    /// The weight quantized per output channel, and the scales.
+    fn quantize_weight(self, w: &Tensor, axis: usize) -> trtc_runtime::Result<(Tensor, Tensor)> {
+        match self {
+            QuantFormat::Int8 => quantize_weight_per_channel(w, axis),
+            QuantFormat::Fp8 => quantize_weight_per_channel_fp8(w, axis),
+        }
+    }
+}
 
 /// The axis of a layer's weight that holds its output channels, if the
 /// layer has a weight int8 kernels support.
@@ -50,15 +109,17 @@ fn per_channel_bias(graph: &Graph, linear: &Linear, bias: Option<Port>, channels
 }
 
 /// Adds to `patch` the replacement of linear layer `n` by an `Int8Linear`
-/// reading `x_q` (int8, scale `x_scale`) and the quantized weight. Returns
-/// why not when the layer's bias or shapes do not fit.
+/// or `Fp8Linear` (after `format`) reading `x_q` (quantized with scale
+/// `x_scale`) and the quantized weight. Returns why not when the layer's
+/// bias or shapes do not fit.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn make_int8(
+pub(super) fn make_quantized(
     graph: &Graph,
     patch: &mut Patch,
     n: NodeIndex,
     linear: &Linear,
     ins: &[Option<Port>],
+    format: QuantFormat,
     x_q: Wire,
     x_scale: f32,
     weight: (Tensor, Vec<f32>),
@@ -70,35 +131,44 @@ pub(super) fn make_int8(
         Err(why) => return Ok(Err(why)),
     };
     let name = graph.node(n).name.clone();
-    let wq = patch.add_constant(&format!("{name}.weight_int8"), w_q);
+    let suffix = match format {
+        QuantFormat::Int8 => "int8",
+        QuantFormat::Fp8 => "fp8",
+    };
+    let wq = patch.add_constant(&format!("{name}.weight_{suffix}"), w_q);
     let ws = patch.add_constant(&format!("{name}.weight_scale"), Tensor::from_vec(vec![channels], w_scale)?);
     let b = match bias {
         Some(b) => Some(patch.add_constant(&format!("{name}.bias"), Tensor::from_vec(vec![channels], b)?)),
         None => None,
     };
     let residual = if linear.epilogue.residual { ins.get(3).copied().flatten().map(Wire::from) } else { None };
-    let op = Int8Linear {
-        kind: linear.kind.clone(),
-        x_scale,
-        bias: b.is_some(),
-        epilogue: linear.epilogue.clone(),
-        output: Int8Output::F32,
+    let (kind, bias, epilogue) = (linear.kind.clone(), b.is_some(), linear.epilogue.clone());
+    let op: Op = match format {
+        QuantFormat::Int8 => Int8Linear { kind, x_scale, bias, epilogue, output: Int8Output::F32 }.into(),
+        QuantFormat::Fp8 => Fp8Linear { kind, x_scale, bias, epilogue, output: Fp8Output::F32 }.into(),
     };
     let mut inputs = vec![Some(x_q), Some(wq), Some(ws), b, residual];
     while inputs.last() == Some(&None) {
         inputs.pop();
     }
     let types: Vec<Option<&trtc_runtime::TensorType>> = inputs.iter().map(|w| w.map(|w| patch.ty(graph, w))).collect();
-    if let Err(e) = Op::from(op.clone()).infer(&types) {
+    if let Err(e) = op.infer(&types) {
         return Ok(Err(e.to_string()));
     }
-    patch.replace_node(graph, n, op.into(), &inputs)?;
+    patch.replace_node(graph, n, op, &inputs)?;
     Ok(Ok(()))
 }
 
-/// Rewrites the layers `--int8` can run in int8. Returns the int8-capable
-/// layers left in float, with the reason.
-pub fn to_int8(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<String, f32>) -> Result<Vec<(String, String)>> {
+/// Rewrites the layers `--int8` (`--fp8`) can run in int8 (FP8), or that a
+/// pin puts there. `scales` are the calibrated int8 scales. Returns the
+/// capable layers left in float, with the reason.
+pub fn to_quantized(
+    graph: &mut Graph,
+    cfg: &PrecisionConfig,
+    scales: &BTreeMap<String, f32>,
+    format: QuantFormat,
+) -> Result<Vec<(String, String)>> {
+    let precision = format.precision();
     let mut fallbacks = Vec::new();
     let mut quantized: HashMap<(Port, u32), Port> = HashMap::new();
     for n in graph.topo_order() {
@@ -107,12 +177,20 @@ pub fn to_int8(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<Strin
         let Some(weight) = graph.node(w.node).constant().cloned() else { continue };
         let name = graph.node(n).name.clone();
         let mut fallback = |why: String| fallbacks.push((name.clone(), why));
-        if !cfg.allows(&name, Precision::Int8) {
-            fallback(format!("pinned to {}", cfg.pinned(&name).map(|p| p.name()).unwrap_or("float")));
+        if !cfg.allows(&name, precision) {
+            // Reported only when the build asks for this format (not when a
+            // pin elsewhere made this pass run), and not for a layer pinned
+            // to the other quantized format, whose pass takes it.
+            match cfg.pinned(&name) {
+                Some(p) if cfg.enables(precision) && !matches!(p, Precision::Int8 | Precision::Fp8) => {
+                    fallback(format!("pinned to {}", p.name()))
+                }
+                _ => {}
+            }
             continue;
         }
         let Some(axis) = weight_channel_axis(&linear.kind, weight.shape().len()) else {
-            fallback(format!("no int8 kernel for a {}-D weight", weight.shape().len()));
+            fallback(format!("no {} kernel for a {}-D weight", precision.name(), weight.shape().len()));
             continue;
         };
         if graph.ty(x).dtype != DType::F32 || weight.dtype() != DType::F32 {
@@ -120,15 +198,16 @@ pub fn to_int8(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<Strin
             continue;
         }
         let x_name = graph.node(x.node).outputs[x.port].name.clone();
-        let Some(&scale) = scales.get(&x_name) else {
+        let Some(&int8_scale) = scales.get(&x_name) else {
             fallback(format!("no calibration scale for its input '{x_name}'"));
             continue;
         };
+        let scale = format.activation_scale(int8_scale);
         if !(scale.is_finite() && scale > 0.0) {
-            fallback(format!("the scale of '{x_name}' is {scale}"));
+            fallback(format!("the scale of '{x_name}' is {int8_scale}"));
             continue;
         }
-        let (w_q, w_scale) = match quantize_weight_per_channel(&weight, axis) {
+        let (w_q, w_scale) = match format.quantize_weight(&weight, axis) {
             Ok(q) => q,
             Err(e) => {
                 fallback(e.to_string());
@@ -145,14 +224,14 @@ pub fn to_int8(graph: &mut Graph, cfg: &PrecisionConfig, scales: &BTreeMap<Strin
                 let s = patch.add_constant(&format!("{x_name}.scale"), Tensor::scalar(scale));
                 let q = patch.add_op(
                     graph,
-                    &format!("{x_name}.int8"),
-                    QuantizeLinear { axis: 0, block_size: 0, output_dtype: DType::I8 }.into(),
+                    &format!("{x_name}.{}", precision.name()),
+                    QuantizeLinear { axis: 0, block_size: 0, output_dtype: format.dtype() }.into(),
                     &[Some(x.into()), Some(s)],
                 )?[0];
                 (q, true)
             }
         };
-        let made = make_int8(graph, &mut patch, n, &linear, &ins, x_q, scale, (w_q, w_scale))?;
+        let made = make_quantized(graph, &mut patch, n, &linear, &ins, format, x_q, scale, (w_q, w_scale))?;
         let applied = graph.apply(patch)?;
         if added {
             quantized.insert((x, scale.to_bits()), applied.port(x_q));
@@ -183,40 +262,52 @@ pub(super) fn scale_and_zero(graph: &Graph, ins: &[Option<Port>]) -> Option<(Vec
     Some((scales, zero))
 }
 
-/// The scale of a per-tensor, zero-point-0 int8 QuantizeLinear node.
-pub(super) fn int8_quantizer_scale(graph: &Graph, n: NodeIndex) -> Option<f32> {
+/// The scale of a per-tensor, zero-point-0 QuantizeLinear node to the
+/// format's dtype.
+pub(super) fn quantizer_scale(graph: &Graph, n: NodeIndex, format: QuantFormat) -> Option<f32> {
     let Some(Op::Quant(QuantOp::QuantizeLinear(q))) = graph.node(n).op() else { return None };
-    if q.output_dtype != DType::I8 || q.block_size != 0 {
+    if q.output_dtype != format.dtype() || q.block_size != 0 {
         return None;
     }
     let (scales, zero) = scale_and_zero(graph, &graph.inputs_of(n))?;
     (scales.len() == 1 && zero).then_some(scales[0])
 }
 
-/// Int8 layers whose output only feeds int8 quantizers of one scale write
-/// int8 themselves, requantized in the epilogue; the quantizers go.
+/// The format of a quantized layer with an f32 output, and the same layer
+/// requantizing its output with `scale`.
+fn requantized(op: &Op, scale: f32) -> Option<(QuantFormat, Op)> {
+    match op {
+        Op::Precision(PrecisionOp::Int8Linear(l)) if l.output == Int8Output::F32 => {
+            Some((QuantFormat::Int8, Int8Linear { output: Int8Output::Int8 { scale }, ..l.clone() }.into()))
+        }
+        Op::Precision(PrecisionOp::Fp8Linear(l)) if l.output == Fp8Output::F32 => {
+            Some((QuantFormat::Fp8, Fp8Linear { output: Fp8Output::Fp8 { scale }, ..l.clone() }.into()))
+        }
+        _ => None,
+    }
+}
+
+/// Int8 (FP8) layers whose output only feeds int8 (FP8) quantizers of one
+/// scale write int8 (FP8) themselves, requantized in the epilogue; the
+/// quantizers go.
 pub fn fold_requantization(graph: &mut Graph) -> Result<usize> {
     let mut folded = 0;
     for n in graph.topo_order() {
-        let Some(Op::Precision(PrecisionOp::Int8Linear(l))) = graph.node(n).op() else { continue };
-        if l.output != Int8Output::F32 {
-            continue;
-        }
+        let Some((format, _)) = graph.node(n).op().and_then(|op| requantized(op, 1.0)) else { continue };
         let out = Port { node: n, port: 0 };
         if graph.is_output(out) {
             continue;
         }
         let consumers = graph.consumers(out);
         let scales: Vec<Option<f32>> =
-            consumers.iter().map(|&(c, slot)| if slot == 0 { int8_quantizer_scale(graph, c) } else { None }).collect();
+            consumers.iter().map(|&(c, slot)| if slot == 0 { quantizer_scale(graph, c, format) } else { None }).collect();
         let Some(Some(scale)) = scales.first().copied() else { continue };
         if scales.iter().any(|s| *s != Some(scale)) {
             continue;
         }
-        let mut l = l.clone();
-        l.output = Int8Output::Int8 { scale };
+        let Some((_, op)) = graph.node(n).op().and_then(|op| requantized(op, scale)) else { continue };
         let mut patch = Patch::new();
-        let new = patch.replace_node(graph, n, l.into(), &wires(&graph.inputs_of(n)))?;
+        let new = patch.replace_node(graph, n, op, &wires(&graph.inputs_of(n)))?;
         for (c, _) in consumers {
             patch.shunt(Port { node: c, port: 0 }, new[0]);
         }
