@@ -64,7 +64,7 @@ xargs -P 6 -L 1 sh -c 'if [ "$(date +%s)" -ge $deadline ]; then echo "SKIPPED (t
     echo "$out" | grep -v "^GPU:\|^model \|^gpu-check:"
     if [ $rc -ne 0 ] && ! echo "$out" | grep -q " FAIL\| ERROR"; then echo "ERROR (exit $rc, 124 is the timeout): $0 $1"; fi' \
     < /tmp/cases.txt | tee "$R/gpu_check.txt"
-echo "models: $(grep -c ' PASS' "$R/gpu_check.txt") passed, $(grep -c ' FAIL\|ERROR' "$R/gpu_check.txt") failed, $(grep -c SKIPPED "$R/gpu_check.txt") skipped for time, of $(wc -l < /tmp/cases.txt)"
+echo "models: $(grep -c ' PASS' "$R/gpu_check.txt") passed, $(grep -c ' FAIL\|ERROR' "$R/gpu_check.txt") failed, $(grep -c SKIPPED "$R/gpu_check.txt") skipped (time, or FP8 before sm_89), of $(wc -l < /tmp/cases.txt)"
 
 log "GPU tests: ONNX conformance cases that pass on the CPU, CUDA vs CPU executor, heuristic tactics"
 # Sixteen processes (the machine's cores), each an equal shard of the suite

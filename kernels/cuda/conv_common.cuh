@@ -61,7 +61,7 @@ __device__ __forceinline__ void conv_finish(OT* out, const RT* residual, int has
     float q = rintf(__fdiv_rn(v, out_scale));
     out[idx] = (q != q) ? (i8)0 : (i8)(int)fminf(fmaxf(q, -128.0f), 127.0f);
 #elif OUT_FP8
-    out[idx].bits = trtc_f8_encode((double)__fdiv_rn(v, out_scale), 0, true);
+    out[idx].bits = trtc_e4m3_sat(__fdiv_rn(v, out_scale));
 #else
     st(out + idx, v);
 #endif

@@ -81,11 +81,42 @@ __device__ __forceinline__ unsigned char trtc_f8_encode(double x, int f, bool sa
     return trtc_f8_exact(rounded, neg, f);
 }
 
+// E4M3FN bits of an f32, rounded to nearest even and saturating (NaN stays
+// NaN, infinities become +-448): what trtc_f8_encode(v, 0, true) gives,
+// in f32 arithmetic, which is exact for an f32 input (scaling by a power of
+// two and rintf) and light enough for the kernels' epilogues.
+__device__ __forceinline__ unsigned char trtc_e4m3_sat(float v) {
+    const unsigned char sign = (unsigned char)((__float_as_uint(v) >> 24) & 0x80);
+    const float a = fabsf(v);
+    if (a != a) return (unsigned char)(0x7f | sign);
+    if (a >= 448.0f) return (unsigned char)(0x7e | sign);
+    // a's binade (the subnormal range shares the lowest normal one, 2^-6),
+    // and a in units of the format's step there, 2^(e-3): 8 to 16 in the
+    // binade, 0 to 8 below it.
+    int e = (int)((__float_as_uint(a) >> 23) & 0xff) - 127;
+    e = e < -6 ? -6 : e;
+    const int u = (int)rintf(__fmul_rn(a, __uint_as_float((u32)(127 + 3 - e) << 23)));
+    if (u < 8) return (unsigned char)(sign | u);
+    if (u == 16) return (unsigned char)(sign | ((e + 8) << 3));
+    return (unsigned char)(sign | ((e + 7) << 3) | (u - 8));
+}
+
+// The value of an E4M3FN byte in f32 bit arithmetic: trtc_f8_decode(b, 0)
+// without doubles, for the kernels' inner loops.
+__device__ __forceinline__ float trtc_e4m3_value(unsigned char b) {
+    const u32 e = (b >> 3) & 15, m = b & 7;
+    float magnitude;
+    if (e == 15 && m == 7) magnitude = __int_as_float(0x7fc00000);
+    else if (e == 0) magnitude = (float)m * 0.001953125f;
+    else magnitude = __uint_as_float(((e + 120) << 23) | (m << 20));
+    return (b & 0x80) ? -magnitude : magnitude;
+}
+
 // E4M3FN storage of the FP8 GEMM and convolution kernels: a struct, so
 // that ld/st overloads tell it from plain bytes. Loads decode exactly;
 // stores saturate, as QuantizeLinear and the runtime's Fp8Linear do.
 struct __align__(1) f8e4m3 {
     unsigned char bits;
 };
-__device__ __forceinline__ float ld(const f8e4m3* p) { return trtc_f8_decode(p->bits, 0); }
-__device__ __forceinline__ void st(f8e4m3* p, float v) { p->bits = trtc_f8_encode((double)v, 0, true); }
+__device__ __forceinline__ float ld(const f8e4m3* p) { return trtc_e4m3_value(p->bits); }
+__device__ __forceinline__ void st(f8e4m3* p, float v) { p->bits = trtc_e4m3_sat(v); }

@@ -139,7 +139,7 @@ __device__ __forceinline__ void gemm_put2(const GemmEpi& p, long long o, float v
 }
 #elif OUT_FP8
 __device__ __forceinline__ unsigned char gemm_requantize(float v, float scale) {
-    return trtc_f8_encode((double)__fdiv_rn(v, scale), 0, true);
+    return trtc_e4m3_sat(__fdiv_rn(v, scale));
 }
 __device__ __forceinline__ void gemm_put(const GemmEpi& p, long long o, float v) { p.y[o].bits = gemm_requantize(v, p.y_scale); }
 __device__ __forceinline__ void gemm_put2(const GemmEpi& p, long long o, float v0, float v1) {

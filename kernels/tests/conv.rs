@@ -10,7 +10,7 @@ use trtc_runtime::kernels::KernelArg;
 use trtc_runtime::ops::elementwise::UnaryKind;
 use trtc_runtime::ops::fused::{Activation, Epilogue, Linear, LinearKind};
 use trtc_runtime::ops::linalg::{Conv, ConvTranspose};
-use trtc_runtime::ops::precision::{Int8Linear, Int8Output};
+use trtc_runtime::ops::precision::{Fp8Linear, Fp8Output, Int8Linear, Int8Output};
 use trtc_runtime::{DType, Op, TensorType};
 
 mod common;
@@ -48,6 +48,8 @@ enum Kind {
     Fused(DType, bool, Option<Activation>),
     /// Int8Conv with bias, residual and activation, and this output.
     Int8(Int8Output, bool, Option<Activation>),
+    /// Fp8Conv likewise.
+    Fp8(Fp8Output, bool, Option<Activation>),
 }
 
 /// A 2-D conv layer of batch `n`, `c -> m` channels on an `h x w` input.
@@ -90,6 +92,32 @@ fn layer(name: &str, kind: Kind, n: usize, c: usize, m: usize, h: usize, w: usiz
                 inputs: vec![
                     Some(t(DType::I8, &[n, c, h, w])),
                     Some(t(DType::I8, &wshape)),
+                    Some(t(DType::F32, &[m])),
+                    Some(t(DType::F32, &[m])),
+                    residual.then(|| t(DType::F32, &oshape)),
+                ],
+                output: t(out_dt, &oshape),
+            }
+        }
+        Kind::Fp8(output, residual, activation) => {
+            let out_dt = match output {
+                Fp8Output::F32 => DType::F32,
+                Fp8Output::F16 => DType::F16,
+                Fp8Output::Fp8 { .. } => DType::F8E4M3FN,
+            };
+            Layer {
+                name,
+                op: Fp8Linear {
+                    kind: LinearKind::Conv(conv),
+                    x_scale: 0.02,
+                    bias: true,
+                    epilogue: Epilogue { residual, activation },
+                    output,
+                }
+                .into(),
+                inputs: vec![
+                    Some(t(DType::F8E4M3FN, &[n, c, h, w])),
+                    Some(t(DType::F8E4M3FN, &wshape)),
                     Some(t(DType::F32, &[m])),
                     Some(t(DType::F32, &[m])),
                     residual.then(|| t(DType::F32, &oshape)),
@@ -321,6 +349,40 @@ fn heuristic_picks_the_kernel_for_the_layer() {
     // Every candidate of the f32 layer: both variants, the heuristic's first.
     let all = big.candidates(90);
     assert!(all.iter().any(|c| c.tactic.to_string().starts_with("conv_simt")) && all.len() > 20);
+}
+
+/// FP8 convolutions take the e4m3 tensor cores from sm_89 and the exact
+/// CUDA-core kernel before; the heuristic kernels compile (no spills) for
+/// the SMs they are offered on.
+#[test]
+fn fp8_convs_take_e4m3_tensor_cores_from_sm_89() {
+    common::require_nvrtc();
+    let q = Fp8Output::Fp8 { scale: 0.1 };
+    let layers = [
+        layer("fp8 3x3", Kind::Fp8(q, false, RELU), 32, 128, 128, 28, 28, conv2d(3, 1, 1, 1)),
+        layer("fp8 1x1 residual", Kind::Fp8(Fp8Output::F16, true, RELU), 8, 256, 64, 56, 56, conv2d(1, 1, 0, 1)),
+        layer("fp8 stem", Kind::Fp8(Fp8Output::F32, false, None), 1, 3, 64, 224, 224, conv2d(7, 2, 3, 1)),
+        layer("fp8 depthwise", Kind::Fp8(q, false, RELU6), 8, 144, 144, 56, 56, conv2d(3, 1, 1, 144)),
+    ];
+    let tactic = |c: &Candidate| c.tactic.to_string();
+    assert!(first(&layers[0]).starts_with("conv_e4m3"), "{}", first(&layers[0]));
+    assert!(first(&layers[1]).starts_with("conv_e4m3"), "{}", first(&layers[1]));
+    assert_eq!(first(&layers[3]), "conv_dw o4 b256");
+    for l in &layers {
+        let ampere = l.candidates(86);
+        assert!(ampere.iter().all(|c| !tactic(c).starts_with("conv_e4m3")), "{}: e4m3 offered on sm_86", l.name);
+        assert!(l.candidates(89).iter().any(|c| tactic(c).starts_with("conv_e4m3")) || l.name.contains("depthwise"));
+        for (sm, c) in [(80, &ampere[0]), (89, &l.candidates(89)[0]), (90, &l.candidates(90)[0])] {
+            let k = &c.launches[0].kernel;
+            common::compile_source(&k.source, &k.entry, sm, &format!("{} ({}) on sm_{sm}", l.name, c.tactic));
+        }
+    }
+    // On sm_90 ptxas turns each e4m3 mma into conversions and two f16
+    // mmas: every tactic offered there must still fit the registers.
+    for c in layers[0].candidates(90).iter().filter(|c| tactic(c).starts_with("conv_e4m3")) {
+        let k = &c.launches[0].kernel;
+        common::compile_source(&k.source, &k.entry, 90, &format!("{} ({}) on sm_90", layers[0].name, c.tactic));
+    }
 }
 
 #[test]

@@ -13,7 +13,7 @@ use trtc_runtime::ops::elementwise::Cast;
 use trtc_runtime::ops::elementwise::UnaryKind;
 use trtc_runtime::ops::fused::{Activation, Epilogue, Linear, LinearKind};
 use trtc_runtime::ops::linalg::{Gemm, MatMul};
-use trtc_runtime::ops::precision::{HalfIo, Int8Linear, Int8Output};
+use trtc_runtime::ops::precision::{Fp8Linear, Fp8Output, HalfIo, Int8Linear, Int8Output};
 use trtc_runtime::{DType, Op, Tensor, TensorType};
 
 mod common;
@@ -212,6 +212,52 @@ fn tensor_core_extremes_compile() {
         let c = all.iter().find(|c| c.tactic == tactic).unwrap_or_else(|| panic!("{name}: no {tactic}"));
         let k = &c.launches[0].kernel;
         common::compile_source(&k.source, tactic, 80, &format!("{name} {tactic}"));
+    }
+}
+
+/// FP8 GEMMs: e4m3 tensor cores from sm_89 (the heuristic's first choice,
+/// sized to the problem), the exact CUDA-core kernels before; the heuristic
+/// kernel and the corners of the e4m3 tactic space compile without spills
+/// where they are offered.
+#[test]
+fn fp8_gemms_take_e4m3_tensor_cores_from_sm_89() {
+    common::require_nvrtc();
+    use DType::{F32, F8E4M3FN};
+    let fp8 = |kind: LinearKind, output: Fp8Output| Fp8Linear {
+        kind,
+        x_scale: 0.02,
+        bias: true,
+        epilogue: Epilogue { residual: false, activation: gelu() },
+        output,
+    };
+    let q = Fp8Output::Fp8 { scale: 0.05 };
+    let layers = [
+        layer(
+            "bert ffn1 fp8 requantized",
+            fp8(LinearKind::Gemm(gemm(true)), q).into(),
+            vec![t(F8E4M3FN, &[1024, 768]), t(F8E4M3FN, &[3072, 768]), t(F32, &[3072]), t(F32, &[3072])],
+        ),
+        layer(
+            "gpt2 mlp fp8 [K,N]",
+            fp8(LinearKind::MatMul(MatMul {}), Fp8Output::F32).into(),
+            vec![t(F8E4M3FN, &[512, 768]), t(F8E4M3FN, &[768, 3072]), t(F32, &[3072]), t(F32, &[3072])],
+        ),
+    ];
+    for l in &layers {
+        let on = |sm: u32| candidates(&io(l), &SmLimits::for_sm(sm)).unwrap_or_else(|e| panic!("{}: {e}", l.name));
+        let names = |c: &[Candidate]| c.iter().map(|c| c.tactic.to_string()).collect::<Vec<_>>();
+        let hopper = on(90);
+        assert!(names(&hopper)[0].starts_with("gemm_tc_e4m3"), "{}: {:?}", l.name, names(&hopper)[0]);
+        let ampere = on(86);
+        assert!(names(&ampere).iter().all(|n| !n.contains("e4m3")), "{}: e4m3 offered on sm_86", l.name);
+        for (sm, c) in [(86, &ampere[0]), (89, &on(89)[0]), (90, &hopper[0])] {
+            common::compile_source(&c.launches[0].kernel.source, "fp8", sm, &format!("{} ({}) on sm_{sm}", l.name, c.tactic));
+        }
+        // On sm_90 ptxas turns each e4m3 mma into conversions and two f16
+        // mmas: every tactic offered there must still fit the registers.
+        for c in hopper.iter().filter(|c| c.tactic.to_string().starts_with("gemm_tc_e4m3")) {
+            common::compile_source(&c.launches[0].kernel.source, "fp8", 90, &format!("{} ({})", l.name, c.tactic));
+        }
     }
 }
 

@@ -22,7 +22,7 @@ fn build_error(message: impl Into<String>) -> PyErr {
 /// argument.
 #[pyfunction]
 #[pyo3(signature = (
-    model, *, fp16 = false, int8 = false, calibrator = None, calib_cache = None, calib_batches = None,
+    model, *, fp16 = false, int8 = false, fp8 = false, calibrator = None, calib_cache = None, calib_batches = None,
     shapes = None, profiles = None, target = "cpu", opt_level = None, timing_cache = None, error_on_cache_miss = false,
     layer_precision = None, disable_passes = None, progress = None
 ))]
@@ -32,6 +32,7 @@ pub fn build(
     model: &Bound<'_, PyAny>,
     fp16: bool,
     int8: bool,
+    fp8: bool,
     calibrator: Option<&Bound<'_, PyAny>>,
     calib_cache: Option<PathBuf>,
     calib_batches: Option<usize>,
@@ -88,12 +89,20 @@ pub fn build(
     opts.passes.disabled = disable_passes.unwrap_or_default();
     opts.precision.fp16 = fp16;
     opts.precision.int8 = int8;
+    opts.precision.fp8 = fp8;
     opts.precision.layer_precisions = layer_precisions(layer_precision)?;
-    if calib_cache.is_some() && !int8 {
-        return Err(build_error("calib_cache needs int8=True"));
+    if int8 && fp8 {
+        return Err(build_error("int8=True and fp8=True cannot be combined: give one"));
     }
-    if calibrator.is_some() && !int8 && !fp16 {
-        return Err(build_error("a calibrator needs int8=True (or fp16=True, which observes tensor ranges on its batches)"));
+    // Calibration scales feed int8 or FP8 layers alike.
+    let quantized = int8 || fp8;
+    if calib_cache.is_some() && !quantized {
+        return Err(build_error("calib_cache needs int8=True or fp8=True"));
+    }
+    if calibrator.is_some() && !quantized && !fp16 {
+        return Err(build_error(
+            "a calibrator needs int8=True or fp8=True (or fp16=True, which observes tensor ranges on its batches)",
+        ));
     }
     if calib_batches == Some(0) {
         return Err(build_error("calib_batches must be at least 1"));
@@ -101,9 +110,11 @@ pub fn build(
     opts.int8.calib.max_batches = calib_batches;
     opts.int8.calib.progress = progress.unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr()));
     opts.int8.cache = calib_cache;
-    if let Some(c) = calibrator {
-        opts.int8.calib.calibrator = algorithm(c)?;
-    }
+    opts.int8.calib.calibrator = match calibrator {
+        Some(c) => algorithm(c, fp8)?,
+        None if fp8 => Calibrator::MinMax,
+        None => Calibrator::Entropy,
+    };
 
     for p in &opts.profiles {
         if let Some((name, _)) = p.inputs.iter().find(|(n, _)| opts.import.shapes.contains_key(n)) {
@@ -115,10 +126,10 @@ pub fn build(
     // The calibrator's cache, else its batches (unless a cache file decides).
     if let Some(c) = calibrator {
         let cache_file_exists = opts.int8.cache.as_ref().is_some_and(|p| p.exists());
-        if int8 {
+        if quantized {
             opts.int8.cache_given = read_calibration_cache(c)?;
         }
-        if opts.int8.cache_given.is_none() && !(int8 && cache_file_exists) {
+        if opts.int8.cache_given.is_none() && !(quantized && cache_file_exists) {
             let inputs = trtc::precision::calib::graph_inputs(&graph);
             opts.int8.batches = batches(py, c, &inputs, calib_batches)?;
             if opts.int8.batches.is_empty() {
@@ -180,7 +191,9 @@ fn layer_precisions(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, t
         let mut v = Vec::new();
         for item in m.items()?.iter() {
             let (k, p): (String, String) = item.extract().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err("layer_precision: expected {pattern: 'fp32'|'fp16'|'int8'} (strings)")
+                pyo3::exceptions::PyTypeError::new_err(
+                    "layer_precision: expected {pattern: 'fp32'|'fp16'|'int8'|'fp8'} (strings)",
+                )
             })?;
             v.push(format!("{k}={p}"));
         }
@@ -197,9 +210,9 @@ fn layer_precisions(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, t
 
 /// The calibrator's `algorithm` attribute ("entropy", "minmax",
 /// "percentile=P"); entropy, TensorRT's default, when it has none.
-fn algorithm(c: &Bound<'_, PyAny>) -> PyResult<Calibrator> {
+fn algorithm(c: &Bound<'_, PyAny>, fp8: bool) -> PyResult<Calibrator> {
     if !c.hasattr("algorithm")? {
-        return Ok(Calibrator::Entropy);
+        return Ok(if fp8 { Calibrator::MinMax } else { Calibrator::Entropy });
     }
     let a = c.getattr("algorithm")?;
     let name: String =

@@ -47,6 +47,22 @@ def test_python_calibrator_equals_the_cli(tmp_path, trtc_bin, example_model, mak
     assert any(l["precision"] == "int8" for l in engine.inspect()["layers"])
 
 
+def test_fp8_through_a_python_calibrator_equals_the_cli(tmp_path, trtc_bin, example_model):
+    data = batches(4, (1, 3, 32, 32), seed=2)
+    calib_dir = tmp_path / "calib"
+    calib_dir.mkdir()
+    for i, b in enumerate(data):
+        np.save(calib_dir / f"batch{i:02}.npy", b)
+    # --fp8 calibrates with min-max unless told otherwise.
+    want = cli_build(trtc_bin, example_model, tmp_path / "cli.engine", "--fp8", "--calib", str(calib_dir))
+    engine = trtc.build(example_model, fp8=True, calibrator=trtc.MinMaxCalibrator(iter(data)))
+    assert engine.serialize() == want
+    assert "--fp8" in engine.build_flags
+    assert any(l["precision"] == "fp8" for l in engine.inspect()["layers"])
+    with pytest.raises(trtc.BuildError, match="cannot be combined"):
+        trtc.build(example_model, int8=True, fp8=True, calibrator=trtc.MinMaxCalibrator(iter(data)))
+
+
 def test_a_generator_of_dicts_and_a_plain_object(example_model):
     data = batches(3, (1, 3, 32, 32), seed=1)
 

@@ -131,6 +131,7 @@ def build(
     *,
     fp16: bool = False,
     int8: bool = False,
+    fp8: bool = False,
     calibrator: Optional[Any] = None,
     calib_cache: Optional[PathLike] = None,
     calib_batches: Optional[int] = None,
@@ -147,8 +148,9 @@ def build(
     """Builds an engine from an ONNX model (a path, or the model's bytes:
     then external data is refused), as ``trtc build`` does.
 
-    - ``fp16``, ``int8``: reduced precision (``--fp16``, ``--int8``).
-    - ``calibrator``: INT8 calibration data, an object with ``get_batch()``
+    - ``fp16``, ``int8``, ``fp8``: reduced precision (``--fp16``, ``--int8``,
+      ``--fp8``; not ``int8`` and ``fp8`` together).
+    - ``calibrator``: INT8 or FP8 calibration data, an object with ``get_batch()``
       (see :mod:`trtc.calibration`); with ``fp16`` alone, the batches FP16
       observes tensor ranges on.
     - ``calib_cache``: a calibration cache file, reused when it exists and
@@ -164,7 +166,7 @@ def build(
       ``"sm_XX"`` (no GPU needed).
     - ``opt_level``, ``timing_cache``, ``error_on_cache_miss``: GPU tactic
       tuning (``--opt-level``, ``--timing-cache``, ``--error-on-cache-miss``).
-    - ``layer_precision``: ``{pattern: "fp32"|"fp16"|"int8"}`` or
+    - ``layer_precision``: ``{pattern: "fp32"|"fp16"|"int8"|"fp8"}`` or
       ``["PATTERN=PRECISION", ...]``, later entries winning
       (``--layer-precision``).
     - ``disable_passes``: optimization passes to skip (``--disable-pass``).

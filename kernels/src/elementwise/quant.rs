@@ -51,9 +51,14 @@ pub(super) fn candidates(op: &QuantOp, io: &LayerIo<'_>, limits: &SmLimits) -> S
                 d => return unsupported(format!("QuantizeLinear of {d}")),
             };
             if let Some(f) = float8_format(out.dtype) {
-                // x / scale in f32, encoded from its exact value, saturating.
-                let body =
-                    format!("{SCALE_INDEX}{}*q = trtc_f8_encode((double)({load} / ld(scale + si)), {f}, true);", float8_zero(f));
+                // x / scale in f32, encoded from its exact value, saturating
+                // (E4M3FN by the f32 encoder the FP8 layers use).
+                let encode = if f == 0 {
+                    format!("trtc_e4m3_sat({load} / ld(scale + si))")
+                } else {
+                    format!("trtc_f8_encode((double)({load} / ld(scale + si)), {f}, true)")
+                };
+                let body = format!("{SCALE_INDEX}{}*q = {encode};", float8_zero(f));
                 ("quantize_float8", body, "unsigned char")
             } else {
                 // The CPU's range of the integer type.

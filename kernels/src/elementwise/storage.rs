@@ -66,13 +66,23 @@ pub(super) fn cast(x: &TensorType, out: &TensorType, saturate: bool) -> Result<(
     let body = if same_bytes {
         "*q = *p0;".to_string()
     } else if let Some(f) = float8_format(d) {
-        format!("*q = trtc_f8_encode({}, {f}, {});", as_f64(s)?, u8::from(saturate))
+        if f == 0 && saturate && is_f32_storage(s) {
+            // The f32 encoder of the FP8 layers (the same bits).
+            "*q = trtc_e4m3_sat(ld(p0));".to_string()
+        } else {
+            format!("*q = trtc_f8_encode({}, {f}, {});", as_f64(s)?, u8::from(saturate))
+        }
     } else if matches!(d, DType::I4 | DType::U4) {
         let (lo, hi) = if d == DType::I4 { (-8.0, 7.0) } else { (0.0, 15.0) };
         format!("const double v = {};\n*q = ({dt})(v != v ? 0.0 : fmin(fmax(rint(v), {lo:?}), {hi:?}));", as_f64(s)?)
     } else if let Some(f) = float8_format(s) {
         // Decoded to f32 (exact), then as the CPU casts an f32.
-        let x = format!("const float x = trtc_f8_decode(*p0, {f});\n");
+        // E4M3FN by the f32 decoder the FP8 layers use (the same value).
+        let x = if f == 0 {
+            "const float x = trtc_e4m3_value(*p0);\n".to_string()
+        } else {
+            format!("const float x = trtc_f8_decode(*p0, {f});\n")
+        };
         if d == DType::Bool {
             format!("{x}*q = (unsigned char)(x != 0.0f);")
         } else if is_f32_storage(d) {

@@ -32,6 +32,13 @@ impl Variant {
         }
     }
 
+    /// Whether ptxas lowers the variant's mma.sync on `sm` (e4m3 on
+    /// Hopper: conversions and two f16 HMMAs, see `TcKind::emulated_on`);
+    /// such tactics keep at most 32 accumulators per thread, or they spill.
+    fn emulated_on(self, sm: u32) -> bool {
+        self == Variant::E4M3 && sm >= 90
+    }
+
     /// The k of one mma (the SIMT loop steps one k at a time).
     fn mma_k(self) -> u32 {
         match self {
@@ -150,6 +157,7 @@ impl ConvTactic {
         divides
             && warp_tiles
             && limits.sm >= self.variant.min_sm()
+            && (!self.variant.emulated_on(limits.sm) || self.accumulators() <= 32)
             && self.tk.is_multiple_of(self.variant.mma_k())
             && (32..=limits.max_threads_per_block).contains(&t)
             && t.is_multiple_of(32)

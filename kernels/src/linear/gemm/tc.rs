@@ -36,6 +36,15 @@ impl TcKind {
         }
     }
 
+    /// Whether ptxas lowers this kind's mma.sync to other instructions on
+    /// `sm`: on Hopper (sm_90) an e4m3 mma.sync becomes E4M3-to-f16
+    /// conversions (`F2FP.F16.E4M3.UNPACK_B`) and two f16 HMMAs, whose
+    /// temporaries cost registers (Ada, sm_89, has a native QMMA; Hopper's
+    /// native FP8 path is wgmma).
+    pub fn emulated_on(self, sm: u32) -> bool {
+        self == TcKind::E4M3 && sm >= 90
+    }
+
     /// The k-tile depths (in elements) offered: 64 or 128 bytes of K.
     fn depths(self) -> [u32; 2] {
         [64 / self.element_bytes(), 128 / self.element_bytes()]
@@ -110,8 +119,15 @@ impl TcTactic {
                 TcKind::Tf32 => self.bn.is_multiple_of(32),
                 TcKind::S8 | TcKind::E4M3 => self.bk.is_multiple_of(16),
             };
+        // An emulated mma leaves room for at most 32 accumulators per
+        // thread, and for 64 k of an 8-bit [K, N] B staged through
+        // registers (larger tiles spill on sm_90; kernels/tests/gemm.rs
+        // compiles every one).
+        let (mi, ni) = self.warp_tiles();
+        let fits_emulation = !self.kind.emulated_on(limits.sm) || (mi * ni * 4 <= 32 && (b_kmajor || self.bk <= 64));
         shape
             && b_layout
+            && fits_emulation
             && limits.sm >= self.kind.min_sm()
             && self.threads() <= limits.max_threads_per_block
             && self.shared_bytes() <= limits.max_shared_bytes_per_block

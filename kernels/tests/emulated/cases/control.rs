@@ -36,6 +36,7 @@ pub(crate) fn control_case(b: &mut Builder) -> Case {
         pick: Pick::All,
         int_slack: 0,
         expect_trap: false,
+        sm: b.sm,
     }
 }
 

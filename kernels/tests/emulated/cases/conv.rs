@@ -1,4 +1,4 @@
-//! Convolutions: plain, fused, int8, depthwise and transposed.
+//! Convolutions: plain, fused, int8, FP8, depthwise and transposed.
 
 use crate::*;
 
@@ -154,4 +154,37 @@ pub(crate) fn conv_cases(b: &mut Builder) {
             );
         }
     }
+    // FP8 convs on sm_90 (e4m3 tensor cores, SIMT, depthwise): the same
+    // shapes and outputs.
+    let fp8 = |conv: Conv, output: Fp8Output| Fp8Linear {
+        kind: LinearKind::Conv(conv),
+        x_scale: 0.02,
+        bias: true,
+        epilogue: Epilogue { residual: true, activation: relu },
+        output,
+    };
+    b.sm = 90;
+    for (name, conv, c, m) in [
+        ("3x3", conv2d(3, 1, 1, 1), 16usize, 40usize),
+        ("1x1", conv2d(1, 1, 0, 1), 64, 32),
+        ("depthwise", conv2d(3, 1, 1, 8), 8, 8),
+    ] {
+        for output in [Fp8Output::F32, Fp8Output::F16, Fp8Output::Fp8 { scale: 0.05 }] {
+            let kk = conv.kernel_shape[0];
+            let x = b.uniform(F8E4M3FN, &[2, c, 5, 7], -8.0, 8.0);
+            let w = b.uniform(F8E4M3FN, &[m, c / conv.group, kk, kk], -8.0, 8.0);
+            let ws = b.uniform(F32, &[m], 0.01, 0.05);
+            let bias = b.data(F32, &[m]);
+            let res_dt = if output == Fp8Output::F16 { F16 } else { F32 };
+            let r = b.data(res_dt, &[2, m, 5, 7]);
+            b.add_slack(
+                fam,
+                format!("Fp8Conv {name} {output:?}"),
+                fp8(conv.clone(), output),
+                vec![Some(x), Some(w), Some(ws), Some(bias), Some(r)],
+                Pick::Sample(4),
+            );
+        }
+    }
+    b.sm = 80;
 }

@@ -1,4 +1,4 @@
-//! GEMM, GEMV and MatMul layers: plain, fused and int8.
+//! GEMM, GEMV and MatMul layers: plain, fused, int8 and FP8.
 
 use crate::*;
 
@@ -139,4 +139,68 @@ pub(crate) fn gemm_cases(b: &mut Builder) {
     let ws = b.uniform(F32, &[7], 0.001, 0.01);
     let op = int8(LinearKind::Gemm(gemm(1.0, 1.0, false, true)), false, false, Int8Output::Int8 { scale: 0.1 });
     b.add_slack(fam, "Int8Linear misaligned", op, vec![Some(x), Some(w), Some(ws)], Pick::Sample(3));
+    fp8_gemm_cases(b);
+}
+
+/// FP8 (E4M3) layers: on sm_90 the e4m3 tensor-core tactics, the GEMV and
+/// the SIMT ones; on sm_80 only the CUDA-core kernels exist.
+fn fp8_gemm_cases(b: &mut Builder) {
+    use DType::*;
+    let fam = "gemm";
+    let relu = Some(Activation::Unary(UnaryKind::Relu));
+    let mm = || LinearKind::MatMul(MatMul {});
+    let fp8 = |kind: LinearKind, bias: bool, residual: bool, output: Fp8Output| Fp8Linear {
+        kind,
+        x_scale: 0.02,
+        bias,
+        epilogue: Epilogue { residual, activation: relu },
+        output,
+    };
+    b.sm = 90;
+    for (name, kind, wshape) in
+        [("Gemm [N,K]", LinearKind::Gemm(gemm(1.0, 1.0, false, true)), [48usize, 64usize]), ("MatMul [K,N]", mm(), [64, 48])]
+    {
+        for output in [Fp8Output::F32, Fp8Output::F16, Fp8Output::Fp8 { scale: 0.05 }] {
+            let x = b.uniform(F8E4M3FN, &[40, 64], -300.0, 300.0);
+            let w = b.uniform(F8E4M3FN, &wshape, -300.0, 300.0);
+            let ws = b.uniform(F32, &[48], 0.00001, 0.0001);
+            let bias = b.data(F32, &[48]);
+            let res_dt = if output == Fp8Output::F16 { F16 } else { F32 };
+            let r = b.data(res_dt, &[40, 48]);
+            b.add_slack(
+                fam,
+                format!("Fp8Linear {name} {output:?}"),
+                fp8(kind.clone(), true, true, output),
+                vec![Some(x), Some(w), Some(ws), Some(bias), Some(r)],
+                Pick::Sample(5),
+            );
+        }
+    }
+    let x = b.uniform(F8E4M3FN, &[32, 512], -8.0, 8.0);
+    let w = b.uniform(F8E4M3FN, &[512, 32], -8.0, 8.0);
+    let ws = b.uniform(F32, &[32], 0.001, 0.01);
+    b.add(
+        fam,
+        "Fp8Linear deep K [K,N]",
+        fp8(mm(), false, false, Fp8Output::F32),
+        vec![Some(x), Some(w), Some(ws)],
+        Pick::Sample(6),
+    );
+    let x = b.uniform(F8E4M3FN, &[5, 96], -8.0, 8.0);
+    let w = b.uniform(F8E4M3FN, &[40, 96], -8.0, 8.0);
+    let ws = b.uniform(F32, &[40], 0.001, 0.01);
+    let bias = b.data(F32, &[40]);
+    let op = fp8(LinearKind::Gemm(gemm(1.0, 1.0, false, true)), true, false, Fp8Output::Fp8 { scale: 0.02 });
+    b.add_slack(fam, "Fp8Linear five rows", op, vec![Some(x), Some(w), Some(ws), Some(bias)], Pick::Sample(8));
+    let x = b.uniform(F8E4M3FN, &[5, 30], -8.0, 8.0);
+    let w = b.uniform(F8E4M3FN, &[7, 30], -8.0, 8.0);
+    let ws = b.uniform(F32, &[7], 0.001, 0.01);
+    let op = fp8(LinearKind::Gemm(gemm(1.0, 1.0, false, true)), false, false, Fp8Output::Fp8 { scale: 0.1 });
+    b.add_slack(fam, "Fp8Linear misaligned", op, vec![Some(x), Some(w), Some(ws)], Pick::Sample(3));
+    b.sm = 80;
+    let x = b.uniform(F8E4M3FN, &[40, 64], -8.0, 8.0);
+    let w = b.uniform(F8E4M3FN, &[48, 64], -8.0, 8.0);
+    let ws = b.uniform(F32, &[48], 0.001, 0.01);
+    let op = fp8(LinearKind::Gemm(gemm(1.0, 1.0, false, true)), false, false, Fp8Output::F32);
+    b.add(fam, "Fp8Linear on sm_80 CUDA cores", op, vec![Some(x), Some(w), Some(ws)], Pick::Sample(4));
 }

@@ -32,9 +32,32 @@ fn encodable() -> Tensor {
     Tensor::from_vec(vec![v.len()], v).unwrap()
 }
 
+/// Every finite E4M3FN value, each midpoint between neighbours (a tie) and
+/// the f32 values just below and above it, values past 448, f32
+/// subnormals, signed zeros, NaN and infinities, with both signs: every
+/// rounding decision of the f32 E4M3 encoder (`trtc_e4m3_sat`).
+fn e4m3_boundaries() -> Tensor {
+    let mut mags: Vec<f32> =
+        every_byte(DType::F8E4M3FN).to_f64_vec().into_iter().filter(|x| x.is_finite() && *x >= 0.0).map(|x| x as f32).collect();
+    mags.sort_by(f32::total_cmp);
+    mags.dedup();
+    let mut v = mags.clone();
+    for w in mags.windows(2) {
+        let mid = (w[0] + w[1]) / 2.0;
+        v.extend([mid, mid.next_down(), mid.next_up()]);
+    }
+    v.extend([448.0f32.next_up(), 463.9, 464.0, 464.1, 479.0, 480.0, 1e6, f32::MAX, f32::INFINITY, 1e-40, 1e-45, 0.0]);
+    v.extend([0.001953125 / 2.0, (0.001953125f32 / 2.0).next_up(), (0.001953125f32 / 2.0).next_down()]);
+    let negated: Vec<f32> = v.iter().map(|x| -x).collect();
+    v.extend(negated);
+    v.push(f32::NAN);
+    Tensor::from_vec(vec![v.len()], v).unwrap()
+}
+
 pub(crate) fn storage_cases(b: &mut Builder) {
     use DType::*;
     let fam = "storage";
+    b.add(fam, "Cast f32 to f8e4m3fn at every boundary", Cast::new(F8E4M3FN), vec![Some(e4m3_boundaries())], Pick::Sample(1));
     let x = encodable();
     let xh = cast_to(&x, F16);
     for f in FLOAT8 {
