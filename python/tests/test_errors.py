@@ -80,7 +80,7 @@ def test_model_of_the_wrong_type():
         ({"target": "sm_90", "opt_level": 9}, "0 to 5"),
         ({"calib_cache": "c.cache"}, "needs int8=True"),
         ({"int8": True}, "needs calibration data"),
-        ({"layer_precision": {"/conv1/*": "fp8"}}, "not a precision"),
+        ({"layer_precision": {"/conv1/*": "bf16"}}, "not a precision"),
         ({"layer_precision": ["nothing-to-split"]}, "expected NAME=PRECISION"),
         ({"int8": True, "calib_batches": 0, "calibrator": trtc.EntropyCalibrator([])}, "at least 1"),
         ({"int8": True, "calibrator": trtc.EntropyCalibrator([])}, "gave no batch"),
