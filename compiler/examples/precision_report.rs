@@ -23,11 +23,11 @@ fn main() -> anyhow::Result<()> {
         .filter(|p| p.to_string_lossy().contains(&filter))
         .collect();
     models.sort();
-    let calibrators = [Calibrator::Entropy, Calibrator::MinMax, Calibrator::Percentile(99.99)];
+    let calibrators = [Calibrator::Entropy, Calibrator::MinMax, Calibrator::Percentile(99.99), Calibrator::Auto];
     println!(
-        "| model | fp16 cosine | int8 entropy | int8 minmax | int8 percentile 99.99 | int8 layers | top-1 (entropy) | fp8 minmax | fp8 layers | top-1 (fp8) |"
+        "| model | fp16 cosine | int8 entropy | int8 minmax | int8 percentile 99.99 | int8 auto | int8 layers | top-1 (entropy) | fp8 minmax | fp8 auto | fp8 layers | top-1 (fp8) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for m in &models {
         let name = m.file_stem().unwrap_or_default().to_string_lossy().to_string();
         let template = trtc::npz::read_npz(&m.with_file_name(format!("{name}.inputs.npz")))?;
@@ -71,15 +71,19 @@ fn main() -> anyhow::Result<()> {
         o.int8.calib.calibrator = Calibrator::MinMax;
         let fp8 = build_file(m, &o)?;
         let r8 = trtc::accuracy::evaluate(&reference, &Engine::from_bytes(&fp8.engine)?, &eval, false)?;
+        o.int8.calib.calibrator = Calibrator::Auto;
+        let fp8_auto = build_file(m, &o)?;
+        let r8a = trtc::accuracy::evaluate(&reference, &Engine::from_bytes(&fp8_auto.engine)?, &eval, false)?;
         let n8 = fp8.precision.layers.get(&Precision::Fp8).copied().unwrap_or(0);
         let all: usize = fp8.precision.layers.values().sum();
         let top1_fp8 = r8.outputs.iter().find_map(|o| o.top1).map_or("-".to_string(), |(a, n)| format!("{a}/{n}"));
         let _ = std::fs::remove_dir_all(&tmp);
         println!(
-            "| {name} | {:.7} | {} | {layers} | {top1} | {:.6} | {n8}/{all} | {top1_fp8} |",
+            "| {name} | {:.7} | {} | {layers} | {top1} | {:.6} | {:.6} | {n8}/{all} | {top1_fp8} |",
             worst(&r16),
             cells.join(" | "),
-            worst(&r8)
+            worst(&r8),
+            worst(&r8a)
         );
     }
     Ok(())

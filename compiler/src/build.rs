@@ -307,8 +307,15 @@ pub struct Built {
 }
 
 /// Calibration scales for an INT8 or FP8 build (`flag`: `--int8` or
-/// `--fp8`) of the optimized FP32 `graph`.
-fn calibration(graph: &Graph, opts: &Int8Options, profiles: &[ShapeProfile], flag: &str) -> Result<(CalibrationCache, bool)> {
+/// `--fp8`, whose precision settings `cfg` gives) of the optimized FP32
+/// `graph`.
+fn calibration(
+    graph: &Graph,
+    opts: &Int8Options,
+    cfg: &PrecisionConfig,
+    profiles: &[ShapeProfile],
+    flag: &str,
+) -> Result<(CalibrationCache, bool)> {
     if let Some(cache) = &opts.cache_given {
         return Ok((cache.clone(), true));
     }
@@ -325,7 +332,15 @@ fn calibration(graph: &Graph, opts: &Int8Options, profiles: &[ShapeProfile], fla
     }
     let target = CalibrationTarget::of(graph, profiles)?;
     let batches = opts.load_batches(&target.inputs, target.shapes_vary)?;
-    let cache = calib::calibrate(&target.engine()?, &batches, &opts.calib)?;
+    let cache = if opts.calib.calibrator == calib::Calibrator::Auto {
+        if target.shapes_vary {
+            bail!("{flag} --calibrator auto: not with optimization profiles whose shapes vary yet (use entropy, minmax or percentile)");
+        }
+        let candidates = calib::calibrate_each(&target.engine()?, &batches, &opts.calib, &calib::calibrator::AUTO_CANDIDATES)?;
+        crate::auto_calibration::choose(graph, cfg, &candidates, &batches)?.0
+    } else {
+        calib::calibrate(&target.engine()?, &batches, &opts.calib)?
+    };
     if let Some(path) = &opts.cache {
         calib::write_cache(path, &cache)?;
     }
@@ -446,8 +461,8 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
     }
     let calibration = match (opts.precision.int8, opts.precision.fp8) {
         (true, true) => bail!("--int8 and --fp8 cannot be combined: give one (pin single layers with --layer-precision)"),
-        (true, false) => Some(calibration(&graph, &opts.int8, &opts.profiles, "--int8")?),
-        (false, true) => Some(calibration(&graph, &opts.int8, &opts.profiles, "--fp8")?),
+        (true, false) => Some(calibration(&graph, &opts.int8, &opts.precision, &opts.profiles, "--int8")?),
+        (false, true) => Some(calibration(&graph, &opts.int8, &opts.precision, &opts.profiles, "--fp8")?),
         (false, false) => None,
     };
     let scales: BTreeMap<String, f32> = calibration.as_ref().map(|(c, _)| c.scales.clone()).unwrap_or_default();

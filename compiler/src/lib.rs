@@ -26,11 +26,14 @@ pub mod generalize;
 // GPU code generation: tactic choice (and the timing cache), then kernels.
 pub mod tuning;
 pub mod cuda;
+// Reduced-precision engines against FP32, and the calibrator that chooses
+// per tensor by that measure.
+pub mod accuracy;
+pub mod auto_calibration;
 // The build that drives all of the above, calibration included.
 pub mod build;
 // Tools on engines and models.
 pub mod inspect;
-pub mod accuracy;
 pub mod accuracy_target;
 pub mod conformance;
 pub mod gpu_check;

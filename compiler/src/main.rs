@@ -661,6 +661,9 @@ fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
         import.shapes.insert(name, dims);
     }
     let opts = a.calib.options(false)?;
+    if opts.calib.calibrator == trtc::precision::calib::Calibrator::Auto {
+        bail!("calibrate --calibrator auto: auto chooses per layer while building; run trtc build --int8 (or --fp8) --calibrator auto --calib DIR --calib-cache FILE");
+    }
     let Some(dir) = opts.calib_dir.as_deref() else { bail!("calibrate needs --calib DIR") };
     let mut graph = trtc::frontend::onnx::import_file(&a.model, &import)?;
     trtc::passes::optimize(&mut graph, &Default::default())?;

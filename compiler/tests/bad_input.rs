@@ -261,13 +261,20 @@ fn bad_flag_values_name_the_flag_and_the_choices() {
     );
     expect_error(&["run", engine, "--device", "tpu"], "[possible values: auto, cpu, cuda]");
     expect_error(&["build", model, "-o", out, "--int8", "--calibrator", "percentile=200"], "the percentile must be in (0, 100]");
-    expect_error(&["build", model, "-o", out, "--int8", "--calibrator", "kl"], "expected entropy, minmax or percentile[=P]");
+    expect_error(
+        &["build", model, "-o", out, "--int8", "--calibrator", "kl"],
+        "expected entropy, minmax, percentile[=P] or auto",
+    );
     expect_error(&["build", model, "-o", out, "--accuracy-target", "cosine=0.999"], "--accuracy-target needs reduced precision");
     expect_error(&["build", model, "-o", out, "--fp16", "--accuracy-target", "psnr=30"], "unknown metric 'psnr'");
     // Calibration data feeds INT8 scales or FP16 ranges; a cache only INT8.
     expect_error(&["build", model, "-o", out, "--calib", dir.0.to_str().unwrap()], "--calib needs --int8, --fp8 or --fp16");
     expect_error(&["build", model, "-o", out, "--fp16", "--calib-cache", "c.cache"], "--calib-cache needs --int8 or --fp8");
     expect_error(&["build", model, "-o", out, "--fp16", "--calibrator", "minmax"], "--calibrator needs --int8 or --fp8");
+    expect_error(
+        &["calibrate", model, "--calib", dir.0.to_str().unwrap(), "-o", out, "--calibrator", "auto"],
+        "auto chooses per layer while building",
+    );
     // FP8 is one quantized format per build, on GPUs that have it.
     expect_error(&["build", model, "-o", out, "--int8", "--fp8"], "'--int8' cannot be used with '--fp8'");
     expect_error(

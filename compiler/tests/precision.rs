@@ -448,3 +448,55 @@ fn an_accuracy_target_keeps_the_most_sensitive_layers_in_higher_precision() {
     let easy = build_to_target(graph, &o, AccuracyTarget::Top1(0.0), &eval).unwrap();
     assert!(easy.met && easy.pins.is_empty() && easy.rounds == 1);
 }
+
+/// `--calibrator auto` on a one-layer model, calibrated and measured on the
+/// same batches: the layer's error alone is the model's, so auto's engine
+/// is the engine of whichever calibrator gives the model the best cosine
+/// (the same graph, scales included; only the flags recorded differ), and
+/// the cache says `AutoCalibration`.
+#[test]
+fn the_auto_calibrator_takes_the_best_candidate_for_a_single_layer() {
+    use common::{f32_tensor, model, node, value_info, F32};
+    use trtc::build::{build_graph, import, ModelSource};
+    // Enough values per tensor for the histogram calibrators (4 x 16,384).
+    let (rows, k, n) = (64usize, 256usize, 32usize);
+    let w: Vec<f32> = (0..k * n).map(|i| (((i * 7919) % 101) as f32 - 50.0) / 50.0).collect();
+    let bytes = common::encode(&model(
+        vec![node("MatMul", "fc", &["x", "w"], &["y"])],
+        vec![value_info("x", F32, &[rows as i64, k as i64])],
+        vec![value_info("y", F32, &[rows as i64, n as i64])],
+        vec![f32_tensor("w", &[k as i64, n as i64], &w)],
+    ));
+    // Heavy tails: most values in [-1, 1), one in 50 forty times larger.
+    let batches: Vec<Batch> = (0..4u64)
+        .map(|s| {
+            let t = trtc::random::tensor(&TensorType::new(DType::F32, vec![rows, k]), s).unwrap();
+            let v: Vec<f32> =
+                t.as_slice::<f32>().unwrap().iter().enumerate().map(|(i, &x)| if i % 50 == 7 { 40.0 * x } else { x }).collect();
+            vec![("x".to_string(), Tensor::from_vec(vec![rows, k], v).unwrap())]
+        })
+        .collect();
+    let build = |c: Calibrator| {
+        let mut o = opts(false, true);
+        o.int8.batches = batches.clone();
+        o.int8.calib.calibrator = c;
+        build_graph(import(&ModelSource::Bytes(bytes.clone()), &o).unwrap(), &o).unwrap()
+    };
+    let auto = build(Calibrator::Auto);
+    assert_eq!(auto.calibration.as_ref().map(|(c, _)| c.calibrator.as_str()), Some("AutoCalibration"));
+    let reference = reference_engine(&auto);
+    let mut best: Option<(f64, String)> = None;
+    let mut cosines = Vec::new();
+    for c in calib::calibrator::AUTO_CANDIDATES {
+        let built = build(c);
+        let cos = worst_cosine(&evaluate(&reference, &Engine::from_bytes(&built.engine).unwrap(), &batches, false).unwrap());
+        cosines.push((c.to_string(), cos));
+        if best.as_ref().is_none_or(|(b, _)| cos > *b) {
+            best = Some((cos, built.graph.dump()));
+        }
+    }
+    let (cos, ir) = best.unwrap();
+    // The candidates differ on these tails, so the choice is not trivial.
+    assert!(cosines.iter().any(|(_, c)| *c < cos - 1e-4), "{cosines:?}");
+    assert!(auto.graph.dump() == ir, "auto did not take the best of {cosines:?}");
+}

@@ -12,7 +12,9 @@
 - optionally ``write_calibration_cache(cache: bytes)``: called with the new
   cache after calibrating;
 - optionally ``algorithm``: ``"entropy"`` (the default, TensorRT's
-  EntropyCalibration2), ``"minmax"`` or ``"percentile=P"``.
+  EntropyCalibration2), ``"minmax"``, ``"percentile=P"`` or ``"auto"`` (per
+  tensor, whichever of the three gives the layers reading it the least
+  error on the calibration data).
 
 The classes here wrap any iterable of batches (a list, a generator, a
 DataLoader yielding numpy arrays) and keep the cache in a file.

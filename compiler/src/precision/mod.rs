@@ -32,6 +32,10 @@ pub struct PrecisionConfig {
     /// FP8 E4M3 (`--fp8`): like `int8`, for GPUs with FP8 tensor cores
     /// (sm_89 and newer) and the CPU executor.
     pub fp8: bool,
+    /// Quantized layers write f32 instead of requantizing for the next
+    /// quantized layer (the `auto` calibrator's search measures each
+    /// layer's error with its input's scale alone).
+    pub keep_float_outputs: bool,
     /// `--layer-precision PATTERN=PRECISION`, in the order given; the last
     /// matching pattern wins. Patterns are globs (`*`, `?`) over node names.
     pub layer_precisions: Vec<(String, Precision)>,
@@ -117,7 +121,9 @@ pub fn apply(
             report.int8_fallbacks.extend(to_quantized(graph, cfg, scales, format)?);
         }
     }
-    fold_requantization(graph)?;
+    if !cfg.keep_float_outputs {
+        fold_requantization(graph)?;
+    }
     fold_quantized_relu(graph)?;
     if cfg.wants(Precision::Fp16) {
         report.fp16_range_fallbacks = to_fp16(graph, cfg, ranges)?;

@@ -112,7 +112,15 @@ pub enum Calibrator {
     MinMax,
     /// The histogram edge below which the given percentage of values lie.
     Percentile(f64),
+    /// Per tensor, whichever of [`AUTO_CANDIDATES`] gives the layers that
+    /// read the tensor the least error against FP32 on the calibration
+    /// batches (chosen while building: `crate::auto_calibration`).
+    Auto,
 }
+
+/// What the `auto` calibrator chooses from, in order of preference on a tie.
+pub const AUTO_CANDIDATES: [Calibrator; 3] =
+    [Calibrator::Entropy, Calibrator::Percentile(DEFAULT_PERCENTILE), Calibrator::MinMax];
 
 /// The `--calibrator` spelling: `entropy`, `minmax`, `percentile=P`.
 impl std::fmt::Display for Calibrator {
@@ -121,6 +129,7 @@ impl std::fmt::Display for Calibrator {
             Calibrator::Entropy => f.write_str("entropy"),
             Calibrator::MinMax => f.write_str("minmax"),
             Calibrator::Percentile(p) => write!(f, "percentile={p}"),
+            Calibrator::Auto => f.write_str("auto"),
         }
     }
 }
@@ -137,24 +146,27 @@ impl std::str::FromStr for Calibrator {
         match (name, arg) {
             ("entropy", None) => Ok(Calibrator::Entropy),
             ("minmax", None) => Ok(Calibrator::MinMax),
+            ("auto", None) => Ok(Calibrator::Auto),
             ("percentile", None) => Ok(Calibrator::Percentile(99.99)),
             ("percentile", Some(p)) => match p.parse::<f64>() {
                 Ok(v) if v > 0.0 && v <= 100.0 => Ok(Calibrator::Percentile(v)),
                 _ => Err(format!("the percentile must be in (0, 100], not '{p}'")),
             },
-            _ => Err("expected entropy, minmax or percentile[=P]".into()),
+            _ => Err("expected entropy, minmax, percentile[=P] or auto".into()),
         }
     }
 }
 
 impl Calibrator {
     /// Returns the name written in the cache header. TensorRT has no percentile
-    /// calibrator, so "PercentileCalibration" is our own name and TensorRT will not accept it.
+    /// or auto calibrator, so "PercentileCalibration" and "AutoCalibration"
+    /// are our own names and TensorRT will not accept them.
     pub fn name(&self) -> &'static str {
         match self {
             Calibrator::Entropy => "EntropyCalibration2",
             Calibrator::MinMax => "MinMaxCalibration",
             Calibrator::Percentile(_) => "PercentileCalibration",
+            Calibrator::Auto => "AutoCalibration",
         }
     }
 
@@ -164,17 +176,20 @@ impl Calibrator {
             "EntropyCalibration2" => Some(Calibrator::Entropy),
             "MinMaxCalibration" => Some(Calibrator::MinMax),
             "PercentileCalibration" => Some(Calibrator::Percentile(DEFAULT_PERCENTILE)),
+            "AutoCalibration" => Some(Calibrator::Auto),
             _ => None,
         }
     }
 
-    /// Computes the amax from a tensor's histogram and its running maximum of `|x|`.
+    /// Computes the amax from a tensor's histogram and its running maximum
+    /// of `|x|` (`Auto`, which chooses among several, gives the entropy
+    /// one, its first choice).
     pub fn amax(&self, hist: &Histogram, max_abs: f32) -> f32 {
         if hist.total() < MIN_HISTOGRAM_SAMPLES {
             return minmax_amax(max_abs);
         }
         match self {
-            Calibrator::Entropy => entropy_amax(hist),
+            Calibrator::Entropy | Calibrator::Auto => entropy_amax(hist),
             Calibrator::MinMax => minmax_amax(max_abs),
             Calibrator::Percentile(pct) => percentile_amax(hist, *pct),
         }

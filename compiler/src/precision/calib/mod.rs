@@ -218,11 +218,24 @@ pub fn observe_ranges(engine: &Engine, batches: &[Batch]) -> Result<BTreeMap<Str
 /// and convolutions may round their inputs to TF32 there); a CPU engine,
 /// or a GPU engine that does not load, runs on the CPU executor.
 pub fn calibrate(engine: &Engine, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
+    let mut caches = calibrate_each(engine, batches, opts, &[opts.calibrator])?;
+    Ok(caches.remove(0))
+}
+
+/// Calibrates once for several calibrators (one pass for the maxima, one
+/// for the histograms when any calibrator needs them): one cache each, in
+/// the order given.
+pub fn calibrate_each(
+    engine: &Engine,
+    batches: &[Batch],
+    opts: &CalibOptions,
+    calibrators: &[Calibrator],
+) -> Result<Vec<CalibrationCache>> {
     if batches.is_empty() {
         bail!("calibration needs at least one batch");
     }
     let gpu = engine.cuda(0).ok();
-    let passes = if matches!(opts.calibrator, Calibrator::MinMax) { 1 } else { 2 };
+    let passes = if calibrators.iter().all(|c| matches!(c, Calibrator::MinMax)) { 1 } else { 2 };
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new((batches.len() * passes) as u64);
         b.set_style(
@@ -233,27 +246,29 @@ pub fn calibrate(engine: &Engine, batches: &[Batch], opts: &CalibOptions) -> Res
         b
     });
     let max_abs = max_abs(engine, gpu.as_ref(), batches, &bar)?;
-    let mut cache = CalibrationCache::new(&opts.calibrator);
+    let mut caches: Vec<CalibrationCache> = calibrators.iter().map(CalibrationCache::new).collect();
+    let mut hists: BTreeMap<String, Histogram> = BTreeMap::new();
     if passes == 2 {
-        let mut hists: BTreeMap<String, Histogram> =
-            max_abs.iter().map(|(n, &m)| (n.clone(), Histogram::with_range(m))).collect();
+        hists = max_abs.iter().map(|(n, &m)| (n.clone(), Histogram::with_range(m))).collect();
         for_each_tensor(engine, gpu.as_ref(), batches, &bar, |name, v| {
             if let Some(h) = hists.get_mut(name) {
                 h.add(v);
             }
         })?;
-        for (name, h) in &hists {
-            cache.insert_amax(name, opts.calibrator.amax(h, max_abs[name]));
-        }
-    } else {
+    }
+    for (c, cache) in calibrators.iter().zip(&mut caches) {
         for (name, &m) in &max_abs {
-            cache.insert_amax(name, calibrator::minmax_amax(m));
+            let amax = match (c, hists.get(name)) {
+                (Calibrator::MinMax, _) | (_, None) => calibrator::minmax_amax(m),
+                (c, Some(h)) => c.amax(h, m),
+            };
+            cache.insert_amax(name, amax);
         }
     }
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok(cache)
+    Ok(caches)
 }
 
 /// Reads a calibration cache file (TensorRT's text format).
