@@ -4,8 +4,9 @@
 //! - `--fp8` with min-max calibration keeps every testdata CNN's logits
 //!   within cosine 0.99 of FP32 (the threshold doc/precision.md states),
 //!   with every Conv, Gemm and MatMul in FP8;
-//! - an FP8 Q/DQ model, as NVIDIA's ModelOpt exports one, runs as one FP8
-//!   layer that computes what its Q/DQ graph means;
+//! - an FP8 Q/DQ model, in the standard domain or in TensorRT's `trt`
+//!   domain as NVIDIA's ModelOpt exports one, runs as one FP8 layer that
+//!   computes what its Q/DQ graph means;
 //! - the IR of an FP8 build, calibration caches shared with INT8, and the
 //!   errors of flags that do not go together.
 
@@ -245,4 +246,81 @@ fn fp8_flags_that_do_not_go_together_are_clear_errors() {
     let e = format!("{:#}", build_file(&m, &ampere).err().expect("FP8 on sm_86"));
     assert!(e.contains("sm_89") && e.contains("sm_86"), "{e}");
     assert_eq!(PrecisionConfig::parse_pin("/fc/*=fp8").unwrap().1, Precision::Fp8);
+}
+
+/// The same FP8 linear layer as ModelOpt exports it, with TensorRT's `trt`
+/// domain ops (`TRT_FP8QuantizeLinear`/`TRT_FP8DequantizeLinear`, no zero
+/// point) and the weight as f32 quantized in the graph: one FP8 layer,
+/// whose output equals the same graph's Q/DQ run unfused in f32.
+#[test]
+fn modelopt_trt_domain_fp8_qdq_builds_the_same_fp8_layer() {
+    use common::{f32_tensor, model, node, value_info, F32};
+    let (_, w_q, w_scale, x_scale) = fp8_qdq_mlp();
+    let (k, n) = (32usize, 8usize);
+    // The f32 weight whose per-tensor quantization gives back w_q's values
+    // (one scale: the largest of the per-column ones).
+    let s = w_scale.iter().copied().fold(0f32, f32::max);
+    let w: Vec<f32> = w_q.iter().enumerate().map(|(i, &b)| Float8::E4M3FN.decode(b) * w_scale[i % n]).collect();
+    let trt = |op: &str, name: &str, ins: &[&str], out: &str| {
+        let mut nd = node(op, name, ins, &[out]);
+        nd.domain = "trt".into();
+        nd
+    };
+    let bias: Vec<f32> = (0..n).map(|c| 0.05 * c as f32 - 0.2).collect();
+    let mut m = model(
+        vec![
+            trt("TRT_FP8QuantizeLinear", "x_q", &["x", "x_scale"], "xq"),
+            trt("TRT_FP8DequantizeLinear", "x_dq", &["xq", "x_scale"], "xd"),
+            trt("TRT_FP8QuantizeLinear", "w_q", &["w_f32", "w_scale"], "wq"),
+            trt("TRT_FP8DequantizeLinear", "w_dq", &["wq", "w_scale"], "w"),
+            node("MatMul", "fc", &["xd", "w"], &["h"]),
+            node("Add", "fc_bias", &["h", "b"], &["hb"]),
+            node("Relu", "relu", &["hb"], &["y"]),
+        ],
+        vec![value_info("x", F32, &[2, k as i64])],
+        vec![value_info("y", F32, &[2, n as i64])],
+        vec![
+            f32_tensor("x_scale", &[], &[x_scale]),
+            f32_tensor("w_f32", &[k as i64, n as i64], &w),
+            f32_tensor("w_scale", &[], &[s]),
+            f32_tensor("b", &[n as i64], &bias),
+        ],
+    );
+    m.opset_import.push(pb::OperatorSetIdProto { domain: "trt".into(), version: 1 });
+    let build = |model: &pb::ModelProto| {
+        let o = BuildOptions::default();
+        let g = trtc::build::import(&ModelSource::Bytes(common::encode(model)), &o).unwrap();
+        build_graph(g, &o).unwrap()
+    };
+    let built = build(&m);
+    assert_eq!(built.precision.layers.get(&Precision::Fp8), Some(&1), "{}", built.graph.dump());
+    // The Q/DQ graph as written, in f32: the layer pinned to fp32.
+    let mut pinned = BuildOptions::default();
+    pinned.precision.layer_precisions = vec![("*".into(), Precision::Fp32)];
+    let g = trtc::build::import(&ModelSource::Bytes(common::encode(&m)), &pinned).unwrap();
+    let unfused = build_graph(g, &pinned).unwrap();
+    let x: Vec<f32> = (0..2 * k).map(|i| ((i * 13) % 23) as f32 / 10.0 - 1.15).collect();
+    let input = Tensor::from_vec(vec![2, k], x).unwrap();
+    let run = |bytes: &[u8]| -> Vec<f32> {
+        let e = engine(bytes);
+        let out = e.create_context().unwrap().run(&[("x", &input)]).unwrap();
+        out[0].1.as_slice::<f32>().unwrap().to_vec()
+    };
+    let (fused, reference) = (run(&built.engine), run(&unfused.engine));
+    let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (a, b) in fused.iter().zip(&reference) {
+        assert!((a - b).abs() <= 1e-5 * scale, "{fused:?} vs {reference:?}");
+    }
+    // A trt-domain op trtc does not know is named with its domain.
+    let mut unknown = m.clone();
+    unknown.graph.as_mut().unwrap().node[4] = {
+        let mut nd = node("TRT_FP4QuantizeLinear", "fp4", &["xd", "w"], &["h"]);
+        nd.domain = "trt".into();
+        nd
+    };
+    let e = format!(
+        "{:#}",
+        trtc::build::import(&ModelSource::Bytes(common::encode(&unknown)), &BuildOptions::default()).unwrap_err()
+    );
+    assert!(e.contains("trt:TRT_FP4QuantizeLinear"), "{e}");
 }

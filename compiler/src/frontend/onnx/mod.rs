@@ -84,9 +84,8 @@ pub fn unsupported_ops(model: &pb::ModelProto, registry: &Registry) -> Vec<(Stri
     fn walk(graph: &pb::GraphProto, registry: &Registry, depth: usize, missing: &mut BTreeMap<String, String>) {
         for (i, node) in graph.node.iter().enumerate() {
             let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
-            let key = if default_domain { node.op_type.clone() } else { format!("{}:{}", node.domain, node.op_type) };
-            let supported =
-                default_domain && (registry.get(&node.op_type).is_some() || CONTROL_FLOW.contains(&node.op_type.as_str()));
+            let key = registry_key(node);
+            let supported = registry.get(&key).is_some() || default_domain && CONTROL_FLOW.contains(&node.op_type.as_str());
             if !supported {
                 missing.entry(key).or_insert_with(|| node_name(node, i));
             }
@@ -100,6 +99,16 @@ pub fn unsupported_ops(model: &pb::ModelProto, registry: &Registry) -> Vec<(Stri
     let mut missing: BTreeMap<String, String> = BTreeMap::new();
     walk(model.graph.as_ref().expect("checked by decode"), registry, 0, &mut missing);
     missing.into_iter().collect()
+}
+
+/// The key of a node's converter: its op type in the default ONNX domain,
+/// `domain:op_type` in any other (e.g. `trt:TRT_FP8QuantizeLinear`).
+fn registry_key(node: &pb::NodeProto) -> String {
+    if node.domain.is_empty() || node.domain == "ai.onnx" {
+        node.op_type.clone()
+    } else {
+        format!("{}:{}", node.domain, node.op_type)
+    }
 }
 
 /// The graphs a node's attributes hold (If's branches, Loop's body...).
@@ -403,7 +412,7 @@ impl Importer<'_> {
                 if (Attributes { node }).has_graph() {
                     bail!("node '{name}' ({}): ops with subgraphs are not supported", node.op_type);
                 }
-                let convert = self.registry.get(&node.op_type).expect("checked by unsupported_ops");
+                let convert = self.registry.get(&registry_key(node)).expect("checked by unsupported_ops");
                 let mut named = node.clone();
                 named.name = name.clone();
                 let mut ctx = ctx::Ctx {

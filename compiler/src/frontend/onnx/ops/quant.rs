@@ -1,6 +1,8 @@
 //! Converters for the runtime's `quant` op family: QuantizeLinear,
-//! DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul, QLinearConv.
-//! Axes are normalized and the quantized output type resolved here.
+//! DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul, QLinearConv, and
+//! the FP8 Q/DQ of TensorRT's `trt` domain that NVIDIA's ModelOpt exports
+//! (`TRT_FP8QuantizeLinear`, `TRT_FP8DequantizeLinear`: E4M3FN, no zero
+//! point). Axes are normalized and the quantized output type resolved here.
 
 use super::Registry;
 use crate::frontend::onnx::ctx::Ctx;
@@ -19,6 +21,37 @@ pub fn register(r: &mut Registry) {
     r.add("DynamicQuantizeLinear", dynamic_quantize_linear);
     r.add("QLinearMatMul", qlinear_matmul);
     r.add("QLinearConv", qlinear_conv);
+    r.add("trt:TRT_FP8QuantizeLinear", trt_fp8_quantize_linear);
+    r.add("trt:TRT_FP8DequantizeLinear", trt_fp8_dequantize_linear);
+}
+
+/// The axis of a `trt` FP8 Q/DQ node: a per-tensor scale needs none; a
+/// scale per channel needs the node's `axis` attribute.
+fn trt_fp8_axis(ctx: &Ctx) -> Result<usize> {
+    let rank = ctx.input_ty(0)?.shape.len();
+    if ctx.input_ty(1)?.len() == 1 {
+        return Ok(0);
+    }
+    ensure!(ctx.attrs.has("axis"), "a scale of more than one value needs an axis attribute");
+    Ok(normalize_axis(ctx.attrs.int_or("axis", 0)?, rank)?)
+}
+
+/// ModelOpt's `TRT_FP8QuantizeLinear(x, scale)`: QuantizeLinear to E4M3FN,
+/// saturating.
+fn trt_fp8_quantize_linear(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let axis = trt_fp8_axis(ctx)?;
+    let op = QuantizeLinear { axis, block_size: 0, output_dtype: DType::F8E4M3FN };
+    let ins = [Some(ctx.input(0)?), Some(ctx.input(1)?)];
+    Ok(vec![ctx.op1(op, &ins)?])
+}
+
+/// ModelOpt's `TRT_FP8DequantizeLinear(q, scale)`, `q` E4M3FN.
+fn trt_fp8_dequantize_linear(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let axis = trt_fp8_axis(ctx)?;
+    let q = ctx.input(0)?;
+    ensure!(ctx.ty(q).dtype == DType::F8E4M3FN, "the input is {}, not E4M3FN", ctx.ty(q).dtype);
+    let ins = [Some(q), Some(ctx.input(1)?)];
+    Ok(vec![ctx.op1(DequantizeLinear { axis, block_size: 0 }, &ins)?])
 }
 
 /// The `axis` (default 1) and `block_size` (default 0) of a Q/DQ node,
