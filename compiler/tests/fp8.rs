@@ -324,3 +324,24 @@ fn modelopt_trt_domain_fp8_qdq_builds_the_same_fp8_layer() {
     );
     assert!(e.contains("trt:TRT_FP4QuantizeLinear"), "{e}");
 }
+
+/// `--fp8 --fp16`: the layers FP8 does not take run in fp16, and FP8
+/// layers write their float outputs as f16 for them (as INT8 ones do),
+/// with the logits still within the FP8 threshold.
+#[test]
+fn fp8_with_fp16_writes_f16_between_fp8_layers_and_fp16_ones() {
+    let m = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models/resnet18_legacy.onnx");
+    let fp32 = build_file(&m, &BuildOptions::default()).unwrap();
+    let inputs = calib::graph_inputs(&fp32.reference);
+    let mut o = fp8_opts();
+    o.precision.fp16 = true;
+    o.int8.batches = batches(&m, &inputs, 0..4);
+    let built = build_file(&m, &o).unwrap();
+    let dump = built.graph.dump();
+    let fp8_f16: Vec<&str> = dump.lines().filter(|l| l.contains("Fp8Conv") && l.contains(": f16[")).collect();
+    assert!(!fp8_f16.is_empty(), "{dump}");
+    assert!(built.precision.layers.get(&Precision::Fp16).copied().unwrap_or(0) > 0, "{:?}", built.precision.layers);
+    let reference = engine(&engine_of(&built.reference, Default::default(), vec![]).unwrap());
+    let r = evaluate(&reference, &engine(&built.engine), &batches(&m, &inputs, 100..104), false).unwrap();
+    assert!(r.outputs[0].cosine >= 0.99, "{}", r.text(0));
+}

@@ -20,7 +20,7 @@ use half::f16;
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use trtc_runtime::ops::elementwise::{Cast, ElementwiseOp, UnaryKind};
-use trtc_runtime::ops::precision::{HalfIo, Int8Output, Precision, PrecisionOp};
+use trtc_runtime::ops::precision::{Fp8Linear, Fp8Output, HalfIo, Int8Linear, Int8Output, Precision, PrecisionOp};
 use trtc_runtime::ops::reduce::{ReduceKind, ReduceOp};
 use trtc_runtime::{DType, Op, Tensor, TensorType};
 
@@ -206,20 +206,26 @@ impl Rewriter {
         op: &Op,
     ) -> Result<()> {
         let name = &graph.node(n).name;
-        // Int8 layers choose their float output's dtype.
-        if let Op::Precision(PrecisionOp::Int8Linear(l)) = op {
-            // Its float output is f16 in an fp16 build (or when pinned to
-            // fp16), unless the layer is pinned to fp32.
+        // Int8 and FP8 layers choose their float output's dtype: f16 in an
+        // fp16 build (or when pinned to fp16), unless pinned to fp32.
+        if let Op::Precision(PrecisionOp::Int8Linear(_) | PrecisionOp::Fp8Linear(_)) = op {
             let half_output = match cfg.pinned(name) {
                 Some(Precision::Fp32) => false,
                 Some(Precision::Fp16) => true,
                 _ => cfg.fp16,
             };
-            if l.output == Int8Output::F32 && half_output {
-                let mut l = l.clone();
-                l.output = Int8Output::F16;
+            let narrowed: Option<Op> = match op {
+                Op::Precision(PrecisionOp::Int8Linear(l)) if half_output && l.output == Int8Output::F32 => {
+                    Some(Int8Linear { output: Int8Output::F16, ..l.clone() }.into())
+                }
+                Op::Precision(PrecisionOp::Fp8Linear(l)) if half_output && l.output == Fp8Output::F32 => {
+                    Some(Fp8Linear { output: Fp8Output::F16, ..l.clone() }.into())
+                }
+                _ => None,
+            };
+            if let Some(op) = narrowed {
                 let inputs = wires(&graph.inputs_of(n));
-                let new = lp.patch.replace_node(graph, n, l.into(), &inputs)?;
+                let new = lp.patch.replace_node(graph, n, op, &inputs)?;
                 lp.narrowed.push(new[0]);
             }
             return Ok(());
