@@ -29,12 +29,6 @@ use trtc_runtime::ops::precision::PrecisionOp;
 use trtc_runtime::ops::quant::QuantOp;
 use trtc_runtime::{Engine, Op, Target};
 
-/// What the choice came to: per candidate, how many tensors took it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AutoChoice {
-    pub taken: Vec<(Calibrator, usize)>,
-}
-
 /// The FP32 engine of a graph, on the CPU.
 fn engine_of(graph: &Graph) -> Result<Engine> {
     let lowered = crate::lower::lower(graph, Default::default())?;
@@ -69,7 +63,7 @@ pub fn choose(
     cfg: &PrecisionConfig,
     candidates: &[CalibrationCache],
     batches: &[Batch],
-) -> Result<(CalibrationCache, AutoChoice)> {
+) -> Result<CalibrationCache> {
     ensure!(candidates.len() == AUTO_CANDIDATES.len(), "the auto calibrator needs one cache per candidate");
     let reference = engine_of(graph)?;
     // Layers alone in int8/FP8: no fp16 around them, f32 outputs.
@@ -88,15 +82,12 @@ pub fn choose(
     }
     let mut chosen = CalibrationCache::new(&Calibrator::Auto);
     chosen.scales = candidates[0].scales.clone();
-    let mut taken = vec![0usize; candidates.len()];
     for (tensor, errs) in &errors {
         // The first of the least (entropy on a tie).
         let best = (0..errs.len()).fold(0, |b, i| if errs[i] < errs[b] { i } else { b });
         if let Some(&s) = candidates[best].scales.get(tensor) {
             chosen.scales.insert(tensor.clone(), s);
-            taken[best] += 1;
         }
     }
-    let taken = AUTO_CANDIDATES.iter().copied().zip(taken).collect();
-    Ok((chosen, AutoChoice { taken }))
+    Ok(chosen)
 }

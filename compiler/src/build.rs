@@ -337,7 +337,7 @@ fn calibration(
             bail!("{flag} --calibrator auto: not with optimization profiles whose shapes vary yet (use entropy, minmax or percentile)");
         }
         let candidates = calib::calibrate_each(&target.engine()?, &batches, &opts.calib, &calib::calibrator::AUTO_CANDIDATES)?;
-        crate::auto_calibration::choose(graph, cfg, &candidates, &batches)?.0
+        crate::auto_calibration::choose(graph, cfg, &candidates, &batches)?
     } else {
         calib::calibrate(&target.engine()?, &batches, &opts.calib)?
     };

@@ -42,6 +42,12 @@ fn engine(bytes: &[u8]) -> Engine {
     Engine::from_bytes(bytes).unwrap()
 }
 
+/// The f32 output of an engine whose one input is `x`.
+fn run_x(bytes: &[u8], x: &Tensor) -> Vec<f32> {
+    let out = engine(bytes).create_context().unwrap().run(&[("x", x)]).unwrap();
+    out[0].1.as_slice::<f32>().unwrap().to_vec()
+}
+
 fn is_cnn(model: &Path) -> bool {
     let inputs = testdata_npz(model, "inputs");
     inputs.len() == 1 && inputs[0].1.dtype() == DType::F32 && inputs[0].1.shape().len() == 4
@@ -184,12 +190,7 @@ fn an_fp8_qdq_model_runs_as_one_fp8_layer_that_computes_what_its_graph_means() {
     // values saturate.
     let x: Vec<f32> = (0..2 * k).map(|i| ((i * 13) % 23) as f32 / 10.0 - 1.15).collect();
     let input = Tensor::from_vec(vec![2, k], x.clone()).unwrap();
-    let run = |engine_bytes: &[u8]| -> Vec<f32> {
-        let e = engine(engine_bytes);
-        let mut ctx = e.create_context().unwrap();
-        let out = ctx.run(&[("x", &input)]).unwrap();
-        out[0].1.as_slice::<f32>().unwrap().to_vec()
-    };
+    let run = |bytes: &[u8]| run_x(bytes, &input);
     // What the ONNX graph means, in f64: dequantized operands, their
     // product, the bias, the Relu.
     let decode = |b: u8| f64::from(Float8::E4M3FN.decode(b));
@@ -301,11 +302,7 @@ fn modelopt_trt_domain_fp8_qdq_builds_the_same_fp8_layer() {
     let unfused = build_graph(g, &pinned).unwrap();
     let x: Vec<f32> = (0..2 * k).map(|i| ((i * 13) % 23) as f32 / 10.0 - 1.15).collect();
     let input = Tensor::from_vec(vec![2, k], x).unwrap();
-    let run = |bytes: &[u8]| -> Vec<f32> {
-        let e = engine(bytes);
-        let out = e.create_context().unwrap().run(&[("x", &input)]).unwrap();
-        out[0].1.as_slice::<f32>().unwrap().to_vec()
-    };
+    let run = |bytes: &[u8]| run_x(bytes, &input);
     let (fused, reference) = (run(&built.engine), run(&unfused.engine));
     let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
     for (a, b) in fused.iter().zip(&reference) {

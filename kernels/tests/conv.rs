@@ -79,25 +79,9 @@ fn layer(name: &str, kind: Kind, n: usize, c: usize, m: usize, h: usize, w: usiz
                 Int8Output::F16 => DType::F16,
                 Int8Output::Int8 { .. } => DType::I8,
             };
-            Layer {
-                name,
-                op: Int8Linear {
-                    kind: LinearKind::Conv(conv),
-                    x_scale: 0.02,
-                    bias: true,
-                    epilogue: Epilogue { residual, activation },
-                    output,
-                }
-                .into(),
-                inputs: vec![
-                    Some(t(DType::I8, &[n, c, h, w])),
-                    Some(t(DType::I8, &wshape)),
-                    Some(t(DType::F32, &[m])),
-                    Some(t(DType::F32, &[m])),
-                    residual.then(|| t(DType::F32, &oshape)),
-                ],
-                output: t(out_dt, &oshape),
-            }
+            let epilogue = Epilogue { residual, activation };
+            let op = Int8Linear { kind: LinearKind::Conv(conv), x_scale: 0.02, bias: true, epilogue, output }.into();
+            quantized_layer(name, op, DType::I8, out_dt, [n, c, h, w], &wshape, residual, &oshape)
         }
         Kind::Fp8(output, residual, activation) => {
             let out_dt = match output {
@@ -105,26 +89,38 @@ fn layer(name: &str, kind: Kind, n: usize, c: usize, m: usize, h: usize, w: usiz
                 Fp8Output::F16 => DType::F16,
                 Fp8Output::Fp8 { .. } => DType::F8E4M3FN,
             };
-            Layer {
-                name,
-                op: Fp8Linear {
-                    kind: LinearKind::Conv(conv),
-                    x_scale: 0.02,
-                    bias: true,
-                    epilogue: Epilogue { residual, activation },
-                    output,
-                }
-                .into(),
-                inputs: vec![
-                    Some(t(DType::F8E4M3FN, &[n, c, h, w])),
-                    Some(t(DType::F8E4M3FN, &wshape)),
-                    Some(t(DType::F32, &[m])),
-                    Some(t(DType::F32, &[m])),
-                    residual.then(|| t(DType::F32, &oshape)),
-                ],
-                output: t(out_dt, &oshape),
-            }
+            let epilogue = Epilogue { residual, activation };
+            let op = Fp8Linear { kind: LinearKind::Conv(conv), x_scale: 0.02, bias: true, epilogue, output }.into();
+            quantized_layer(name, op, DType::F8E4M3FN, out_dt, [n, c, h, w], &wshape, residual, &oshape)
         }
+    }
+}
+
+/// An Int8Conv or Fp8Conv layer: x and w of `operand`, f32 scales and
+/// bias, an f32 residual when it has one.
+#[allow(clippy::too_many_arguments)]
+fn quantized_layer(
+    name: String,
+    op: Op,
+    operand: DType,
+    out: DType,
+    x: [usize; 4],
+    wshape: &[usize],
+    residual: bool,
+    oshape: &[usize],
+) -> Layer {
+    let m = wshape[0];
+    Layer {
+        name,
+        op,
+        inputs: vec![
+            Some(t(operand, &x)),
+            Some(t(operand, wshape)),
+            Some(t(DType::F32, &[m])),
+            Some(t(DType::F32, &[m])),
+            residual.then(|| t(DType::F32, oshape)),
+        ],
+        output: t(out, oshape),
     }
 }
 

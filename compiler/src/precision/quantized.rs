@@ -273,16 +273,20 @@ pub(super) fn quantizer_scale(graph: &Graph, n: NodeIndex, format: QuantFormat) 
     (scales.len() == 1 && zero).then_some(scales[0])
 }
 
-/// The format of a quantized layer with an f32 output, and the same layer
-/// requantizing its output with `scale`.
-fn requantized(op: &Op, scale: f32) -> Option<(QuantFormat, Op)> {
+/// The format of a quantized layer with an f32 output.
+fn f32_output_format(op: &Op) -> Option<QuantFormat> {
     match op {
-        Op::Precision(PrecisionOp::Int8Linear(l)) if l.output == Int8Output::F32 => {
-            Some((QuantFormat::Int8, Int8Linear { output: Int8Output::Int8 { scale }, ..l.clone() }.into()))
-        }
-        Op::Precision(PrecisionOp::Fp8Linear(l)) if l.output == Fp8Output::F32 => {
-            Some((QuantFormat::Fp8, Fp8Linear { output: Fp8Output::Fp8 { scale }, ..l.clone() }.into()))
-        }
+        Op::Precision(PrecisionOp::Int8Linear(l)) if l.output == Int8Output::F32 => Some(QuantFormat::Int8),
+        Op::Precision(PrecisionOp::Fp8Linear(l)) if l.output == Fp8Output::F32 => Some(QuantFormat::Fp8),
+        _ => None,
+    }
+}
+
+/// The same quantized layer requantizing its output with `scale`.
+fn requantized(op: &Op, scale: f32) -> Option<Op> {
+    match op {
+        Op::Precision(PrecisionOp::Int8Linear(l)) => Some(Int8Linear { output: Int8Output::Int8 { scale }, ..l.clone() }.into()),
+        Op::Precision(PrecisionOp::Fp8Linear(l)) => Some(Fp8Linear { output: Fp8Output::Fp8 { scale }, ..l.clone() }.into()),
         _ => None,
     }
 }
@@ -293,7 +297,7 @@ fn requantized(op: &Op, scale: f32) -> Option<(QuantFormat, Op)> {
 pub fn fold_requantization(graph: &mut Graph) -> Result<usize> {
     let mut folded = 0;
     for n in graph.topo_order() {
-        let Some((format, _)) = graph.node(n).op().and_then(|op| requantized(op, 1.0)) else { continue };
+        let Some(format) = graph.node(n).op().and_then(f32_output_format) else { continue };
         let out = Port { node: n, port: 0 };
         if graph.is_output(out) {
             continue;
@@ -305,7 +309,7 @@ pub fn fold_requantization(graph: &mut Graph) -> Result<usize> {
         if scales.iter().any(|s| *s != Some(scale)) {
             continue;
         }
-        let Some((_, op)) = graph.node(n).op().and_then(|op| requantized(op, scale)) else { continue };
+        let Some(op) = graph.node(n).op().and_then(|op| requantized(op, scale)) else { continue };
         let mut patch = Patch::new();
         let new = patch.replace_node(graph, n, op, &wires(&graph.inputs_of(n)))?;
         for (c, _) in consumers {

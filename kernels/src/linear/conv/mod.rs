@@ -245,30 +245,33 @@ fn split_op<'a>(io: &LayerIo<'a>) -> Result<Parts<'a>, Unsupported> {
             }
         }
         Op::Precision(PrecisionOp::Int8Linear(l)) => {
-            let LinearKind::Conv(c) = &l.kind else { return unsupported(format!("{} is not a convolution", io.op.name())) };
-            Parts {
-                attrs: Attrs::of_conv(c),
-                transpose: false,
-                output_padding: None,
-                bias: l.bias.then_some(3),
-                residual: l.epilogue.residual.then_some(4),
-                epilogue: Some(&l.epilogue),
-                int8: Some((2, l.x_scale, QuantOutput::int8(l.output))),
-            }
+            quantized(io, &l.kind, l.bias, &l.epilogue, (l.x_scale, QuantOutput::int8(l.output)))?
         }
         Op::Precision(PrecisionOp::Fp8Linear(l)) => {
-            let LinearKind::Conv(c) = &l.kind else { return unsupported(format!("{} is not a convolution", io.op.name())) };
-            Parts {
-                attrs: Attrs::of_conv(c),
-                transpose: false,
-                output_padding: None,
-                bias: l.bias.then_some(3),
-                residual: l.epilogue.residual.then_some(4),
-                epilogue: Some(&l.epilogue),
-                int8: Some((2, l.x_scale, QuantOutput::fp8(l.output))),
-            }
+            quantized(io, &l.kind, l.bias, &l.epilogue, (l.x_scale, QuantOutput::fp8(l.output)))?
         }
         op => return unsupported(format!("{} is not a convolution", op.name())),
+    })
+}
+
+/// The parts of an Int8Conv or Fp8Conv: inputs `[x, w, w_scale, bias?,
+/// residual?]`, the scale of x and what it stores.
+fn quantized<'a>(
+    io: &LayerIo<'a>,
+    kind: &'a LinearKind,
+    bias: bool,
+    epilogue: &'a Epilogue,
+    (x_scale, output): (f32, QuantOutput),
+) -> Result<Parts<'a>, Unsupported> {
+    let LinearKind::Conv(c) = kind else { return unsupported(format!("{} is not a convolution", io.op.name())) };
+    Ok(Parts {
+        attrs: Attrs::of_conv(c),
+        transpose: false,
+        output_padding: None,
+        bias: bias.then_some(3),
+        residual: epilogue.residual.then_some(4),
+        epilogue: Some(epilogue),
+        int8: Some((2, x_scale, output)),
     })
 }
 
