@@ -1,5 +1,6 @@
 // Movement kernels that also write values not read from the data input:
-// Pad (KIND 1), Trilu (KIND 2) and OneHot (KIND 3). ELEM is NARROW here.
+// Pad (KIND 1), Trilu (KIND 2), OneHot (KIND 3), IndexGrid (KIND 4) and
+// SizeOf (KIND 5). ELEM is NARROW here.
 
 #if KIND == 1
 // Pad in MODE 0 constant, 1 reflect, 2 edge, 3 wrap. Per output dimension
@@ -98,5 +99,45 @@ extern "C" __global__ void trtc_movement_one_hot(NARROW* __restrict__ out, const
         if (v < 0) v += depth;
         out[i] = v == d ? on : off;
     }
+}
+#elif KIND == 4
+// IndexGrid: element i of a row-major grid of RANK dimensions (sizes
+// d1..d7 of dimensions 1 to RANK - 1; dimension 0 needs none) holds
+// offset + sum over d of step_d * index_d, in wrapping 64-bit arithmetic,
+// stored truncated to NARROW (i64 or i32), as the CPU computes it.
+extern "C" __global__ void trtc_movement_index_grid(NARROW* __restrict__ out, long long n_, long long offset,
+                                                    long long d1, long long d2, long long d3, long long d4,
+                                                    long long d5, long long d6, long long d7, long long t0,
+                                                    long long t1, long long t2, long long t3, long long t4,
+                                                    long long t5, long long t6, long long t7) {
+    const long long size[8] = {1, d1, d2, d3, d4, d5, d6, d7};
+    const unsigned long long step[8] = {(unsigned long long)t0, (unsigned long long)t1, (unsigned long long)t2,
+                                        (unsigned long long)t3, (unsigned long long)t4, (unsigned long long)t5,
+                                        (unsigned long long)t6, (unsigned long long)t7};
+    const IDX n = (IDX)n_;
+    TRTC_FOR_EACH(i, n) {
+        IDX r = i;
+        unsigned long long v = (unsigned long long)offset;
+#pragma unroll
+        for (int d = RANK - 1; d >= 0; --d) {
+            IDX c = r;
+            if (d > 0) {
+                c = r % (IDX)size[d];
+                r /= (IDX)size[d];
+            }
+            v += step[d] * (unsigned long long)c;
+        }
+        out[i] = (NARROW)v;
+    }
+}
+#elif KIND == 5
+// SizeOf: the n (at most 8) sizes read from the bound shapes, passed as
+// arguments, stored as NARROW (i64 or i32).
+extern "C" __global__ void trtc_movement_sizes(NARROW* __restrict__ out, long long n, long long v0, long long v1,
+                                               long long v2, long long v3, long long v4, long long v5, long long v6,
+                                               long long v7) {
+    const long long v[8] = {v0, v1, v2, v3, v4, v5, v6, v7};
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && i < 8) out[i] = (NARROW)v[i];
 }
 #endif

@@ -27,6 +27,8 @@
 //! | GridSample | 2-D, nearest and linear, every padding mode, align_corners; f32 and f16 | cubic; 1-D and 3-D; f64/bf16 |
 //! | Trilu | yes | — |
 //! | OneHot | integer, f32 and f16 indices | bool, bf16 and f64 indices |
+//! | DynamicReshape, DynamicSlice, DynamicExpand, DynamicTile, SliceLike, DynamicResize | their static op at the shapes bound in a run (sizes read from the later inputs' shapes) | as the static op |
+//! | IndexGrid, SizeOf | an index fill, sizes and steps as arguments | rank above 8; more than 8 sizes |
 //! | ScatterElements, ScatterND | no | duplicate indices apply in order on the CPU, which a parallel kernel does not reproduce |
 //!
 //! Index errors: where the CPU op fails on an index out of range (Gather,
@@ -47,9 +49,9 @@ mod resize;
 
 use crate::elementwise::map::Launch1d;
 use crate::Tactic;
-use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, SmLimits, COMMON};
+use crate::{unsupported, Candidate, KernelLaunch, KernelSource, LayerIo, Selection, SmLimits, Unsupported, COMMON};
 use trtc_runtime::kernels::KernelArg;
-use trtc_runtime::ops::movement::MovementOp;
+use trtc_runtime::ops::movement::{type_shapes, AtShapes, MovementOp, Slice};
 use trtc_runtime::ops::Op;
 
 const COMMON_CUH: &str = include_str!("../cuda/movement_common.cuh");
@@ -61,13 +63,13 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     };
     match op {
         MovementOp::Reshape(_)
-        | MovementOp::DynamicReshape(_)
         | MovementOp::Transpose(_)
         | MovementOp::Slice(_)
         | MovementOp::Concat(_)
         | MovementOp::Split(_)
         | MovementOp::Expand(_)
         | MovementOp::Tile(_) => copy::candidates(op, io, limits),
+        MovementOp::DynamicReshape(_) => copy::candidates(op, &data_only(io), limits),
         MovementOp::Gather(_) | MovementOp::GatherElements(_) | MovementOp::GatherND(_) | MovementOp::ReverseSequence(_) => {
             gather::candidates(op, io, limits)
         }
@@ -77,17 +79,46 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
             unsupported(format!("{}: duplicate indices apply in order on the CPU", op.as_impl().name()))
         }
         MovementOp::GridSample(g) => grid_sample::candidates(g, io, limits),
-        MovementOp::SliceLike(_)
-        | MovementOp::DynamicResize(_)
-        | MovementOp::DynamicExpand(_)
-        | MovementOp::IndexGrid(_)
-        | MovementOp::DynamicSlice(_)
-        | MovementOp::DynamicTile(_)
-        | MovementOp::SizeOf(_) => {
-            unsupported(format!("{}: only engines whose shapes vary have it, and they run on the CPU", op.as_impl().name()))
+        MovementOp::IndexGrid(_) | MovementOp::SizeOf(_) => fill::candidates(op, io, limits),
+        // Ops that read sizes from the shapes bound in a run are their
+        // static op at those shapes, on the data input alone.
+        MovementOp::DynamicSlice(d) => at_shapes(d, io, limits, MovementOp::Slice),
+        MovementOp::DynamicExpand(d) => at_shapes(d, io, limits, MovementOp::Expand),
+        MovementOp::DynamicTile(d) => at_shapes(d, io, limits, MovementOp::Tile),
+        MovementOp::DynamicResize(d) => {
+            let r = d.at(&type_shapes(&io.inputs)).map_err(|e| Unsupported(e.to_string()))?;
+            resize::candidates(&r, &data_only(io), limits)
+        }
+        MovementOp::SliceLike(s) => {
+            let x = crate::elementwise::input(io, 0)?;
+            let shape = s.shape(&type_shapes(&io.inputs)).map_err(|e| Unsupported(e.to_string()))?;
+            let r = shape.len();
+            let slice = Slice {
+                axes: (0..r).collect(),
+                starts: vec![0; r],
+                ends: shape.iter().map(|&n| n as i64).collect(),
+                steps: vec![1; r],
+            };
+            if x.shape.len() != r {
+                return unsupported(format!("SliceLike: {x} for {r} sizes"));
+            }
+            copy::candidates(&MovementOp::Slice(slice), &data_only(io), limits)
         }
         MovementOp::NonZero(_) => unsupported("NonZero: its output size depends on the data"),
     }
+}
+
+/// The layer without the inputs read for their shapes only (those after
+/// the first).
+fn data_only<'a>(io: &LayerIo<'a>) -> LayerIo<'a> {
+    LayerIo { op: io.op, inputs: io.inputs.iter().take(1).copied().collect(), outputs: io.outputs.clone() }
+}
+
+/// The candidates of an [`AtShapes`] op: its static op at the layer's input
+/// shapes, on the data input.
+fn at_shapes<A: AtShapes>(op: &A, io: &LayerIo<'_>, limits: &SmLimits, wrap: fn(A::Static) -> MovementOp) -> Selection {
+    let st = op.at(&type_shapes(&io.inputs)).map_err(|e| Unsupported(e.to_string()))?;
+    copy::candidates(&wrap(st), &data_only(io), limits)
 }
 
 /// How a movement kernel moves elements: `narrow` is the tensors' element

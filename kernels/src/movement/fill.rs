@@ -1,12 +1,13 @@
 //! Pad, Trilu and OneHot: copies that also write values not read from the
-//! data (the pad value, zeros, the one-hot values).
+//! data (the pad value, zeros, the one-hot values); IndexGrid and SizeOf,
+//! whose values follow the shapes bound in a run.
 
 use super::{idx32, job_candidates, source, Elems, Job};
 use crate::elementwise::map::MAX_RANK;
 use crate::elementwise::{ctype, input, output};
 use crate::{unsupported, LayerIo, Selection, SmLimits, Unsupported};
 use trtc_runtime::kernels::KernelArg;
-use trtc_runtime::ops::movement::{MovementOp, Pad, PadMode};
+use trtc_runtime::ops::movement::{type_shapes, IndexGrid, MovementOp, Pad, PadMode, SizeOf};
 use trtc_runtime::{DType, TensorType};
 
 const FILL: &str = include_str!("../../cuda/movement_fill.cu");
@@ -40,9 +41,60 @@ pub(super) fn candidates(op: &MovementOp, io: &LayerIo<'_>, limits: &SmLimits) -
             ("movement_trilu", Job { kernel, args, n: x.len() as u64, vec: 1 })
         }
         MovementOp::OneHot(h) => ("movement_one_hot", one_hot_job(h.depth, h.axis, io)?),
+        MovementOp::IndexGrid(g) => ("movement_index_grid", index_grid_job(g, io)?),
+        MovementOp::SizeOf(s) => ("movement_sizes", sizes_job(s, io)?),
         op => return unsupported(format!("{} does not fill", op.as_impl().name())),
     };
     Ok(job_candidates(family, &[job], limits))
+}
+
+/// The integer types IndexGrid and SizeOf write.
+fn index_dtype(out: &TensorType, op: &str) -> Result<(), Unsupported> {
+    match out.dtype {
+        DType::I64 | DType::I32 => Ok(()),
+        d => unsupported(format!("{op}: {d} output")),
+    }
+}
+
+/// IndexGrid at the shapes of its inputs: the sizes and steps are the ones
+/// the CPU op resolves from them, passed as arguments.
+fn index_grid_job(g: &IndexGrid, io: &LayerIo<'_>) -> Result<Job, Unsupported> {
+    let out = output(io, 0)?;
+    index_dtype(out, "IndexGrid")?;
+    let (shape, steps) = g.resolve(&type_shapes(&io.inputs)).map_err(|e| Unsupported(e.to_string()))?;
+    let r = shape.len();
+    if shape != out.shape || out.dtype != g.dtype || r > MAX_RANK {
+        return unsupported(format!("IndexGrid: {out} for a grid of {shape:?}"));
+    }
+    let kernel = source(
+        FILL,
+        "trtc_movement_index_grid",
+        Elems::single(out.dtype.size()),
+        idx32(out.len() as u64),
+        &[("KIND", "4".into()), ("RANK", r.to_string())],
+    );
+    let mut args = vec![KernelArg::Output(0), KernelArg::I64(out.len() as i64), KernelArg::I64(g.offset)];
+    args.extend((1..MAX_RANK).map(|d| KernelArg::I64(shape.get(d).map_or(1, |&n| n.max(1) as i64))));
+    args.extend((0..MAX_RANK).map(|d| KernelArg::I64(steps.get(d).copied().unwrap_or(0))));
+    Ok(Job { kernel, args, n: out.len() as u64, vec: 1 })
+}
+
+/// SizeOf at the shapes of its inputs: at most 8 sizes, passed as
+/// arguments.
+fn sizes_job(s: &SizeOf, io: &LayerIo<'_>) -> Result<Job, Unsupported> {
+    let out = output(io, 0)?;
+    index_dtype(out, "SizeOf")?;
+    let sizes = s.sizes(&type_shapes(&io.inputs)).map_err(|e| Unsupported(e.to_string()))?;
+    if sizes.len() != out.len() || sizes.len() > 8 {
+        return unsupported(format!("SizeOf: {} sizes into {out} (at most 8)", sizes.len()));
+    }
+    if out.dtype == DType::I32 && sizes.iter().any(|&v| i32::try_from(v).is_err()) {
+        return unsupported("SizeOf: a size does not fit an i32");
+    }
+    let kernel = source(FILL, "trtc_movement_sizes", Elems::single(out.dtype.size()), true, &[("KIND", "5".into())]);
+    let mut args = vec![KernelArg::Output(0), KernelArg::I64(sizes.len() as i64)];
+    args.extend((0..8).map(|k| KernelArg::I64(sizes.get(k).map_or(0, |&v| v as i64))));
+    Ok(Job { kernel, args, n: sizes.len() as u64, vec: 1 })
 }
 
 /// One padded dimension: output size, padding before the kept region, kept

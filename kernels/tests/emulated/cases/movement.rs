@@ -166,4 +166,64 @@ pub(crate) fn movement_cases(b: &mut Builder) {
     let r = resize(ResizeMode::Linear, HalfPixel, NearestMode::Floor, &[2.0, 2.0], &[8, 8]);
     let x = b.indices(U8, &[4, 4], 0, 256);
     b.add(fam, "Resize linear u8", r, vec![Some(x)], Pick::Sample(1));
+    shape_reading_cases(b);
+}
+
+/// Ops of engines whose shapes vary, which read sizes from their later
+/// inputs' shapes (bound in each run): each runs as its static op at those
+/// shapes, or as an index fill.
+fn shape_reading_cases(b: &mut Builder) {
+    use DType::*;
+    let fam = "movement";
+    let of = |input, axis| DimOf { input, axis };
+    // x[:, :n, -m:] with n and m read from the second input's shape.
+    let x = b.data(F32, &[2, 9, 7]);
+    let like = b.data(I64, &[5, 3]);
+    let ds = DynamicSlice {
+        slice: slice(&[1, 2], &[0, -7], &[9, 7], &[1, 1]),
+        starts: vec![None, Some(SignedDim { dim: of(1, 1), negate: true })],
+        ends: vec![Some(SignedDim { dim: of(1, 0), negate: false }), None],
+    };
+    b.add(fam, "DynamicSlice", ds, vec![Some(x), Some(like)], Pick::Sample(2));
+    let x = b.data(F16, &[3, 1, 8]);
+    let like = b.data(F32, &[4, 6]);
+    let de = DynamicExpand { shape: vec![3, 9, 8], dims: vec![None, Some(of(1, 1)), None] };
+    b.add(fam, "DynamicExpand f16", de, vec![Some(x), Some(like)], Pick::Sample(2));
+    let x = b.data(I64, &[2, 5]);
+    let like = b.data(F32, &[3]);
+    let dt = DynamicTile { repeats: vec![8, 1], dims: vec![Some(of(1, 0)), None] };
+    b.add(fam, "DynamicTile i64", dt, vec![Some(x), Some(like)], Pick::Sample(1));
+    let x = b.data(F32, &[2, 3, 4]);
+    let like = b.data(I64, &[6, 1]);
+    let dr = DynamicReshape { dims: vec![ReshapeDim::Fixed(2), ReshapeDim::Of(of(1, 0)), ReshapeDim::Infer] };
+    b.add(fam, "DynamicReshape", dr, vec![Some(x), Some(like)], Pick::Sample(1));
+    let x = b.data(F32, &[1, 2, 4, 5]);
+    let like = b.data(F32, &[1, 1, 7, 9]);
+    let inner = resize(ResizeMode::Linear, CoordinateMode::HalfPixel, NearestMode::Floor, &[1.0, 1.0, 4.0, 4.0], &[1, 2, 16, 20]);
+    let sizes = vec![ResizeSize::Fixed, ResizeSize::Fixed, ResizeSize::Of(of(1, 2)), ResizeSize::Of(of(1, 3))];
+    b.add(fam, "DynamicResize linear", DynamicResize { resize: inner, sizes }, vec![Some(x), Some(like)], Pick::Sample(1));
+    // A causal mask's leading block, sized by a sequence of 5.
+    let mask = b.data(F32, &[1, 1, 16, 16]);
+    let like = b.data(I64, &[2, 5]);
+    let sl = SliceLike { dims: vec![None, None, Some(of(1, 1)), Some(of(1, 1))] };
+    b.add(fam, "SliceLike", sl, vec![Some(mask), Some(like)], Pick::Sample(2));
+    // arange(batch) * seq + arange(seq), in both index types, and a
+    // negative step that wraps nothing.
+    for dtype in [I64, I32] {
+        let like = b.data(F32, &[3, 7]);
+        let grid = IndexGrid {
+            dtype,
+            offset: 5,
+            axes: vec![
+                GridAxis { size: GridValue::Of(of(0, 0)), step: GridValue::Of(of(0, 1)) },
+                GridAxis { size: GridValue::Of(of(0, 1)), step: GridValue::Fixed(-1) },
+            ],
+        };
+        b.add(fam, format!("IndexGrid {dtype}"), grid, vec![Some(like)], Pick::Sample(1));
+    }
+    let like = b.data(F32, &[4, 11, 2]);
+    let sizes = SizeOf { dtype: I64, dims: vec![of(0, 1), of(0, 0), of(0, 2)], scalar: false };
+    b.add(fam, "SizeOf", sizes, vec![Some(like.clone())], Pick::Sample(1));
+    let size = SizeOf { dtype: I32, dims: vec![of(0, 1)], scalar: true };
+    b.add(fam, "SizeOf scalar i32", size, vec![Some(like)], Pick::Sample(1));
 }

@@ -47,7 +47,7 @@ pub struct IndexGrid {
 
 impl IndexGrid {
     /// The output shape and the steps, for inputs of shapes `shapes`.
-    fn resolve(&self, shapes: &[Option<&[usize]>]) -> Result<(Vec<usize>, Vec<i64>)> {
+    pub fn resolve(&self, shapes: &[Option<&[usize]>]) -> Result<(Vec<usize>, Vec<i64>)> {
         ensure_op!(matches!(self.dtype, DType::I64 | DType::I32), "IndexGrid: {} is not i64 or i32", self.dtype);
         let mut shape = Vec::with_capacity(self.axes.len());
         let mut steps = Vec::with_capacity(self.axes.len());

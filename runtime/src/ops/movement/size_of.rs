@@ -21,6 +21,11 @@ pub struct SizeOf {
 }
 
 impl SizeOf {
+    /// The sizes it gives for inputs of shapes `shapes`.
+    pub fn sizes(&self, shapes: &[Option<&[usize]>]) -> Result<Vec<usize>> {
+        self.dims.iter().map(|d| d.size(shapes, "SizeOf")).collect()
+    }
+
     fn shape(&self) -> Result<Vec<usize>> {
         ensure_op!(matches!(self.dtype, DType::I64 | DType::I32), "SizeOf: {} is not i64 or i32", self.dtype);
         if self.scalar {
@@ -46,7 +51,7 @@ impl OpImpl for SizeOf {
 
     fn eval(&self, inputs: &[Option<TensorView<'_>>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let shapes = view_shapes(inputs);
-        let sizes = self.dims.iter().map(|d| d.size(&shapes, "SizeOf")).collect::<Result<Vec<usize>>>()?;
+        let sizes = self.sizes(&shapes)?;
         match self.dtype {
             DType::I64 => {
                 for (o, s) in outputs[0].as_mut_slice::<i64>()?.iter_mut().zip(&sizes) {

@@ -175,7 +175,8 @@ pub struct SliceLike {
 }
 
 impl SliceLike {
-    fn shape(&self, shapes: &[Option<&[usize]>]) -> Result<Vec<usize>> {
+    /// The output shape for inputs of shapes `shapes` (input 0 first).
+    pub fn shape(&self, shapes: &[Option<&[usize]>]) -> Result<Vec<usize>> {
         let x = shapes.first().copied().flatten().unwrap_or_default();
         ensure_op!(self.dims.len() == x.len(), "SliceLike: {} sizes for a rank-{} input", self.dims.len(), x.len());
         let mut out = Vec::with_capacity(x.len());
