@@ -430,7 +430,7 @@ impl<'g> CalibrationTarget<'g> {
         }
         if let Ok(gpu) = crate::cuda::present_gpu() {
             let tuning = crate::cuda::TuningOptions { opt_level: Some(0), ..Default::default() };
-            if let Ok((table, _)) = crate::cuda::build_kernels(&lowered.plan, gpu.sm, &tuning) {
+            if let Ok((table, _)) = crate::cuda::build_kernels(&lowered.plan, gpu.sm, &[], &tuning) {
                 let target = Target::Cuda { sm: gpu.sm, gpu_name: Some(gpu.name) };
                 return Ok(Engine::from_bytes(&Engine::serialize(
                     target,
@@ -474,19 +474,19 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
         precision.fp16_range_source = Some(range_source);
     }
     let lowered = lower::lower(&graph, opts.lower)?;
-    let (table, kernels) = match &opts.target {
-        Target::Cpu => (None, None),
-        Target::Cuda { sm, .. } => {
-            let (table, report) = crate::cuda::build_kernels(&lowered.plan, *sm, &opts.tuning)?;
-            (Some(table), Some(report))
-        }
-    };
     let profiles = opts
         .profiles
         .iter()
         .enumerate()
         .map(|(k, p)| runtime_profile(p, &graph, &lowered.plan).with_context(|| format!("profile {k}")))
         .collect::<Result<Vec<_>>>()?;
+    let (table, kernels) = match &opts.target {
+        Target::Cpu => (None, None),
+        Target::Cuda { sm, .. } => {
+            let (table, report) = crate::cuda::build_kernels(&lowered.plan, *sm, &profiles, &opts.tuning)?;
+            (Some(table), Some(report))
+        }
+    };
     let engine =
         Engine::serialize_with_profiles(opts.target.clone(), flags, &lowered.plan, &lowered.weights, table.as_ref(), &profiles)?;
     Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, engine })
@@ -518,9 +518,6 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     let planned = envelope(&opts.profiles);
     if !shapes_vary(&opts.profiles) {
         return import_at(model, &with_shapes(&opts.import, &planned));
-    }
-    if !matches!(opts.target, Target::Cpu) {
-        bail!("shapes that vary at run time (--min-shapes/--max-shapes) need --target cpu for now: the GPU executor runs fixed shapes");
     }
     // A model whose loops unroll to other iteration counts at other shapes
     // gives other nodes at each; with its loops kept as layers (which run

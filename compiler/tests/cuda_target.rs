@@ -92,7 +92,7 @@ fn gpu_engines_of_every_testdata_model_build_and_run_on_the_cpu_executor() {
             assert_eq!(ta.bytes(), tb.bytes(), "{what}: output {na} differs between the cpu and sm_90 engines");
         }
         let plan = gpu_engine.plan();
-        for (src, tactic, layer) in kernel_table::select(plan, 90, &mut Heuristic).unwrap().sources {
+        for (src, tactic, layer) in kernel_table::select(plan, 90, &[], &mut Heuristic).unwrap().sources {
             sources.entry((src.entry.clone(), src.source.clone())).or_insert(format!("{what}: {layer} ({tactic})"));
         }
     }

@@ -154,14 +154,6 @@ fn profiles_are_checked_before_building() {
     assert!(err.contains("may not be 0"), "{err}");
     let other = vec![("y".to_string(), vec![1])];
     assert!(ShapeProfile::from_flags(&at(1), &other, &at(8)).is_err());
-    // GPU targets run fixed shapes for now.
-    let opts = BuildOptions {
-        profiles: vec![profile("x", &[3, 8, 8], [1, 3, 6])],
-        target: trtc_runtime::Target::Cuda { sm: 90, gpu_name: None },
-        ..Default::default()
-    };
-    let err = build(&cnn(), &opts).unwrap_err().to_string();
-    assert!(err.contains("need --target cpu for now"), "{err}");
 }
 
 #[test]

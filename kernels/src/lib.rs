@@ -22,8 +22,10 @@ pub mod movement;
 pub mod reduce;
 pub mod attention;
 pub mod linear;
+pub mod planner;
 pub mod nvrtc;
 
+pub use planner::FamilyPlanner;
 pub use tactic::Tactic;
 
 use trtc_runtime::kernels::KernelArg;

@@ -40,9 +40,12 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// DynamicSlice and DynamicTile. Version 8 appended the Control family
 /// (If, Loop and Scan run at run time, holding their branches and bodies
 /// as sub-plans) and the SizeOf op. Version 9 appended the Fp8Linear op
-/// (FP8 E4M3 convolutions and matrix products). An older runtime refuses a
+/// (FP8 E4M3 convolutions and matrix products). Version 10 added each kernel
+/// module's source digest and each layer's tactic to the KERNELS section
+/// (GPU engines whose shapes vary compute launches at the bound shapes;
+/// older tables decode with empty ones). An older runtime refuses a
 /// newer engine by its version instead of failing to decode it.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).
@@ -200,8 +203,8 @@ impl Engine {
             (Target::Cpu, Some(_)) => return Err(Error::invalid("a CPU engine carries a KERNELS section")),
             (Target::Cuda { .. }, None) => return Err(Error::invalid("a CUDA engine without its KERNELS section")),
             (Target::Cuda { sm, .. }, Some(k)) => {
-                let table: KernelTable =
-                    postcard::from_bytes(k).map_err(|e| Error::invalid(format!("kernel table does not decode: {e}")))?;
+                let table = KernelTable::decode(k, format_version)
+                    .map_err(|e| Error::invalid(format!("kernel table does not decode: {e}")))?;
                 if table.sm != *sm {
                     return Err(Error::invalid(format!("kernels for sm_{} in an engine for sm_{sm}", table.sm)));
                 }

@@ -6,9 +6,17 @@
 //! addresses: the CUDA executor resolves them against the activation arena
 //! and the uploaded weights when it creates a context. The CPU executor
 //! ignores this section, so every engine runs on the CPU from its plan alone.
+//!
+//! Launches are those of the shapes the plan was built at. An engine whose
+//! shapes vary also records each layer's tactic and a digest of every
+//! module's source: for the shapes bound in a run, a [`LaunchPlanner`] (the
+//! kernel families, crate `trtc_kernels`) computes the same tactic's
+//! launches, each of which must use a module the engine carries (the build
+//! compiled the sources the tactic needs across the profile).
 
 use crate::error::{Error, Result};
-use crate::plan::Plan;
+use crate::plan::{Layer, Plan};
+use crate::tensor::TensorType;
 use serde::{Deserialize, Serialize};
 
 /// The most threads a block may have on any GPU trtc targets.
@@ -25,6 +33,20 @@ pub struct KernelModule {
     /// The tactic it was instantiated with, e.g. `gemm_simt 64x64x8 4x4`.
     pub tactic: String,
     pub cubin: Vec<u8>,
+    /// [`source_digest`] of the entry point and the source it was compiled
+    /// from (0 in engines of format version 9 and older).
+    pub digest: u64,
+}
+
+/// A 64-bit FNV-1a digest of a kernel's entry point and source, which
+/// identifies the module a launch computed at other shapes needs.
+pub fn source_digest(entry: &str, source: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in entry.bytes().chain([0u8]).chain(source.bytes()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// A kernel parameter, in the kernel's parameter order.
@@ -71,9 +93,63 @@ pub struct KernelTable {
     pub modules: Vec<KernelModule>,
     /// One entry per layer of the plan, in the same order.
     pub layers: Vec<LayerKernels>,
+    /// Per layer, the tactic of its launches (e.g. `gemm_tc 128x128x32
+    /// w2x2 s3`; empty for host layers, and in engines of format version 9
+    /// and older).
+    pub tactics: Vec<String>,
+}
+
+/// Computes a device layer's launches at the tensor types of one run, for
+/// an engine whose shapes vary: the kernel families implement it (crate
+/// `trtc_kernels`), the CUDA executor calls it once per new set of bound
+/// shapes.
+pub trait LaunchPlanner: Send + Sync {
+    /// The launches of layer `index` of the plan (`layer`) with its tensors
+    /// of types `inputs` and `outputs`, computed by the layer's tactic in
+    /// `table`, each launching one of the table's modules. An error says why
+    /// the layer cannot run as kernels at these shapes (it then runs on the
+    /// host).
+    fn launches(
+        &self,
+        table: &KernelTable,
+        index: usize,
+        layer: &Layer,
+        inputs: &[Option<&TensorType>],
+        outputs: &[&TensorType],
+    ) -> std::result::Result<Vec<Launch>, String>;
+}
+
+/// The table as engines of format version 9 and older stored it.
+#[derive(Deserialize)]
+struct KernelTableV9 {
+    sm: u32,
+    nvrtc_version: String,
+    modules: Vec<KernelModuleV9>,
+    layers: Vec<LayerKernels>,
+}
+
+#[derive(Deserialize)]
+struct KernelModuleV9 {
+    entry: String,
+    tactic: String,
+    cubin: Vec<u8>,
 }
 
 impl KernelTable {
+    /// Decodes the KERNELS section of an engine of format `format_version`.
+    pub(crate) fn decode(bytes: &[u8], format_version: u32) -> std::result::Result<KernelTable, postcard::Error> {
+        if format_version >= 10 {
+            return postcard::from_bytes(bytes);
+        }
+        let old: KernelTableV9 = postcard::from_bytes(bytes)?;
+        let modules = old
+            .modules
+            .into_iter()
+            .map(|m| KernelModule { entry: m.entry, tactic: m.tactic, cubin: m.cubin, digest: 0 })
+            .collect();
+        Ok(KernelTable { sm: old.sm, nvrtc_version: old.nvrtc_version, modules, layers: old.layers, tactics: Vec::new() })
+    }
+
     /// Checks everything the CUDA executor relies on before it launches
     /// anything: one entry per layer, module and argument indices in range,
     /// launch geometry within the hardware's limits, cubins that are ELF.
@@ -90,36 +166,79 @@ impl KernelTable {
                 return bad(format!("module {i} has an invalid entry point name"));
             }
         }
+        if !self.tactics.is_empty() && self.tactics.len() != self.layers.len() {
+            return bad(format!("{} tactics for {} layers", self.tactics.len(), self.layers.len()));
+        }
         for (layer, kernels) in plan.layers.iter().zip(&self.layers) {
             let LayerKernels::Device(launches) = kernels else { continue };
             for l in launches {
-                if l.module as usize >= self.modules.len() {
-                    return bad(format!("layer {} launches module {} of {}", layer.name, l.module, self.modules.len()));
-                }
-                let threads = l.block.iter().try_fold(1u64, |a, &b| if b == 0 { None } else { Some(a * b as u64) });
-                match threads {
-                    Some(t) if t <= MAX_BLOCK_THREADS as u64 => {}
-                    _ => return bad(format!("layer {} has a block of {:?} threads", layer.name, l.block)),
-                }
-                if l.grid.contains(&0) || l.grid[1] > 65535 || l.grid[2] > 65535 {
-                    return bad(format!("layer {} has a grid of {:?}", layer.name, l.grid));
-                }
-                if l.shared_bytes > MAX_DYNAMIC_SHARED_BYTES {
-                    return bad(format!("layer {} asks for {} bytes of shared memory", layer.name, l.shared_bytes));
-                }
-                for a in &l.args {
-                    let ok = match *a {
-                        KernelArg::Input(k) => (k as usize) < layer.inputs.len(),
-                        KernelArg::Output(k) => (k as usize) < layer.outputs.len(),
-                        _ => true,
-                    };
-                    if !ok {
-                        return bad(format!("layer {} passes a tensor it does not have ({a:?})", layer.name));
-                    }
+                if let Err(m) = self.check_launch(layer, l) {
+                    return bad(format!("layer {} {m}", layer.name));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The checks of [`KernelTable::validate`] on one launch of `layer`.
+    pub fn check_launch(&self, layer: &Layer, l: &Launch) -> std::result::Result<(), String> {
+        if l.module as usize >= self.modules.len() {
+            return Err(format!("launches module {} of {}", l.module, self.modules.len()));
+        }
+        let threads = l.block.iter().try_fold(1u64, |a, &b| if b == 0 { None } else { Some(a * b as u64) });
+        match threads {
+            Some(t) if t <= MAX_BLOCK_THREADS as u64 => {}
+            _ => return Err(format!("has a block of {:?} threads", l.block)),
+        }
+        if l.grid.contains(&0) || l.grid[1] > 65535 || l.grid[2] > 65535 {
+            return Err(format!("has a grid of {:?}", l.grid));
+        }
+        if l.shared_bytes > MAX_DYNAMIC_SHARED_BYTES {
+            return Err(format!("asks for {} bytes of shared memory", l.shared_bytes));
+        }
+        for a in &l.args {
+            let ok = match *a {
+                KernelArg::Input(k) => (k as usize) < layer.inputs.len(),
+                KernelArg::Output(k) => (k as usize) < layer.outputs.len(),
+                _ => true,
+            };
+            if !ok {
+                return Err(format!("passes a tensor it does not have ({a:?})"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every layer's kernels with the plan's tensors of types `types` (the
+    /// shapes bound in a run, [`crate::profile::bind`]): a layer whose
+    /// tensors have their planned types keeps its launches, any other
+    /// device layer gets the launches `planner` computes, checked like the
+    /// table's own; a layer the planner cannot give launches for runs on the
+    /// host, with the reason.
+    pub fn at_types(&self, plan: &Plan, types: &[TensorType], planner: &dyn LaunchPlanner) -> Vec<LayerKernels> {
+        let ty = |id: usize| types.get(id).unwrap_or(&plan.tensors[id].ty);
+        plan.layers
+            .iter()
+            .zip(&self.layers)
+            .enumerate()
+            .map(|(index, (layer, kernels))| {
+                let LayerKernels::Device(_) = kernels else { return kernels.clone() };
+                let same = layer.inputs.iter().flatten().chain(&layer.outputs).all(|&id| *ty(id) == plan.tensors[id].ty);
+                if same {
+                    return kernels.clone();
+                }
+                let inputs: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(ty)).collect();
+                let outputs: Vec<&TensorType> = layer.outputs.iter().map(|&o| ty(o)).collect();
+                let planned = planner.launches(self, index, layer, &inputs, &outputs).and_then(|ls| {
+                    ls.iter().try_for_each(|l| self.check_launch(layer, l))?;
+                    Ok(ls)
+                });
+                match planned {
+                    Ok(ls) => LayerKernels::Device(ls),
+                    Err(why) => LayerKernels::Host { reason: format!("no compiled kernel at these shapes: {why}") },
+                }
+            })
+            .collect()
     }
 
     /// Layers that run on the host, with the reason.
@@ -128,5 +247,44 @@ impl KernelTable {
             LayerKernels::Host { reason } => Some((l.name.as_str(), reason.as_str())),
             LayerKernels::Device(_) => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table's fields as format version 9 encoded them.
+    #[derive(Serialize)]
+    struct OldTable {
+        sm: u32,
+        nvrtc_version: String,
+        modules: Vec<(String, String, Vec<u8>)>,
+        layers: Vec<LayerKernels>,
+    }
+
+    #[test]
+    fn tables_of_format_9_decode_without_digests_or_tactics() {
+        let launch = Launch { module: 0, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, args: vec![KernelArg::I32(7)] };
+        let old = OldTable {
+            sm: 90,
+            nvrtc_version: "13.0".into(),
+            modules: vec![("relu".into(), "t".into(), b"\x7fELF".to_vec())],
+            layers: vec![LayerKernels::Device(vec![launch.clone()]), LayerKernels::Host { reason: "r".into() }],
+        };
+        let bytes = postcard::to_stdvec(&old).unwrap();
+        let table = KernelTable::decode(&bytes, 9).unwrap();
+        assert_eq!(table.modules[0].entry, "relu");
+        assert_eq!(table.modules[0].digest, 0);
+        assert!(table.tactics.is_empty());
+        assert_eq!(table.layers[0], LayerKernels::Device(vec![launch]));
+    }
+
+    #[test]
+    fn digests_tell_entry_points_and_sources_apart() {
+        let d = source_digest("k", "src");
+        assert_eq!(d, source_digest("k", "src"));
+        assert_ne!(d, source_digest("k", "src "));
+        assert_ne!(d, source_digest("ks", "rc"));
     }
 }

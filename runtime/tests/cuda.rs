@@ -45,7 +45,7 @@ fn relu_plan_of(shape: Vec<usize>) -> Plan {
 }
 
 fn cuda_engine(plan: &Plan, weights: &[u8], sm: u32, modules: Vec<KernelModule>, layers: Vec<LayerKernels>) -> Engine {
-    let table = KernelTable { sm, nvrtc_version: "13.0".into(), modules, layers };
+    let table = KernelTable { sm, nvrtc_version: "13.0".into(), modules, layers, tactics: Vec::new() };
     let bytes = Engine::serialize(Target::Cuda { sm, gpu_name: None }, vec!["test".into()], plan, weights, Some(&table)).unwrap();
     Engine::from_bytes(&bytes).unwrap()
 }
@@ -302,8 +302,12 @@ fn kernel_plan() -> (Plan, Vec<u8>) {
 
 fn kernel_engine(sm: u32, add_on_host: bool) -> Engine {
     let (plan, weights) = kernel_plan();
-    let module =
-        |src: &str, entry: &str| KernelModule { entry: entry.into(), tactic: "test".into(), cubin: compile(src, entry, sm) };
+    let module = |src: &str, entry: &str| KernelModule {
+        entry: entry.into(),
+        tactic: "test".into(),
+        cubin: compile(src, entry, sm),
+        digest: 0,
+    };
     let modules = vec![module(RELU, "relu_f32"), module(ADD, "add_f32"), module(MUL, "mul_f32")];
     for m in &modules {
         cuda::check_elf_bounds(&m.cubin).unwrap_or_else(|e| panic!("NVRTC's cubin for {}: {e}", m.entry));

@@ -6,15 +6,27 @@
 //!
 //! A layer no family handles runs on the host (the CPU reference op); the
 //! build reports those layers with the reason, and `inspect` lists them.
+//!
+//! For an engine whose shapes vary, the kernels must serve every shape of
+//! its profiles, not only the largest the plan holds: each layer's tactic
+//! is one the family offers at sampled shapes of every profile
+//! ([`profile_points`]), chosen at the first profile's optimum, and every
+//! source that tactic uses at those shapes is compiled (families specialize
+//! sources on a copy's collapsed rank or a broadcast's pattern, which change
+//! with the shapes). The CUDA executor computes launches at a run's bound
+//! shapes with the same tactic and finds their modules by source digest.
 
 use super::nvrtc;
 use crate::tuning::TacticChooser;
 use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use trtc_kernels::Candidate;
 use trtc_kernels::{KernelSource, LayerIo, SmLimits};
-use trtc_runtime::kernels::{KernelModule, KernelTable, Launch, LayerKernels};
+use trtc_runtime::kernels::{source_digest, KernelModule, KernelTable, Launch, LayerKernels};
 use trtc_runtime::plan::{Layer, Plan};
+use trtc_runtime::profile::Profile;
+use trtc_runtime::TensorType;
 
 /// What building the kernel table did, for the build's report.
 #[derive(Clone, Debug, Default)]
@@ -47,6 +59,78 @@ pub fn layer_io<'a>(plan: &'a Plan, layer: &'a Layer) -> LayerIo<'a> {
     }
 }
 
+/// The layer with its tensors of types `types` (one per tensor of the plan).
+fn layer_io_at<'a>(layer: &'a Layer, types: &'a [TensorType]) -> LayerIo<'a> {
+    LayerIo {
+        op: &layer.op,
+        inputs: layer.inputs.iter().map(|i| i.map(|i| &types[i])).collect(),
+        outputs: layer.outputs.iter().map(|&o| &types[o]).collect(),
+    }
+}
+
+/// Every tensor's type at shapes the kernels of an engine with `profiles`
+/// must serve, besides the plan's own (the largest): the first profile's
+/// optimum first (where tactics are chosen), then each profile's optimum,
+/// minimum and maximum, and sizes swept through each varying dimension's
+/// range in lockstep (its low end and high end one by one, where
+/// alignments and unit dimensions change a kernel's source, and evenly
+/// spaced points between). Axes that share a model dimension take the same
+/// size; a point the model does not take (a layer does not infer) is left
+/// out, as any run there fails on every executor alike.
+pub fn profile_points(plan: &Plan, profiles: &[Profile]) -> Vec<Vec<TensorType>> {
+    let mut shapes: Vec<Vec<Vec<usize>>> = Vec::new();
+    for p in profiles {
+        let pick = |f: &dyn Fn(usize, usize, usize) -> usize| -> Vec<Vec<usize>> {
+            let mut s: Vec<Vec<usize>> = p
+                .inputs
+                .iter()
+                .map(|r| r.min.iter().zip(&r.opt).zip(&r.max).map(|((&lo, &opt), &hi)| f(lo, opt, hi).clamp(lo, hi)).collect())
+                .collect();
+            for d in &p.shared {
+                let (i0, a0) = d.axes[0];
+                let v = s[i0][a0];
+                for &(i, a) in &d.axes[1..] {
+                    s[i][a] = v;
+                }
+            }
+            s
+        };
+        let mut add = |s: Vec<Vec<usize>>| {
+            if !shapes.contains(&s) {
+                shapes.push(s);
+            }
+        };
+        add(pick(&|_, opt, _| opt));
+        add(pick(&|lo, _, _| lo));
+        add(pick(&|_, _, hi| hi));
+        for j in 1..=8 {
+            add(pick(&|lo, _, _| lo + j));
+            add(pick(&|_, _, hi| hi.saturating_sub(j)));
+            add(pick(&|lo, _, hi| lo + (hi - lo) * j / 9));
+        }
+        for j in 1..=2 {
+            add(pick(&|_, opt, _| opt + j));
+            add(pick(&|_, opt, _| opt.saturating_sub(j)));
+        }
+    }
+    let mut points = Vec::new();
+    for s in shapes {
+        let refs: Vec<&[usize]> = s.iter().map(|v| v.as_slice()).collect();
+        let admitted = profiles
+            .iter()
+            .any(|p| p.consistent(&refs).is_ok() && p.inputs.iter().zip(&refs).all(|(r, v)| p.admits(&r.name, v).is_ok()));
+        if !admitted {
+            continue;
+        }
+        let inputs: Vec<TensorType> =
+            plan.inputs.iter().zip(&s).map(|(&id, shape)| TensorType::new(plan.tensors[id].ty.dtype, shape.clone())).collect();
+        if let Ok(types) = trtc_runtime::profile::bind(plan, &inputs) {
+            points.push(types);
+        }
+    }
+    points
+}
+
 /// The kernels chosen for a plan, before compiling.
 #[derive(Clone, Debug, Default)]
 pub struct Selected {
@@ -55,10 +139,37 @@ pub struct Selected {
     /// each launch), with the tactic and the first layer that uses them.
     pub sources: Vec<(KernelSource, String, String)>,
     pub host_layers: Vec<(String, String)>,
+    /// Per layer, its tactic (empty for host layers).
+    pub tactics: Vec<String>,
 }
 
-/// Chooses every layer's candidate for `sm_<sm>`.
-pub fn select(plan: &Plan, sm: u32, chooser: &mut dyn TacticChooser) -> Result<Selected> {
+/// A layer's candidates at the plan's types, and, for a layer whose types
+/// vary, at each sampled shape where they differ: only tactics offered at
+/// every one remain.
+struct Offered<'a> {
+    /// The candidates at the plan's types, in the family's order.
+    base: Vec<Candidate>,
+    /// Per sampled point whose types differ: the layer there and its
+    /// candidates.
+    varying: Vec<(LayerIo<'a>, Vec<Candidate>)>,
+    /// Whether the first sampled point (the optimum) is `varying[0]`.
+    opt_varies: bool,
+}
+
+impl Offered<'_> {
+    /// The candidates a tactic is chosen from (at the optimum when the
+    /// layer's types vary there): those offered at every point.
+    fn choosable(&self) -> Vec<Candidate> {
+        let everywhere = |c: &Candidate| self.varying.iter().all(|(_, at)| at.iter().any(|a| a.tactic == c.tactic));
+        let from = if self.opt_varies { &self.varying[0].1 } else { &self.base };
+        from.iter().filter(|c| everywhere(c) && self.base.iter().any(|b| b.tactic == c.tactic)).cloned().collect()
+    }
+}
+
+/// Chooses every layer's candidate for `sm_<sm>`; `points` are the types of
+/// the plan's tensors at the other shapes its kernels must serve
+/// ([`profile_points`]; empty for an engine of one shape).
+pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dyn TacticChooser) -> Result<Selected> {
     let limits = SmLimits::for_sm(sm);
     let mut out = Selected::default();
     // Module indices follow first use, so they (and so the engine bytes)
@@ -80,44 +191,96 @@ pub fn select(plan: &Plan, sm: u32, chooser: &mut dyn TacticChooser) -> Result<S
             };
             out.host_layers.push((layer.name.clone(), reason.clone()));
             out.layers.push(LayerKernels::Host { reason });
+            out.tactics.push(String::new());
             continue;
         }
         let io = layer_io(plan, layer);
-        let candidates = match trtc_kernels::candidates(&io, &limits) {
+        let host = |out: &mut Selected, why: String| {
+            out.host_layers.push((layer.name.clone(), why.clone()));
+            out.layers.push(LayerKernels::Host { reason: why });
+            out.tactics.push(String::new());
+        };
+        let base = match trtc_kernels::candidates(&io, &limits) {
             Ok(c) if !c.is_empty() => c,
             Ok(_) => {
-                out.host_layers.push((layer.name.clone(), "no valid tactic".into()));
-                out.layers.push(LayerKernels::Host { reason: "no valid tactic".into() });
+                host(&mut out, "no valid tactic".into());
                 continue;
             }
             Err(why) => {
-                out.host_layers.push((layer.name.clone(), why.0.clone()));
-                out.layers.push(LayerKernels::Host { reason: why.0 });
+                host(&mut out, why.0);
                 continue;
             }
         };
-        let chosen = chooser.choose(layer, &io, &candidates)?;
-        let candidate = candidates
-            .into_iter()
-            .nth(chosen)
-            .ok_or_else(|| anyhow!("layer {}: the tactic chooser picked candidate {chosen}, which does not exist", layer.name))?;
-        let mut launches = Vec::with_capacity(candidate.launches.len());
-        for l in candidate.launches {
-            let key = (l.kernel.entry.clone(), l.kernel.source.clone());
-            let module = *index.entry(key).or_insert_with(|| {
-                out.sources.push((l.kernel.clone(), candidate.tactic.to_string(), layer.name.clone()));
-                (out.sources.len() - 1) as u32
-            });
-            launches.push(Launch { module, grid: l.grid, block: l.block, shared_bytes: l.shared_bytes, args: l.args });
+        let mut offered = Offered { base, varying: Vec::new(), opt_varies: false };
+        let mut refused = None;
+        for (k, types) in points.iter().enumerate() {
+            let at = layer_io_at(layer, types);
+            if at.inputs == io.inputs && at.outputs == io.outputs {
+                continue;
+            }
+            match trtc_kernels::candidates(&at, &limits) {
+                Ok(c) => {
+                    offered.opt_varies |= k == 0;
+                    offered.varying.push((at, c));
+                }
+                Err(why) => {
+                    let shapes: Vec<String> = at.inputs.iter().flatten().map(|t| t.to_string()).collect();
+                    refused = Some(format!("no kernel at inputs {}: {why}", shapes.join(", ")));
+                    break;
+                }
+            }
         }
+        if let Some(why) = refused {
+            host(&mut out, why);
+            continue;
+        }
+        let choosable = offered.choosable();
+        if choosable.is_empty() {
+            host(&mut out, "no tactic serves every shape of the profiles".into());
+            continue;
+        }
+        let choose_io = if offered.opt_varies { &offered.varying[0].0 } else { &io };
+        let chosen = chooser.choose(layer, choose_io, &choosable)?;
+        let tactic = choosable
+            .get(chosen)
+            .map(|c| c.tactic.clone())
+            .ok_or_else(|| anyhow!("layer {}: the tactic chooser picked candidate {chosen}, which does not exist", layer.name))?;
+        let candidate =
+            offered.base.iter().find(|c| c.tactic == tactic).expect("choosable tactics are offered at the plan's types");
+        let mut module_of = |l: &trtc_kernels::KernelLaunch, out: &mut Selected| -> u32 {
+            let key = (l.kernel.entry.clone(), l.kernel.source.clone());
+            *index.entry(key).or_insert_with(|| {
+                out.sources.push((l.kernel.clone(), tactic.to_string(), layer.name.clone()));
+                (out.sources.len() - 1) as u32
+            })
+        };
+        let mut launches = Vec::with_capacity(candidate.launches.len());
+        for l in &candidate.launches {
+            let module = module_of(l, &mut out);
+            launches.push(Launch { module, grid: l.grid, block: l.block, shared_bytes: l.shared_bytes, args: l.args.clone() });
+        }
+        // The sources the tactic uses at the other shapes, for the executor
+        // to find when it computes launches there.
+        for (_, at) in &offered.varying {
+            for l in at.iter().filter(|c| c.tactic == tactic).flat_map(|c| &c.launches) {
+                module_of(l, &mut out);
+            }
+        }
+        out.tactics.push(tactic.to_string());
         out.layers.push(LayerKernels::Device(launches));
     }
     Ok(out)
 }
 
-/// Chooses every layer's kernels and compiles them for `sm_<sm>`.
-pub fn build(plan: &Plan, sm: u32, chooser: &mut dyn TacticChooser) -> Result<(KernelTable, KernelReport)> {
-    let selected = select(plan, sm, chooser)?;
+/// Chooses every layer's kernels and compiles them for `sm_<sm>` (and the
+/// shapes `points`, see [`select`]).
+pub fn build(
+    plan: &Plan,
+    sm: u32,
+    points: &[Vec<TensorType>],
+    chooser: &mut dyn TacticChooser,
+) -> Result<(KernelTable, KernelReport)> {
+    let selected = select(plan, sm, points, chooser)?;
     let mut report = KernelReport {
         device_layers: plan.layers.len() - selected.host_layers.len(),
         host_layers: selected.host_layers,
@@ -133,11 +296,22 @@ pub fn build(plan: &Plan, sm: u32, chooser: &mut dyn TacticChooser) -> Result<(K
             report.spills.push((tactic.clone(), spill));
         }
         report.cubin_bytes += c.cubin.len();
-        modules.push(KernelModule { entry: src.entry.clone(), tactic: tactic.clone(), cubin: c.cubin });
+        modules.push(KernelModule {
+            entry: src.entry.clone(),
+            tactic: tactic.clone(),
+            cubin: c.cubin,
+            digest: source_digest(&src.entry, &src.source),
+        });
     }
     report.modules = modules.len();
     let (major, minor) = nvrtc::version()?;
-    let table = KernelTable { sm, nvrtc_version: format!("{major}.{minor}"), modules, layers: selected.layers };
+    let table = KernelTable {
+        sm,
+        nvrtc_version: format!("{major}.{minor}"),
+        modules,
+        layers: selected.layers,
+        tactics: selected.tactics,
+    };
     table.validate(plan).map_err(|e| anyhow!("internal error: the kernel table is invalid: {e}"))?;
     Ok((table, report))
 }

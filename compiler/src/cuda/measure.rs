@@ -99,6 +99,7 @@ impl Measure for GpuMeasure {
                         entry: l.kernel.entry.clone(),
                         tactic: candidate.tactic.to_string(),
                         cubin: c.cubin,
+                        digest: trtc_runtime::kernels::source_digest(&l.kernel.entry, &l.kernel.source),
                     });
                     modules.len() - 1
                 }
@@ -112,8 +113,13 @@ impl Measure for GpuMeasure {
             });
         }
         let plan = one_layer_plan(io)?;
-        let table =
-            KernelTable { sm: self.sm, nvrtc_version: String::new(), modules, layers: vec![LayerKernels::Device(launches)] };
+        let table = KernelTable {
+            sm: self.sm,
+            nvrtc_version: String::new(),
+            modules,
+            layers: vec![LayerKernels::Device(launches)],
+            tactics: vec![candidate.tactic.to_string()],
+        };
         let bytes = Engine::serialize(Target::Cuda { sm: self.sm, gpu_name: None }, vec![], &plan, &[], Some(&table))?;
         let engine = Engine::from_bytes(&bytes)?;
         // No GPU (or another one) means nothing can be timed: an error, so

@@ -33,16 +33,27 @@ pub struct TuningOptions {
     pub error_on_cache_miss: bool,
 }
 
-/// Chooses and compiles the kernels of `plan` for `sm_<sm>`. Warnings (a
-/// corrupted timing cache, layers left untuned) and the tuning summary go
-/// into the report.
-pub fn build_kernels(plan: &Plan, sm: u32, opts: &TuningOptions) -> Result<(KernelTable, KernelReport)> {
+/// Chooses and compiles the kernels of `plan` for `sm_<sm>`, serving the
+/// shapes of `profiles` too (an engine whose shapes vary; see
+/// [`kernel_table::profile_points`]). Warnings (a corrupted timing cache,
+/// layers left untuned) and the tuning summary go into the report.
+pub fn build_kernels(
+    plan: &Plan,
+    sm: u32,
+    profiles: &[trtc_runtime::profile::Profile],
+    opts: &TuningOptions,
+) -> Result<(KernelTable, KernelReport)> {
+    let points = if profiles.iter().any(|p| p.is_dynamic()) || profiles.len() > 1 {
+        kernel_table::profile_points(plan, profiles)
+    } else {
+        Vec::new()
+    };
     // The GPU to time on: the first one, when it is of the target's kind.
     let present = present_gpu().ok().filter(|d| d.sm == sm);
     let level =
         opts.opt_level.unwrap_or(if present.is_some() || opts.timing_cache.is_some() { tuning::DEFAULT_OPT_LEVEL } else { 0 });
     if level == 0 && !opts.error_on_cache_miss {
-        return kernel_table::build(plan, sm, &mut Heuristic);
+        return kernel_table::build(plan, sm, &points, &mut Heuristic);
     }
     let mut warnings = Vec::new();
     let mut cache = TimingCache::new();
@@ -72,7 +83,7 @@ pub fn build_kernels(plan: &Plan, sm: u32, opts: &TuningOptions) -> Result<(Kern
     let policy = Policy { opt_level: level, error_on_cache_miss: opts.error_on_cache_miss };
     let mut tuner = Tuner { device, cache, policy, measure: measure.as_mut(), choices: Vec::new() };
     let start = std::time::Instant::now();
-    let (table, mut report) = kernel_table::build(plan, sm, &mut tuner)?;
+    let (table, mut report) = kernel_table::build(plan, sm, &points, &mut tuner)?;
     report.tuning_time = Some(start.elapsed());
     report.tuning_summary = tuner.summary();
     let measured: usize = tuner.choices.iter().map(|(_, c)| c.measured).sum();
