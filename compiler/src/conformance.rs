@@ -285,7 +285,7 @@ fn run_case_inner(dir: &Path, tol: Tolerance, gpu: Option<GpuBuild>) -> Result<O
             gpu_opts.tuning.opt_level = gpu.opt_level;
             let built = crate::build::build_graph(graph_for_gpu.clone(), &gpu_opts).context("building for the GPU")?;
             let engine = Engine::from_bytes(&built.engine)?;
-            let gpu = engine.cuda(0).context("loading the engine on the GPU")?;
+            let gpu = crate::cuda::load(&engine, 0).context("loading the engine on the GPU")?;
             let on_gpu = gpu.create_context()?.run(&refs).context("on the GPU")?;
             for ((name, g), (_, c)) in on_gpu.iter().zip(&outputs) {
                 compare_gpu(name, g, c).context("on the GPU")?;

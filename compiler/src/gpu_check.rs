@@ -3,7 +3,11 @@
 //! Q/DQ model in INT8, each control-flow model of fixed shapes in FP32 (its
 //! If and Loop layers on the host, some sized by the data), and run on the
 //! CUDA executor and on the CPU executor
-//! (the same engine, same inputs). Outputs must agree within 3e-3 (FP32) or
+//! (the same engine, same inputs). Models whose shapes vary
+//! (`testdata/dynamic`'s legacy exports, `testdata/control_flow`'s
+//! `_dynamic` ones) are built once with their manifest's profile and run at
+//! every recorded shape on one context (mode `dyn`), then at the first shape
+//! again, which must replay that shape's CUDA graph to the same bits. Outputs must agree within 3e-3 (FP32) or
 //! 1e-2 (FP16, INT8) of the CPU output's largest magnitude. On a mismatch,
 //! the engine is run again layer by layer on both executors and the first
 //! layer that differs is named.
@@ -37,6 +41,37 @@ fn onnx_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// Named input tensors, one set per run.
+type InputSet = Vec<(String, Tensor)>;
+
+/// The recorded input sets of a model of `testdata/dynamic` or
+/// `testdata/control_flow` (`<stem>.<k>.npz`, onnxruntime's outputs left
+/// out) and the profile its folder's manifest gives it.
+fn recorded(model: &Path) -> Result<(crate::build::ShapeProfile, Vec<InputSet>)> {
+    let dir = model.parent().unwrap_or(Path::new("."));
+    let file = model.file_name().unwrap_or_default().to_string_lossy();
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
+    let entry = manifest["models"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["file"] == *file))
+        .ok_or_else(|| anyhow::anyhow!("{file} is not in its folder's manifest.json"))?;
+    let ranges = entry["profile"].as_object().ok_or_else(|| anyhow::anyhow!("{file} has no profile in manifest.json"))?;
+    let dims = |v: &serde_json::Value| -> Vec<usize> {
+        v.as_array().map(|a| a.iter().filter_map(|d| d.as_u64()).map(|d| d as usize).collect()).unwrap_or_default()
+    };
+    let at = |which: &str| -> Vec<(String, Vec<usize>)> { ranges.iter().map(|(n, r)| (n.clone(), dims(&r[which]))).collect() };
+    let profile = crate::build::ShapeProfile::from_flags(&at("min"), &at("opt"), &at("max"))?;
+    let mut sets = Vec::new();
+    for case in entry["cases"].as_array().into_iter().flatten() {
+        let path = dir.join(case["file"].as_str().unwrap_or_default());
+        let mut arrays = crate::npz::read_npz(&path)?;
+        arrays.retain(|(name, _)| !name.starts_with("out:"));
+        sets.push(arrays);
+    }
+    anyhow::ensure!(!sets.is_empty(), "{file} has no recorded cases");
+    Ok((profile, sets))
 }
 
 fn inputs_of(model: &Path) -> Result<Vec<(String, Tensor)>> {
@@ -75,7 +110,7 @@ fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Re
         .into_iter()
         .map(|l| l.into_iter().collect::<trtc_runtime::Result<Vec<_>>>())
         .collect::<trtc_runtime::Result<_>>()?;
-    let gpu = engine.cuda(0)?;
+    let gpu = crate::cuda::load(engine, 0)?;
     let mut found = None;
     gpu.create_context()?.run_layers(&refs, |i, outs| {
         if found.is_none() {
@@ -119,7 +154,7 @@ fn build_options(case: &Case, gpu: GpuBuild) -> Result<BuildOptions> {
 /// that to the logits.
 fn tolerance(mode: &str) -> f64 {
     match mode {
-        "fp32" => 3e-3,
+        "fp32" | "dyn" => 3e-3,
         "fp8" => 2e-2,
         _ => 1e-2,
     }
@@ -134,7 +169,41 @@ fn fp8_case(model: &Path) -> bool {
     cnn && (name.ends_with("_legacy") || name == "example_cnn")
 }
 
+/// A model whose shapes vary, built once with its profile: the CUDA
+/// executor against the CPU executor at every recorded shape on one
+/// context, then at the first shape again (its launches and CUDA graph
+/// kept), which must give the first run's bits. Layers that fall back to
+/// the host at some shape count as host layers.
+fn check_dynamic(case: &Case, gpu: GpuBuild) -> Result<(f64, f64, usize, usize)> {
+    let (profile, sets) = recorded(&case.model)?;
+    let mut opts = build_options(case, gpu)?;
+    opts.profiles = vec![profile];
+    let built = crate::build::build_file(&case.model, &opts)?;
+    let engine = Engine::from_bytes(&built.engine)?;
+    let gpu_engine = crate::cuda::load(&engine, 0)?;
+    let mut ctx = gpu_engine.create_context()?;
+    let mut cpu_ctx = engine.create_context()?;
+    let (mut err, mut fallbacks, mut first) = (0f64, 0, None);
+    for (k, inputs) in sets.iter().enumerate() {
+        let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let cpu = cpu_ctx.run(&refs)?;
+        let gpu = ctx.run(&refs).with_context(|| format!("recorded case {k}"))?;
+        fallbacks = fallbacks.max(ctx.host_fallbacks().len());
+        err = gpu.iter().zip(&cpu).map(|((_, g), (_, c))| relative_error(g, c)).fold(err, f64::max);
+        first.get_or_insert(gpu);
+    }
+    let refs: Vec<(&str, &Tensor)> = sets[0].iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let again = ctx.run(&refs).context("the first shape again (its CUDA graph replayed)")?;
+    let first = first.expect("at least one case");
+    let replay_err = again.iter().zip(&first).map(|((_, r), (_, g))| relative_error(r, g)).fold(0.0, f64::max);
+    let k = built.kernels.unwrap_or_default();
+    Ok((err, replay_err, k.device_layers, k.host_layers.len() + fallbacks))
+}
+
 fn check(case: &Case, gpu: GpuBuild) -> Result<(f64, f64, usize, usize)> {
+    if case.mode == "dyn" {
+        return check_dynamic(case, gpu);
+    }
     let opts = build_options(case, gpu)?;
     let graph = crate::frontend::onnx::import_file(&case.model, &opts.import)?;
     let built = build_graph(graph, &opts)?;
@@ -142,7 +211,7 @@ fn check(case: &Case, gpu: GpuBuild) -> Result<(f64, f64, usize, usize)> {
     let inputs = inputs_of(&case.model)?;
     let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let cpu = engine.create_context()?.run(&refs)?;
-    let gpu_engine = engine.cuda(0)?;
+    let gpu_engine = crate::cuda::load(&engine, 0)?;
     let mut ctx = gpu_engine.create_context()?;
     let gpu = ctx.run(&refs).context("first run (CUDA graph capture)")?;
     let replay = ctx.run(&refs).context("second run (CUDA graph replay)")?;
@@ -225,10 +294,14 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
             cases.push(Case { model: m, mode: "int8" });
         }
         // Control flow decided at run time (host layers, some sized by the
-        // data); the models whose shapes vary need the CPU target.
+        // data); those whose shapes vary with their profiles.
         for m in onnx_files(&root.join("control_flow")) {
-            if !m.to_string_lossy().contains("_dynamic") {
-                cases.push(Case { model: m, mode: "fp32" });
+            let mode = if m.to_string_lossy().contains("_dynamic") { "dyn" } else { "fp32" };
+            cases.push(Case { model: m, mode });
+        }
+        for m in onnx_files(&root.join("dynamic")) {
+            if m.to_string_lossy().contains("_legacy") {
+                cases.push(Case { model: m, mode: "dyn" });
             }
         }
     }
@@ -270,7 +343,9 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
                     case.mode,
                     if ok { "PASS" } else { "FAIL" }
                 );
-                if !ok {
+                if !ok && case.mode == "dyn" {
+                    line.push_str("\n    (run `trtc run --device cuda --shapes ...` at the failing shape to narrow it down)");
+                } else if !ok {
                     // Name the first layer that differs.
                     let bad = build_options(case, build)
                         .and_then(|o| crate::build::build_file(&case.model, &o))

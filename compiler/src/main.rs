@@ -702,12 +702,12 @@ enum Device<'e> {
 fn device(engine: &trtc_runtime::Engine, wanted: DeviceFlag) -> Result<Device<'_>> {
     match wanted {
         DeviceFlag::Cpu => Ok(Device::Cpu),
-        DeviceFlag::Cuda => Ok(Device::Cuda(engine.cuda(0)?)),
+        DeviceFlag::Cuda => Ok(Device::Cuda(trtc::cuda::load(engine, 0)?)),
         DeviceFlag::Auto => {
             if engine.kernels().is_none() {
                 return Ok(Device::Cpu);
             }
-            match engine.cuda(0) {
+            match trtc::cuda::load(engine, 0) {
                 Ok(gpu) => Ok(Device::Cuda(gpu)),
                 Err(e) => {
                     eprintln!("running on the cpu: {e}");

@@ -1,6 +1,7 @@
 //! GPU engines whose shapes vary, built on a machine without a GPU
 //! (`--target sm_90`, kernels compiled by NVRTC): every model of
-//! `testdata/dynamic` builds ONCE for sm_90 with its profile, and
+//! `testdata/dynamic` and every model of `testdata/control_flow` with a
+//! profile builds ONCE for sm_90 with it, and
 //! - at every shape of a sweep through the profile (the recorded cases'
 //!   shapes, each varying dimension's whole range when it is short, or its
 //!   ends and pseudo-random sizes in between), every layer the kernel table
@@ -16,17 +17,12 @@
 mod common;
 mod recorded;
 
-use std::path::PathBuf;
 use trtc::build::{build_file, BuildOptions};
 use trtc::cuda::nvrtc;
 use trtc_kernels::FamilyPlanner;
 use trtc_runtime::kernels::LayerKernels;
 use trtc_runtime::profile::Profile;
 use trtc_runtime::{Engine, Target, TensorType};
-
-fn dir() -> PathBuf {
-    recorded::testdata("dynamic")
-}
 
 /// Input shapes sweeping `profile` (binding order): each varying axis
 /// through its range in lockstep with the others (every size when the
@@ -78,10 +74,20 @@ fn sweep(profile: &Profile) -> Vec<Vec<Vec<usize>>> {
 #[test]
 fn gpu_engines_whose_shapes_vary_have_kernels_at_every_shape_of_their_profile() {
     assert!(nvrtc::available(), "NVRTC is needed for this test: run scripts/test.sh ({:?})", nvrtc::library().err());
-    let manifest = recorded::manifest(&dir());
-    let models = manifest["models"].as_array().unwrap();
     let (mut passed, mut failures, mut shapes_checked, mut shapes_skipped) = (0, Vec::new(), 0, 0);
-    for m in models {
+    let mut models = Vec::new();
+    for folder in ["dynamic", "control_flow"] {
+        let dir = recorded::testdata(folder);
+        let manifest = recorded::manifest(&dir);
+        for m in manifest["models"].as_array().unwrap() {
+            if m.get("profile").is_some() || folder == "dynamic" {
+                models.push((dir.clone(), m.clone()));
+            }
+        }
+    }
+    assert!(models.len() >= 20, "expected the models of testdata/dynamic and control_flow, found {}", models.len());
+    for (dir, m) in &models {
+        let dir = || dir.clone();
         let name = m["name"].as_str().unwrap();
         if m["status"] != "ok" {
             failures.push(format!("{name}: not exported: {}", m["error"]));
@@ -100,6 +106,10 @@ fn gpu_engines_whose_shapes_vary_have_kernels_at_every_shape_of_their_profile() 
             }
         };
         let engine = Engine::from_bytes(&built.engine).unwrap();
+        // Without the kernel families to compute launches, loading on a GPU
+        // is refused before anything else, saying what to use.
+        let refused = engine.cuda(0).unwrap_err().to_string();
+        assert!(refused.contains("cuda_with_planner"), "{refused}");
         let plan = engine.plan();
         let table = engine.kernels().expect("a GPU engine");
         let device = table.layers.iter().filter(|l| matches!(l, LayerKernels::Device(_))).count();

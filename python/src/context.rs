@@ -134,10 +134,34 @@ impl Context {
         }
         let engine = &self.runtime;
         let plan = engine.plan();
+        // An engine whose shapes vary takes the arrays' shapes: bound first,
+        // then every array is checked against the types at those shapes.
+        let mut bound: Option<(Shapes, Vec<trtc_runtime::TensorType>)> = None;
+        if engine.shapes_vary() {
+            let mut shapes = Vec::new();
+            for item in inputs.items()?.iter() {
+                let (name, value): (String, Bound<'py, PyAny>) = item.extract()?;
+                if engine.inputs().iter().any(|b| b.name == name) {
+                    shapes.push((name.clone(), convert::device_shape(&format!("input {name}"), &value)?));
+                }
+            }
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let Inner::Gpu(cell) = &mut *inner else { unreachable!("checked above: a GPU context") };
+            let outs = cell
+                .with_dependent_mut(|_, ctx| {
+                    let refs: Vec<(&str, &[usize])> = shapes.iter().map(|(n, s)| (n.as_str(), s.as_slice())).collect();
+                    ctx.set_input_shapes(&refs)?;
+                    engine.outputs().iter().map(|b| ctx.output_type(&b.name)).collect::<trtc_runtime::Result<Vec<_>>>()
+                })
+                .map_err(errors::runtime)?;
+            bound = Some((shapes, outs));
+        }
         let mut ins = Vec::new();
         for item in inputs.items()?.iter() {
             let (name, value): (String, Bound<'py, PyAny>) = item.extract()?;
+            let given = bound.as_ref().and_then(|(shapes, _)| shapes.iter().find(|(n, _)| *n == name));
             let ty = match engine.inputs().iter().find(|b| b.name == name) {
+                Some(b) if let Some((_, shape)) = given => trtc_runtime::TensorType::new(b.ty.dtype, shape.clone()),
                 Some(b) => b.ty.clone(),
                 None => match plan.fixed_inputs.iter().find(|f| f.name == name) {
                     Some(f) => plan.tensors[f.value].ty.clone(),
@@ -156,11 +180,12 @@ impl Context {
         let mut outs = Vec::new();
         for item in outputs.items()?.iter() {
             let (name, value): (String, Bound<'py, PyAny>) = item.extract()?;
-            let Some(b) = engine.outputs().iter().find(|b| b.name == name) else {
+            let Some(k) = engine.outputs().iter().position(|b| b.name == name) else {
                 let names: Vec<&str> = engine.outputs().iter().map(|b| b.name.as_str()).collect();
                 return Err(errors::error(Kind::Binding, format!("unknown output '{name}'; the engine's outputs are {names:?}")));
             };
-            outs.push((name.clone(), convert::device_address(py, &format!("output {name}"), &value, &b.ty, true)?));
+            let ty = bound.as_ref().map_or(&engine.outputs()[k].ty, |(_, outs)| &outs[k]);
+            outs.push((name.clone(), convert::device_address(py, &format!("output {name}"), &value, ty, true)?));
             dict.set_item(&name, &value)?;
         }
         py.detach(|| {
@@ -204,14 +229,13 @@ impl Context {
 
     /// Makes every run use optimization profile `index` (None: the first
     /// profile that admits a run's shapes), as TensorRT's
-    /// `set_optimization_profile_async` does. CPU contexts only (a GPU
-    /// engine's shapes are fixed).
+    /// `set_optimization_profile_async` does.
     #[pyo3(signature = (index))]
     fn set_profile(&self, index: Option<usize>) -> PyResult<()> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         match &mut *inner {
             Inner::Cpu(c) => c.with_dependent_mut(|_, ctx| ctx.set_profile(index)).map_err(errors::runtime),
-            Inner::Gpu(_) => Err(errors::error(Kind::Argument, "set_profile: a GPU engine's shapes are fixed")),
+            Inner::Gpu(g) => g.with_dependent_mut(|_, ctx| ctx.set_profile(index)).map_err(errors::runtime),
         }
     }
 
@@ -221,7 +245,7 @@ impl Context {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         match &*inner {
             Inner::Cpu(c) => c.with_dependent(|_, ctx| ctx.profile()),
-            Inner::Gpu(_) => None,
+            Inner::Gpu(g) => g.with_dependent(|_, ctx| ctx.profile()),
         }
     }
 
@@ -229,6 +253,9 @@ impl Context {
         format!("Context(device={:?}, threads={})", self.device, self.threads)
     }
 }
+
+/// Input shapes by binding name.
+type Shapes = Vec<(String, Vec<usize>)>;
 
 /// The inputs as C-contiguous arrays of their bindings' dtypes, by name.
 /// Names that are not inputs are passed on for the executor to refuse with

@@ -134,6 +134,17 @@ pub fn output_array<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
 /// `name` of type `ty`: an object with `__cuda_array_interface__` (CuPy
 /// arrays, PyTorch CUDA tensors, Numba device arrays), C-contiguous, of the
 /// binding's dtype and shape, and writable when it receives an output.
+/// The shape a `__cuda_array_interface__` object declares (checked fully by
+/// [`device_address`]).
+pub fn device_shape(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    let bad = |why: &str| errors::error(Kind::Binding, format!("'{name}': {why}"));
+    let cai = value.getattr("__cuda_array_interface__").map_err(|_| {
+        bad("not a GPU array (it has no __cuda_array_interface__; CuPy arrays and PyTorch CUDA tensors have one)")
+    })?;
+    let shape = cai.get_item("shape").map_err(|_| bad("__cuda_array_interface__ has no 'shape'"))?;
+    shape.extract().map_err(|_| bad("__cuda_array_interface__ 'shape' is not a tuple of sizes"))
+}
+
 pub fn device_address(
     py: Python<'_>,
     name: &str,

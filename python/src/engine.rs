@@ -81,7 +81,12 @@ impl Engine {
         if let Some(g) = gpu.as_ref() {
             return Ok(g.clone());
         }
-        let loaded = Arc::new(GpuEngine::try_new(self.engine.clone(), |e| e.cuda(0)).map_err(errors::runtime)?);
+        let loaded = Arc::new(
+            GpuEngine::try_new(self.engine.clone(), |e| {
+                trtc::cuda::load(e, 0).map_err(|e| trtc_runtime::Error::Device(format!("{e:#}")))
+            })
+            .map_err(errors::runtime)?,
+        );
         *gpu = Some(loaded.clone());
         Ok(loaded)
     }

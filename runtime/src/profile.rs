@@ -205,6 +205,37 @@ impl Profile {
     }
 }
 
+/// The profile a run with input shapes `shapes` (binding order) uses: the
+/// first of `profiles` that admits them, or `chosen` (a context's
+/// `set_profile`) if it does. The error gives each profile's reason.
+pub fn select(profiles: &[Profile], plan: &Plan, shapes: &[&[usize]], chosen: Option<usize>) -> Result<usize> {
+    let mut refusals = Vec::new();
+    for (k, profile) in profiles.iter().enumerate() {
+        if chosen.is_some_and(|c| c != k) {
+            continue;
+        }
+        let outside = plan
+            .inputs
+            .iter()
+            .zip(shapes)
+            .find_map(|(&id, s)| profile.admits(&plan.tensors[id].name, s).err())
+            .or_else(|| profile.consistent(shapes).err());
+        match outside {
+            None => return Ok(k),
+            Some(why) => refusals.push(why),
+        }
+    }
+    Err(Error::Binding(match refusals.as_slice() {
+        [] => "the engine has no profile".to_string(),
+        [why] if let Some(k) = chosen => format!("outside profile {k}, which the context uses: {why}"),
+        [why] => format!("outside its profile: {why}"),
+        many => {
+            let each: Vec<String> = many.iter().enumerate().map(|(i, why)| format!("profile {i}: {why}")).collect();
+            format!("outside each of its {} profiles ({})", many.len(), each.join("; "))
+        }
+    }))
+}
+
 /// The type of every tensor of `plan` when its input bindings have the
 /// types `inputs` (in binding order): weights keep theirs, every layer's
 /// outputs are inferred again from its inputs. Fails when a layer does not

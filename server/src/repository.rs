@@ -365,7 +365,8 @@ fn placements(g: &InstanceGroup) -> Vec<Placement> {
 fn resolve_instance_groups(groups: &[InstanceGroup], engine: &Engine) -> Result<Vec<InstanceGroup>, String> {
     let default = [InstanceGroup { count: 1, kind: InstanceKind::Auto, gpus: Vec::new() }];
     let groups = if groups.is_empty() { &default[..] } else { groups };
-    let gpu_fits = || engine.kernels().is_some() && engine.cuda(0).is_ok();
+    let gpu_fits =
+        || engine.kernels().is_some() && engine.cuda_with_planner(0, std::sync::Arc::new(trtc_kernels::FamilyPlanner)).is_ok();
     groups
         .iter()
         .map(|g| {

@@ -170,7 +170,7 @@ impl Context<'_> {
 /// serves the queue until it is closed and empty.
 fn instance(engine: &Engine, placement: Placement, queue: &Queue, started: mpsc::Sender<Result<(), String>>) {
     let gpu = match placement {
-        Placement::Gpu(ordinal) => match engine.cuda(ordinal) {
+        Placement::Gpu(ordinal) => match engine.cuda_with_planner(ordinal, std::sync::Arc::new(trtc_kernels::FamilyPlanner)) {
             Ok(g) => Some(g),
             Err(e) => {
                 let _ = started.send(Err(e.to_string()));

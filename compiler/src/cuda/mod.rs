@@ -22,6 +22,13 @@ pub fn present_gpu() -> Result<DeviceInfo> {
     Ok(gpu::device_info(0)?)
 }
 
+/// Loads `engine` on GPU `ordinal` with the kernel families computing
+/// launches at the shapes bound in each run (an engine whose shapes vary
+/// needs them; any engine loads so).
+pub fn load(engine: &trtc_runtime::Engine, ordinal: usize) -> Result<gpu::CudaEngine<'_>> {
+    Ok(engine.cuda_with_planner(ordinal, std::sync::Arc::new(trtc_kernels::FamilyPlanner))?)
+}
+
 /// How tactics are chosen (`--opt-level`, `--timing-cache`,
 /// `--error-on-cache-miss`).
 #[derive(Clone, Debug, Default)]

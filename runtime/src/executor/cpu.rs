@@ -329,39 +329,12 @@ impl<'e> ExecutionContext<'e> {
             }
         }
         let plan = self.engine.plan();
-        let mut refusals = Vec::new();
-        let chosen = self.profile;
-        for (k, profile) in self.engine.profiles().iter().enumerate() {
-            if chosen.is_some_and(|c| c != k) {
-                continue;
-            }
-            let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape).collect();
-            let outside = plan
-                .inputs
-                .iter()
-                .zip(inputs)
-                .find_map(|(&id, t)| profile.admits(&plan.tensors[id].name, t.shape).err())
-                .or_else(|| profile.consistent(&shapes).err());
-            match outside {
-                None => {
-                    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
-                    let bound = Arc::new(crate::profile::bind(plan, &types)?);
-                    self.bound =
-                        Some(BoundShapes { inputs: inputs.iter().map(|t| t.shape.to_vec()).collect(), types: bound.clone() });
-                    return Ok(bound);
-                }
-                Some(why) => refusals.push(why),
-            }
-        }
-        Err(Error::Binding(match refusals.as_slice() {
-            [] => "the engine has no profile".to_string(),
-            [why] if let Some(k) = chosen => format!("outside profile {k}, which the context uses: {why}"),
-            [why] => format!("outside its profile: {why}"),
-            many => {
-                let each: Vec<String> = many.iter().enumerate().map(|(i, why)| format!("profile {i}: {why}")).collect();
-                format!("outside each of its {} profiles ({})", many.len(), each.join("; "))
-            }
-        }))
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape).collect();
+        crate::profile::select(self.engine.profiles(), plan, &shapes, self.profile)?;
+        let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+        let bound = Arc::new(crate::profile::bind(plan, &types)?);
+        self.bound = Some(BoundShapes { inputs: inputs.iter().map(|t| t.shape.to_vec()).collect(), types: bound.clone() });
+        Ok(bound)
     }
 }
 

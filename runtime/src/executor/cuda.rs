@@ -25,6 +25,14 @@
 //! host copies of their tensors, synchronously; an engine with any host
 //! layer runs without a CUDA graph.
 //!
+//! An engine whose shapes vary (optimization profiles) needs a
+//! [`LaunchPlanner`] (`trtc_kernels::FamilyPlanner`), given to
+//! [`Engine::cuda_with_planner`]: a context computes the launches of each
+//! new set of input shapes once (the kernels are compiled already, sizes are
+//! kernel arguments), keeps them with their own CUDA graph for the
+//! [`SHAPE_CACHE`] most recently used shapes, and replays the graph of the
+//! shapes bound in a run.
+//!
 //! libcuda is loaded at run time: this module builds without CUDA, and on a
 //! machine without a driver or GPU every entry point returns a clear
 //! [`Error::Device`] instead of panicking.
@@ -37,13 +45,25 @@ pub use driver::{check_elf_bounds, libcuda_search_dirs, LIBCUDA, LIBCUDA_ENV};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::kernels::{KernelTable, LayerKernels};
+use crate::kernels::{KernelTable, LaunchPlanner, LayerKernels};
 use cudarc::driver::{result, sys, CudaContext};
 use driver::{cuda_error, format_driver_version, DeviceBuffer, LoadedModule};
 use std::sync::Arc;
 
 /// Dynamic shared memory a kernel may use without opting in.
 const DEFAULT_DYNAMIC_SHARED_LIMIT: i64 = 48 * 1024;
+
+/// How many sets of input shapes a context keeps launches and a CUDA graph
+/// for (the least recently used goes first).
+pub const SHAPE_CACHE: usize = 16;
+
+/// What a loaded module allows a launch: threads per block (its register
+/// use decides) and dynamic shared memory (as configured at load).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ModuleLimits {
+    pub max_threads: u64,
+    pub max_dynamic_shared: u32,
+}
 
 /// A GPU as the driver describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,6 +158,9 @@ pub struct CudaEngine<'e> {
     device: DeviceInfo,
     /// One per entry of the kernel table's modules, in order.
     modules: Vec<LoadedModule>,
+    limits: Vec<ModuleLimits>,
+    /// Computes launches at new shapes, for an engine whose shapes vary.
+    planner: Option<Arc<dyn LaunchPlanner>>,
     weights: DeviceBuffer,
     has_host_layers: bool,
     launch_count: usize,
@@ -157,9 +180,23 @@ impl std::fmt::Debug for CudaEngine<'_> {
 }
 
 impl Engine {
-    /// Loads this engine on GPU `ordinal`; see [`CudaEngine::new`].
+    /// Loads this engine on GPU `ordinal`; see [`CudaEngine::new`]. An
+    /// engine whose shapes vary needs [`Engine::cuda_with_planner`].
     pub fn cuda(&self, ordinal: usize) -> Result<CudaEngine<'_>> {
         CudaEngine::new(self, ordinal)
+    }
+
+    /// Loads this engine on GPU `ordinal` with `planner` computing launches
+    /// at the shapes bound in each run (needed when the engine's shapes
+    /// vary; any engine may be loaded so).
+    pub fn cuda_with_planner(&self, ordinal: usize, planner: Arc<dyn LaunchPlanner>) -> Result<CudaEngine<'_>> {
+        CudaEngine::with_planner(self, ordinal, planner)
+    }
+
+    /// Whether the engine's input shapes vary at run time: a profile with a
+    /// range, or several profiles.
+    pub fn shapes_vary(&self) -> bool {
+        self.profiles().len() > 1 || self.profiles().iter().any(|p| p.is_dynamic())
     }
 }
 
@@ -171,14 +208,24 @@ impl<'e> CudaEngine<'e> {
     /// each launch against its kernel's limits (threads per block, shared
     /// memory), and uploads the weights once.
     pub fn new(engine: &'e Engine, ordinal: usize) -> Result<CudaEngine<'e>> {
+        CudaEngine::load(engine, ordinal, None)
+    }
+
+    /// [`CudaEngine::new`] with `planner` computing launches at the shapes
+    /// bound in each run (what an engine whose shapes vary needs).
+    pub fn with_planner(engine: &'e Engine, ordinal: usize, planner: Arc<dyn LaunchPlanner>) -> Result<CudaEngine<'e>> {
+        CudaEngine::load(engine, ordinal, Some(planner))
+    }
+
+    fn load(engine: &'e Engine, ordinal: usize, planner: Option<Arc<dyn LaunchPlanner>>) -> Result<CudaEngine<'e>> {
         let Some(table) = engine.kernels() else {
             return Err(Error::Device(
                 "this engine was built for the CPU; rebuild it with --target cuda (or sm_XX), or run it with --device cpu".into(),
             ));
         };
-        if engine.profiles().iter().any(|p| p.is_dynamic()) {
+        if engine.shapes_vary() && planner.is_none() {
             return Err(Error::Device(
-                "this engine's input shapes vary at run time, which only the CPU executor supports for now; run it with --device cpu".into(),
+                "this engine's input shapes vary at run time: load it with Engine::cuda_with_planner(ordinal, Arc::new(trtc_kernels::FamilyPlanner)), which computes launches at the bound shapes".into(),
             ));
         }
         let device = device_info(ordinal)?;
@@ -194,7 +241,7 @@ impl<'e> CudaEngine<'e> {
         // (synchronously) before any launch, and buffers are freed only
         // after their stream is synchronized (design.md §5).
         unsafe { ctx.disable_event_tracking() };
-        let modules = load_modules(&ctx, engine, table, &device)?;
+        let (modules, limits) = load_modules(&ctx, engine, table, &device)?;
         let weights_host = engine.weights();
         let weights = DeviceBuffer::alloc(&ctx, weights_host.len(), "the engine's weights")?;
         if !weights_host.is_empty() {
@@ -212,7 +259,7 @@ impl<'e> CudaEngine<'e> {
                 LayerKernels::Host { .. } => 0,
             })
             .sum();
-        Ok(CudaEngine { engine, device, modules, weights, has_host_layers, launch_count, ctx })
+        Ok(CudaEngine { engine, device, modules, limits, planner, weights, has_host_layers, launch_count, ctx })
     }
 
     pub fn engine(&self) -> &'e Engine {
@@ -268,6 +315,14 @@ impl<'e> CudaEngine<'e> {
         self.modules.get(index as usize)
     }
 
+    pub(crate) fn module_limits(&self, index: u32) -> Option<ModuleLimits> {
+        self.limits.get(index as usize).copied()
+    }
+
+    pub(crate) fn planner(&self) -> Option<&dyn LaunchPlanner> {
+        self.planner.as_deref()
+    }
+
     pub(crate) fn weights_ptr(&self) -> u64 {
         self.weights.ptr()
     }
@@ -279,7 +334,12 @@ impl<'e> CudaEngine<'e> {
 
 /// Loads every module of the table and checks each launch against the
 /// kernel's own limits, so that a launch never fails for resources.
-fn load_modules(ctx: &Arc<CudaContext>, engine: &Engine, table: &KernelTable, device: &DeviceInfo) -> Result<Vec<LoadedModule>> {
+fn load_modules(
+    ctx: &Arc<CudaContext>,
+    engine: &Engine,
+    table: &KernelTable,
+    device: &DeviceInfo,
+) -> Result<(Vec<LoadedModule>, Vec<ModuleLimits>)> {
     let plan = engine.plan();
     let optin_shared = {
         let dev = result::device::get(device.ordinal as i32).map_err(|e| cuda_error("cuDeviceGet", e))?;
@@ -290,6 +350,7 @@ fn load_modules(ctx: &Arc<CudaContext>, engine: &Engine, table: &KernelTable, de
         .map_err(|e| cuda_error("cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)", e))? as i64
     };
     let mut modules = Vec::with_capacity(table.modules.len());
+    let mut limits = Vec::with_capacity(table.modules.len());
     for (i, m) in table.modules.iter().enumerate() {
         let what = format!("kernel module {i} ({}, tactic {})", m.entry, m.tactic);
         let module = LoadedModule::load(ctx, &m.cubin, &m.entry, &what).map_err(|e| match e {
@@ -324,8 +385,9 @@ fn load_modules(ctx: &Arc<CudaContext>, engine: &Engine, table: &KernelTable, de
                 )));
             }
         }
+        let static_shared = module.attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as i64;
+        let mut max_dynamic_shared = (DEFAULT_DYNAMIC_SHARED_LIMIT - static_shared).max(0) as u32;
         if let Some((shared, layer)) = max_shared {
-            let static_shared = module.attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as i64;
             let dynamic = shared as i64;
             if static_shared + dynamic > optin_shared {
                 return Err(Error::Cuda(format!(
@@ -341,9 +403,11 @@ fn load_modules(ctx: &Arc<CudaContext>, engine: &Engine, table: &KernelTable, de
                         }
                         other => other,
                     })?;
+                max_dynamic_shared = shared;
             }
         }
         modules.push(module);
+        limits.push(ModuleLimits { max_threads: kernel_max_threads, max_dynamic_shared });
     }
-    Ok(modules)
+    Ok((modules, limits))
 }

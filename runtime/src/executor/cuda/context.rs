@@ -1,13 +1,15 @@
 //! Execution contexts of the CUDA executor: a stream, an activation arena,
-//! the plan's launches with their arguments resolved, and a CUDA graph.
+//! the plan's launches with their arguments resolved, and a CUDA graph; for
+//! an engine whose shapes vary, launches and a graph per set of input shapes
+//! bound (the most recent [`SHAPE_CACHE`]).
 
 use super::driver::{cuda_error, DeviceBuffer};
-use super::CudaEngine;
+use super::{CudaEngine, SHAPE_CACHE};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::kernels::{KernelArg, LayerKernels};
 use crate::plan::{Layer, Plan, Storage, TensorId};
-use crate::tensor::{Tensor, TensorView};
+use crate::tensor::{Tensor, TensorType, TensorView};
 use cudarc::driver::{result, sys, CudaEvent, CudaGraph, CudaStream};
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -88,24 +90,50 @@ impl GpuEvent {
     }
 }
 
+/// The launches of the plan at one set of input shapes, resolved to
+/// addresses, and their CUDA graph once captured.
+struct Bound {
+    /// The input bindings' shapes, in binding order.
+    inputs: Vec<Vec<usize>>,
+    /// Every tensor's type at these shapes; `None` for the plan's own.
+    types: Option<Arc<Vec<TensorType>>>,
+    /// Per plan layer: its launches, or `None` for a host layer.
+    layers: Vec<Option<Vec<PreparedLaunch>>>,
+    /// Layers the kernel table runs on the GPU that run on the host at these
+    /// shapes (no kernel compiled for them), with the reason.
+    fallbacks: Vec<(String, String)>,
+    launch_count: usize,
+    graph: Option<Graph>,
+}
+
+impl Bound {
+    fn has_host_layers(&self) -> bool {
+        self.layers.iter().any(|l| l.is_none())
+    }
+}
+
 /// Per-thread execution state on the GPU: a stream, an activation arena, the
 /// plan's launches with their arguments resolved against the arena and the
-/// weights (fixed for the context's life), and the CUDA graph of those
-/// launches. Create one per thread or stream (`Send`, not `Sync`).
+/// weights, and the CUDA graph of those launches. For an engine whose
+/// shapes vary, the same per set of input shapes bound, the most recently
+/// used first. Create one per thread or stream (`Send`, not `Sync`).
 pub struct CudaExecutionContext<'a> {
     engine: &'a CudaEngine<'a>,
     stream: Arc<CudaStream>,
     arena: DeviceBuffer,
-    /// Per plan layer: its launches, or `None` for a host layer.
-    layers: Vec<Option<Vec<PreparedLaunch>>>,
-    graph: Option<Graph>,
+    /// The shapes bound so far, most recently used first; `bound[0]` is the
+    /// one runs use (never empty).
+    bound: Vec<Bound>,
     use_graph: bool,
+    /// The profile runs must use (`set_profile`), or the first that admits
+    /// their shapes.
+    profile: Option<usize>,
     /// The types, in the current run, of tensors sized by the data (by
     /// tensor id; empty until a host layer gives one): an output of a
     /// layer whose size depends on the data (NonMaxSuppression, an If whose
     /// branches differ) and every tensor after it, all computed by host
     /// layers (the kernel table puts them there).
-    sized: Vec<Option<crate::tensor::TensorType>>,
+    sized: Vec<Option<TensorType>>,
 }
 
 impl std::fmt::Debug for CudaExecutionContext<'_> {
@@ -113,7 +141,8 @@ impl std::fmt::Debug for CudaExecutionContext<'_> {
         f.debug_struct("CudaExecutionContext")
             .field("arena_bytes", &self.arena.len())
             .field("cuda_graph", &self.cuda_graph())
-            .field("graph_captured", &self.graph.is_some())
+            .field("graph_captured", &self.bound[0].graph.is_some())
+            .field("shapes_bound", &self.bound.len())
             .finish()
     }
 }
@@ -122,7 +151,6 @@ impl<'a> CudaExecutionContext<'a> {
     pub(crate) fn new(engine: &'a CudaEngine<'a>) -> Result<CudaExecutionContext<'a>> {
         engine.bind()?;
         let plan = engine.engine().plan();
-        let table = engine.kernel_table();
         let arena_bytes = usize::try_from(plan.arena_bytes).map_err(|_| Error::invalid("arena too large"))?;
         let stream = engine.context().new_stream().map_err(|e| cuda_error("creating a CUDA stream", e))?;
         let arena = DeviceBuffer::alloc(engine.context(), arena_bytes, "the activation arena")?;
@@ -133,18 +161,69 @@ impl<'a> CudaExecutionContext<'a> {
         unsafe { result::memset_d8_async(arena.ptr(), 0, arena.len(), stream.cu_stream()) }
             .map_err(|e| cuda_error("clearing the activation arena", e))?;
         stream.synchronize().map_err(|e| cuda_error("clearing the activation arena", e))?;
-        let address = |id: TensorId| tensor_address(plan, arena.ptr(), engine.weights_ptr(), id);
-        let mut layers = Vec::with_capacity(plan.layers.len());
-        for (layer, kernels) in plan.layers.iter().zip(&table.layers) {
-            let LayerKernels::Device(launches) = kernels else {
-                layers.push(None);
-                continue;
+        let mut ctx =
+            CudaExecutionContext { engine, stream, arena, bound: Vec::new(), use_graph: true, profile: None, sized: Vec::new() };
+        let planned: Vec<Vec<usize>> = plan.inputs.iter().map(|&id| plan.tensors[id].ty.shape.clone()).collect();
+        let first = ctx.prepare(planned, None)?;
+        ctx.bound.push(first);
+        if engine.engine().shapes_vary() {
+            // Runs start at the first profile's optimum, as TensorRT's
+            // contexts do until shapes are set.
+            let opt = engine.engine().profiles()[0].input_types(plan, crate::profile::ProfilePoint::Opt);
+            let shapes: Vec<Vec<usize>> = opt.into_iter().map(|t| t.shape).collect();
+            ctx.bind_shapes(shapes)?;
+        }
+        Ok(ctx)
+    }
+
+    /// The launches of the plan with every tensor of type `types` (the
+    /// plan's own when `None`), arguments resolved against the arena and
+    /// the weights. A layer the planner gives no launches for, or whose
+    /// launches this GPU's modules do not allow, runs on the host.
+    fn prepare(&self, inputs: Vec<Vec<usize>>, types: Option<Arc<Vec<TensorType>>>) -> Result<Bound> {
+        let engine = self.engine;
+        let plan = engine.engine().plan();
+        let table = engine.kernel_table();
+        let kernels: std::borrow::Cow<'_, [LayerKernels]> = match (&types, engine.planner()) {
+            (None, _) => std::borrow::Cow::Borrowed(&table.layers),
+            (Some(t), Some(planner)) => std::borrow::Cow::Owned(table.at_types(plan, t, planner)),
+            (Some(_), None) => return Err(Error::Device("this engine's shapes vary: load it with a launch planner".into())),
+        };
+        let address = |id: TensorId| tensor_address(plan, self.arena.ptr(), engine.weights_ptr(), id);
+        let mut bound = Bound {
+            inputs,
+            types,
+            layers: Vec::with_capacity(plan.layers.len()),
+            fallbacks: Vec::new(),
+            launch_count: 0,
+            graph: None,
+        };
+        for ((layer, kernels), built) in plan.layers.iter().zip(kernels.iter()).zip(&table.layers) {
+            let launches = match kernels {
+                LayerKernels::Device(launches) => launches,
+                LayerKernels::Host { reason } => {
+                    if matches!(built, LayerKernels::Device(_)) {
+                        bound.fallbacks.push((layer.name.clone(), reason.clone()));
+                    }
+                    bound.layers.push(None);
+                    continue;
+                }
             };
             let mut prepared = Vec::with_capacity(launches.len());
+            let mut refused = None;
             for l in launches {
                 let bad = |m: String| Error::invalid(format!("layer {}: {m}", layer.name));
                 let module =
                     engine.module(l.module).ok_or_else(|| bad(format!("launches module {} which does not exist", l.module)))?;
+                let limits = engine.module_limits(l.module).expect("one per module");
+                let threads = l.block.iter().map(|&b| b as u64).product::<u64>();
+                if threads > limits.max_threads || l.shared_bytes > limits.max_dynamic_shared {
+                    refused = Some(format!(
+                        "its launch of {threads} threads and {} bytes of shared memory exceeds what the kernel allows on this GPU",
+                        l.shared_bytes
+                    ));
+                    break;
+                }
                 let mut values = Vec::with_capacity(l.args.len());
                 for a in &l.args {
                     values.push(match *a {
@@ -164,9 +243,117 @@ impl<'a> CudaExecutionContext<'a> {
                 }
                 prepared.push(PreparedLaunch::new(l.module, module.function(), l, values));
             }
-            layers.push(Some(prepared));
+            match refused {
+                Some(why) => {
+                    bound.fallbacks.push((layer.name.clone(), why));
+                    bound.layers.push(None);
+                }
+                None => {
+                    bound.launch_count += prepared.len();
+                    bound.layers.push(Some(prepared));
+                }
+            }
         }
-        Ok(CudaExecutionContext { engine, stream, arena, layers, graph: None, use_graph: true, sized: Vec::new() })
+        Ok(bound)
+    }
+
+    /// Makes `inputs` (every input binding's shape, in binding order) the
+    /// shapes runs use: checked against the profiles, every tensor's type
+    /// inferred, launches computed (once per set of shapes, kept for the
+    /// [`SHAPE_CACHE`] most recently used).
+    fn bind_shapes(&mut self, inputs: Vec<Vec<usize>>) -> Result<()> {
+        if let Some(k) = self.bound.iter().position(|b| b.inputs == inputs) {
+            let b = self.bound.remove(k);
+            self.bound.insert(0, b);
+            return Ok(());
+        }
+        let engine = self.engine.engine();
+        let plan = engine.plan();
+        let shapes: Vec<&[usize]> = inputs.iter().map(|s| s.as_slice()).collect();
+        crate::profile::select(engine.profiles(), plan, &shapes, self.profile)?;
+        let types: Vec<TensorType> =
+            plan.inputs.iter().zip(&inputs).map(|(&id, s)| TensorType::new(plan.tensors[id].ty.dtype, s.clone())).collect();
+        let types = Arc::new(crate::profile::bind(plan, &types)?);
+        let bound = self.prepare(inputs, Some(types))?;
+        if self.bound.len() >= SHAPE_CACHE {
+            // The graph dropped may still be running on the stream.
+            self.sync(|| "waiting for the GPU before dropping the launches of other shapes".into())?;
+            self.bound.truncate(SHAPE_CACHE - 1);
+        }
+        self.bound.insert(0, bound);
+        Ok(())
+    }
+
+    /// Sets the shapes of input bindings for the runs that do not give
+    /// them ([`CudaExecutionContext::enqueue`] and
+    /// [`CudaExecutionContext::enqueue_device`]), like TensorRT's
+    /// `setInputShape`: inputs not named keep their current shape. The
+    /// shapes must lie inside a profile.
+    pub fn set_input_shapes(&mut self, shapes: &[(&str, &[usize])]) -> Result<()> {
+        self.engine.bind()?;
+        let engine = self.engine.engine();
+        let plan = engine.plan();
+        for (name, _) in shapes {
+            if !plan.inputs.iter().any(|&i| plan.tensors[i].name == *name) {
+                return Err(unknown_input(engine, name));
+            }
+        }
+        let inputs: Vec<Vec<usize>> = plan
+            .inputs
+            .iter()
+            .zip(&self.bound[0].inputs)
+            .map(|(&id, current)| {
+                shapes.iter().find(|(n, _)| *n == plan.tensors[id].name).map_or_else(|| current.clone(), |(_, s)| s.to_vec())
+            })
+            .collect();
+        if !engine.shapes_vary() && inputs != self.bound[0].inputs {
+            return Err(Error::Binding("this engine's input shapes are fixed; it was built without profiles that vary".into()));
+        }
+        self.bind_shapes(inputs)
+    }
+
+    /// The shapes the next run without inputs uses (binding order, with
+    /// names).
+    pub fn input_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let plan = self.engine.engine().plan();
+        plan.inputs.iter().zip(&self.bound[0].inputs).map(|(&id, s)| (plan.tensors[id].name.clone(), s.clone())).collect()
+    }
+
+    /// Output binding `name`'s type at the shapes bound now (for
+    /// [`CudaExecutionContext::enqueue_device`]'s destinations; a layer
+    /// sized by the data may give less).
+    pub fn output_type(&self, name: &str) -> Result<TensorType> {
+        let plan = self.engine.engine().plan();
+        let Some((_, id)) = plan.outputs.iter().find(|(n, _)| n == name) else {
+            let names: Vec<&str> = self.engine.engine().outputs().iter().map(|b| b.name.as_str()).collect();
+            return Err(Error::Binding(format!("unknown output '{name}'; the engine's outputs are {names:?}")));
+        };
+        Ok(self.bound_type(*id))
+    }
+
+    /// Makes every run use profile `index` (`None`: the first that admits
+    /// a run's shapes), as the CPU executor's `set_profile`.
+    pub fn set_profile(&mut self, index: Option<usize>) -> Result<()> {
+        let count = self.engine.engine().profiles().len();
+        if let Some(k) = index {
+            if k >= count {
+                return Err(Error::Binding(format!("profile {k} does not exist: the engine has {count} profiles")));
+            }
+        }
+        self.profile = index;
+        Ok(())
+    }
+
+    /// The profile set with [`CudaExecutionContext::set_profile`].
+    pub fn profile(&self) -> Option<usize> {
+        self.profile
+    }
+
+    /// Layers the kernel table runs on the GPU that run on the host at the
+    /// shapes bound now, with the reason (empty unless the engine's shapes
+    /// vary and no compiled kernel serves these shapes).
+    pub fn host_fallbacks(&self) -> &[(String, String)] {
+        &self.bound[0].fallbacks
     }
 
     pub fn engine(&self) -> &'a CudaEngine<'a> {
@@ -179,14 +366,17 @@ impl<'a> CudaExecutionContext<'a> {
     pub fn set_cuda_graph(&mut self, on: bool) {
         self.use_graph = on;
         if !on {
-            self.graph = None;
+            for b in &mut self.bound {
+                b.graph = None;
+            }
         }
     }
 
-    /// Whether runs replay a CUDA graph: it is on, and the engine has no
-    /// host layer and at least one launch.
+    /// Whether runs replay a CUDA graph: it is on, and at the shapes bound
+    /// now the plan has no host layer and at least one launch.
     pub fn cuda_graph(&self) -> bool {
-        self.use_graph && !self.engine.has_host_layers() && self.engine.launch_count() > 0
+        let b = &self.bound[0];
+        self.use_graph && !b.has_host_layers() && b.launch_count > 0
     }
 
     /// The context's stream, for callers that order their own work with it
@@ -218,6 +408,7 @@ impl<'a> CudaExecutionContext<'a> {
     pub fn run_views(&mut self, inputs: &[(&str, TensorView<'_>)]) -> Result<Vec<(String, Tensor)>> {
         self.engine.bind()?;
         let bound = check_host_inputs(self.engine.engine(), inputs)?;
+        self.bind_given(&bound)?;
         self.upload_inputs(&bound)?;
         self.execute()?;
         self.download_outputs("running the engine")
@@ -236,17 +427,18 @@ impl<'a> CudaExecutionContext<'a> {
     ) -> Result<Vec<(String, Tensor)>> {
         self.engine.bind()?;
         let bound = check_host_inputs(self.engine.engine(), &crate::tensor::views(inputs))?;
+        self.bind_given(&bound)?;
         self.upload_inputs(&bound)?;
         self.sync(|| "copying the inputs to the GPU".into())?;
         self.sized.clear();
         let plan = self.engine.engine().plan();
         for (li, layer) in plan.layers.iter().enumerate() {
-            let outputs = if self.layers[li].is_some() {
+            let outputs = if self.bound[0].layers[li].is_some() {
                 self.launch_layer(li)?;
                 self.sync(|| format!("layer {} failed on the GPU", describe_layer(layer)))?;
                 let mut outputs = Vec::with_capacity(layer.outputs.len());
                 for &o in &layer.outputs {
-                    match self.download(o) {
+                    match self.download_as(o, &self.actual(o)) {
                         Ok(t) => outputs.push(t),
                         Err(e) => {
                             // Let the copies already queued finish before
@@ -281,12 +473,15 @@ impl<'a> CudaExecutionContext<'a> {
     /// out, all on the context's stream; does not wait. Every input binding
     /// must be given once (fixed inputs may be named; they are ignored, their
     /// value is built in); outputs may be a subset of the output bindings,
-    /// each named at most once.
+    /// each named at most once. Tensors have the shapes bound now: for an
+    /// engine whose shapes vary, set them first with
+    /// [`CudaExecutionContext::set_input_shapes`] (outputs' types:
+    /// [`CudaExecutionContext::output_type`]).
     ///
     /// # Safety
     /// Each pointer must be a device address in this engine's CUDA context
-    /// (the device's primary context) holding at least the binding's size in
-    /// bytes (`BindingInfo::ty.bytes()`), and stay valid until the stream's
+    /// (the device's primary context) holding at least the tensor's size in
+    /// bytes at the bound shapes (at most `BindingInfo::ty.bytes()`), and stay valid until the stream's
     /// work is done. Inputs must be ready when the stream reaches the copies
     /// (make the stream wait for their producer, or synchronize first), and
     /// outputs may be read only after [`CudaExecutionContext::synchronize`]
@@ -298,7 +493,7 @@ impl<'a> CudaExecutionContext<'a> {
         let ins = check_device_inputs(engine, inputs)?;
         let outs = check_device_outputs(engine, outputs)?;
         for (id, src) in ins {
-            let n = plan.tensors[id].ty.bytes();
+            let n = self.bound_type(id).bytes();
             // SAFETY: the arena range of an input tensor was validated when
             // the engine loaded; the caller guarantees `src` holds `n` bytes.
             unsafe { result::memcpy_dtod_async(self.address(id), src, n, self.stream.cu_stream()) }
@@ -306,7 +501,7 @@ impl<'a> CudaExecutionContext<'a> {
         }
         self.execute()?;
         for (name, id, dst) in outs {
-            let n = plan.tensors[id].ty.bytes();
+            let n = self.bound_type(id).bytes();
             // SAFETY: as above, with the caller's guarantee for `dst`.
             unsafe { result::memcpy_dtod_async(dst, self.address(id), n, self.stream.cu_stream()) }
                 .map_err(|e| cuda_error(format!("copying output '{name}' ({n} bytes) out of the arena"), e))?;
@@ -360,8 +555,8 @@ impl<'a> CudaExecutionContext<'a> {
     fn execute(&mut self) -> Result<()> {
         self.sized.clear();
         if !self.cuda_graph() {
-            for li in 0..self.layers.len() {
-                if self.layers[li].is_some() {
+            for li in 0..self.bound[0].layers.len() {
+                if self.bound[0].layers[li].is_some() {
                     self.launch_layer(li)?;
                 } else {
                     self.run_host_layer(li)?;
@@ -369,10 +564,10 @@ impl<'a> CudaExecutionContext<'a> {
             }
             return Ok(());
         }
-        if self.graph.is_none() {
+        if self.bound[0].graph.is_none() {
             self.capture()?;
         }
-        let graph = self.graph.as_ref().expect("captured above");
+        let graph = self.bound[0].graph.as_ref().expect("captured above");
         graph.0.launch().map_err(|e| cuda_error("launching the engine's CUDA graph", e))
     }
 
@@ -386,7 +581,7 @@ impl<'a> CudaExecutionContext<'a> {
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| cuda_error("starting to capture a CUDA graph", e))?;
         let mut launched = Ok(());
-        for li in 0..self.layers.len() {
+        for li in 0..self.bound[0].layers.len() {
             launched = self.launch_layer(li);
             if launched.is_err() {
                 break;
@@ -404,7 +599,7 @@ impl<'a> CudaExecutionContext<'a> {
             .map_err(|e| hint(cuda_error("capturing the engine's launches in a CUDA graph", e)))?
             .ok_or_else(|| hint(Error::Cuda("capturing the engine's launches produced no CUDA graph".into())))?;
         graph.upload().map_err(|e| hint(cuda_error("uploading the engine's CUDA graph", e)))?;
-        self.graph = Some(Graph(graph));
+        self.bound[0].graph = Some(Graph(graph));
         Ok(())
     }
 
@@ -413,7 +608,7 @@ impl<'a> CudaExecutionContext<'a> {
         let engine = self.engine;
         let stream = self.stream.cu_stream();
         let layer = &engine.engine().plan().layers[li];
-        let Some(launches) = self.layers[li].as_mut() else { return Ok(()) };
+        let Some(launches) = self.bound[0].layers[li].as_mut() else { return Ok(()) };
         let count = launches.len();
         for (k, l) in launches.iter_mut().enumerate() {
             debug_assert_eq!(l.values.len(), l.params.len());
@@ -523,11 +718,29 @@ impl<'a> CudaExecutionContext<'a> {
 
     /// A tensor's type in the current run: its planned type, unless a host
     /// layer sized it by the data.
-    fn actual(&self, id: TensorId) -> crate::tensor::TensorType {
+    fn actual(&self, id: TensorId) -> TensorType {
         match self.sized.get(id) {
             Some(Some(t)) => t.clone(),
-            _ => self.engine.engine().plan().tensors[id].ty.clone(),
+            _ => self.bound_type(id),
         }
+    }
+
+    /// A tensor's type at the shapes bound now.
+    fn bound_type(&self, id: TensorId) -> TensorType {
+        match &self.bound[0].types {
+            Some(types) => types[id].clone(),
+            None => self.engine.engine().plan().tensors[id].ty.clone(),
+        }
+    }
+
+    /// Binds the shapes of checked host inputs (an engine whose shapes
+    /// vary; a fixed engine's inputs were checked to have its shapes).
+    fn bind_given(&mut self, inputs: &[(TensorId, TensorView<'_>)]) -> Result<()> {
+        if !self.engine.engine().shapes_vary() {
+            return Ok(());
+        }
+        let shapes: Vec<Vec<usize>> = inputs.iter().map(|(_, t)| t.shape.to_vec()).collect();
+        self.bind_shapes(shapes)
     }
 
     /// Queues the copy of `bytes` into a plan tensor's device memory. The
@@ -544,15 +757,10 @@ impl<'a> CudaExecutionContext<'a> {
             .map_err(|e| cuda_error(format!("copying {} bytes of '{name}' to the GPU", bytes.len()), e))
     }
 
-    /// Queues the download of an arena tensor into a new host tensor; the
-    /// tensor may be read (or dropped) only after the stream is
-    /// synchronized.
-    fn download(&self, id: TensorId) -> Result<Tensor> {
-        self.download_as(id, &self.engine.engine().plan().tensors[id].ty)
-    }
-
-    /// [`Self::download`] of the first bytes of a tensor's room, as type
-    /// `ty` (its size in this run, at most the planned one).
+    /// Queues the download of the first bytes of an arena tensor's room, as
+    /// type `ty` (its size in this run, at most the planned one), into a new
+    /// host tensor; the tensor may be read (or dropped) only after the
+    /// stream is synchronized.
     fn download_as(&self, id: TensorId, ty: &crate::tensor::TensorType) -> Result<Tensor> {
         let desc = &self.engine.engine().plan().tensors[id];
         debug_assert!(ty.bytes() <= desc.ty.bytes());
@@ -675,8 +883,12 @@ fn check_host_inputs<'t>(engine: &Engine, inputs: &[(&str, TensorView<'t>)]) -> 
         if found.next().is_some() {
             return Err(Error::Binding(format!("input '{}' given twice", desc.name)));
         }
-        if t.ty() != desc.ty {
-            return Err(Error::Binding(format!("input '{}' must be {}, got {}", desc.name, desc.ty, t.ty())));
+        // Shapes that vary are checked against the profiles when bound.
+        let fits = if engine.shapes_vary() { t.dtype == desc.ty.dtype } else { t.ty() == desc.ty };
+        if !fits {
+            let want = engine.profiles().first().and_then(|p| p.describe(&desc.name, desc.ty.dtype));
+            let want = want.unwrap_or_else(|| desc.ty.to_string());
+            return Err(Error::Binding(format!("input '{}' must be {want}, got {}", desc.name, t.ty())));
         }
         bound.push((id, *t));
     }
