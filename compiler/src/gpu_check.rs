@@ -196,8 +196,49 @@ fn check_dynamic(case: &Case, gpu: GpuBuild) -> Result<(f64, f64, usize, usize)>
     let again = ctx.run(&refs).context("the first shape again (its CUDA graph replayed)")?;
     let first = first.expect("at least one case");
     let replay_err = again.iter().zip(&first).map(|((_, r), (_, g))| relative_error(r, g)).fold(0.0, f64::max);
+    if sets.len() >= 2 {
+        let name = case.model.file_stem().unwrap_or_default().to_string_lossy();
+        println!("    {name}: {}", shape_switch_cost(&gpu_engine, &sets[0], &sets[1])?);
+    }
     let k = built.kernels.unwrap_or_default();
     Ok((err, replay_err, k.device_layers, k.host_layers.len() + fallbacks))
+}
+
+/// What changing shapes costs on one context, end to end (`run`, copies
+/// included): the first run at a shape new to a context (launches computed,
+/// CUDA graph captured) against a run there later, and runs that alternate
+/// between two shapes against runs that stay (medians of 21).
+fn shape_switch_cost(gpu: &trtc_runtime::executor::cuda::CudaEngine<'_>, a: &InputSet, b: &InputSet) -> Result<String> {
+    let ra: Vec<(&str, &Tensor)> = a.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let rb: Vec<(&str, &Tensor)> = b.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut ctx = gpu.create_context()?;
+    let timed = |ctx: &mut trtc_runtime::executor::cuda::CudaExecutionContext<'_>, r: &[(&str, &Tensor)]| -> Result<f64> {
+        let t = std::time::Instant::now();
+        ctx.run(r)?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    };
+    let first = timed(&mut ctx, &ra)?;
+    timed(&mut ctx, &rb)?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mut stay, mut alternate) = (Vec::new(), Vec::new());
+    for _ in 0..21 {
+        // The second of two runs at a shape stays there.
+        timed(&mut ctx, &ra)?;
+        let y = timed(&mut ctx, &ra)?;
+        timed(&mut ctx, &rb)?;
+        let w = timed(&mut ctx, &rb)?;
+        stay.push((y + w) / 2.0);
+        let (p, q) = (timed(&mut ctx, &ra)?, timed(&mut ctx, &rb)?);
+        alternate.push((p + q) / 2.0);
+    }
+    let (stay, alternate) = (median(stay), median(alternate));
+    Ok(format!(
+        "first run at a new shape {first:.3} ms; runs that stay {stay:.3} ms, that alternate between two shapes {alternate:.3} ms ({:+.1} us per switch)",
+        (alternate - stay) * 1e3
+    ))
 }
 
 fn check(case: &Case, gpu: GpuBuild) -> Result<(f64, f64, usize, usize)> {

@@ -262,15 +262,15 @@ impl<'a> CudaExecutionContext<'a> {
     /// inferred, launches computed (once per set of shapes, kept for the
     /// [`SHAPE_CACHE`] most recently used).
     fn bind_shapes(&mut self, inputs: Vec<Vec<usize>>) -> Result<()> {
+        let engine = self.engine.engine();
+        let plan = engine.plan();
+        let shapes: Vec<&[usize]> = inputs.iter().map(|s| s.as_slice()).collect();
+        crate::profile::select(engine.profiles(), plan, &shapes, self.profile)?;
         if let Some(k) = self.bound.iter().position(|b| b.inputs == inputs) {
             let b = self.bound.remove(k);
             self.bound.insert(0, b);
             return Ok(());
         }
-        let engine = self.engine.engine();
-        let plan = engine.plan();
-        let shapes: Vec<&[usize]> = inputs.iter().map(|s| s.as_slice()).collect();
-        crate::profile::select(engine.profiles(), plan, &shapes, self.profile)?;
         let types: Vec<TensorType> =
             plan.inputs.iter().zip(&inputs).map(|(&id, s)| TensorType::new(plan.tensors[id].ty.dtype, s.clone())).collect();
         let types = Arc::new(crate::profile::bind(plan, &types)?);
@@ -306,10 +306,23 @@ impl<'a> CudaExecutionContext<'a> {
                 shapes.iter().find(|(n, _)| *n == plan.tensors[id].name).map_or_else(|| current.clone(), |(_, s)| s.to_vec())
             })
             .collect();
-        if !engine.shapes_vary() && inputs != self.bound[0].inputs {
-            return Err(Error::Binding("this engine's input shapes are fixed; it was built without profiles that vary".into()));
+        if engine.shapes_vary() {
+            return self.bind_shapes(inputs);
         }
-        self.bind_shapes(inputs)
+        if inputs != self.bound[0].inputs {
+            let (name, shape) = plan
+                .inputs
+                .iter()
+                .zip(&inputs)
+                .zip(&self.bound[0].inputs)
+                .find(|((_, a), b)| a != b)
+                .map(|((&id, a), _)| (&plan.tensors[id].name, a))
+                .expect("some input differs");
+            return Err(Error::Binding(format!(
+                "input '{name}' cannot take shape {shape:?}: this engine's input shapes are fixed (build it with --min/--opt/--max-shapes for shapes that vary)"
+            )));
+        }
+        Ok(())
     }
 
     /// The shapes the next run without inputs uses (binding order, with
