@@ -80,6 +80,30 @@ for t in threads:
 check("4 threads with a GPU context each", all(np.array_equal(r, host) for rs in results for r in rs))
 
 
+# An engine whose batch varies (1 to 32) on the GPU: host arrays and torch
+# tensors at several batches, each against the CPU executor, and the
+# refusal of a batch outside the profile.
+dyn = trtc.build("testdata/serve/batch_cnn.onnx", target="cuda", opt_level=0,
+                 profiles=[{"x": ((1, 3, 16, 16), (8, 3, 16, 16), (32, 3, 16, 16))}])
+dcpu = dyn.create_context(device="cpu", exact=True)
+dgpu = dyn.create_context(device="cuda")
+rng = np.random.default_rng(0)
+for n in (1, 5, 32, 1):
+    xb = rng.standard_normal((n, 3, 16, 16)).astype(np.float32)
+    want = dcpu.run({"x": xb})["probs"]
+    got = dgpu.run({"x": xb})["probs"]
+    check(f"batch {n} of a profile engine, host arrays", got.shape == want.shape and rel(got, want) <= 1e-3,
+          f"shape {got.shape}, rel {rel(got, want):.2e}")
+    out = torch.full((n, want.shape[1]), float("nan"), dtype=torch.float32, device="cuda")
+    dgpu.run_device({"x": torch.from_numpy(xb).cuda()}, {"probs": out})
+    check(f"batch {n} of a profile engine, run_device", np.array_equal(out.cpu().numpy(), got))
+try:
+    dgpu.run({"x": np.zeros((33, 3, 16, 16), np.float32)})
+    check("refuses batch 33 (outside the profile)", False, "no error")
+except trtc.Error as e:
+    check("refuses batch 33 (outside the profile)", "axis 0 is 33" in str(e), str(e))
+
+
 def median_us(f, n=300):
     for _ in range(20):
         f()
