@@ -126,7 +126,8 @@ struct CalibrateArgs {
     /// Where to write the calibration cache.
     #[arg(short, long)]
     output: PathBuf,
-    /// Input shape, resolving symbolic dimensions: NAME:1x3x224x224 (repeatable).
+    /// Input shapes, resolving symbolic dimensions: NAME:1x3x224x224, a
+    /// comma-separated list of them (as trtexec's --shapes), or repeated.
     #[arg(long = "shape", value_name = "NAME:DIMS")]
     shapes: Vec<String>,
     #[command(flatten)]
@@ -184,13 +185,14 @@ struct BuildArgs {
     /// Where to write the engine.
     #[arg(short, long)]
     output: PathBuf,
-    /// Input shape, resolving symbolic dimensions: NAME:1x3x224x224 (repeatable).
+    /// Input shapes, resolving symbolic dimensions: NAME:1x3x224x224, a
+    /// comma-separated list of them (as trtexec's --shapes), or repeated.
     #[arg(long = "shape", value_name = "NAME:DIMS")]
     shapes: Vec<String>,
     /// An optimization profile's smallest shapes: NAME:DIMS[,NAME:DIMS...],
     /// e.g. input_ids:1x1,attention_mask:1x1 (as trtexec's --minShapes).
     /// With --opt-shapes and --max-shapes, the inputs' shapes may vary at
-    /// run time within the range (CPU target for now). Repeat the three
+    /// run time within the range. Repeat the three
     /// flags for more profiles: the k-th of each belongs to profile k.
     #[arg(long = "min-shapes", value_name = "NAME:DIMS,...")]
     min_shapes: Vec<String>,
@@ -394,16 +396,37 @@ fn parse_shape_list(flag: &str, one: &str) -> Result<Vec<(String, Vec<usize>)>> 
         .collect()
 }
 
-fn parse_shape(s: &str) -> Result<(String, Vec<usize>)> {
-    let (name, dims) = s.rsplit_once(':').ok_or_else(|| anyhow!("--shape {s}: expected NAME:DIMS, e.g. input:1x3x224x224"))?;
-    let dims = if dims.is_empty() {
-        Vec::new()
-    } else {
-        dims.split(['x', ','])
-            .map(|d| d.trim().parse::<usize>().map_err(|_| anyhow!("--shape {s}: '{d}' is not a dimension")))
-            .collect::<Result<Vec<_>>>()?
-    };
-    Ok((name.to_string(), dims))
+/// `--shape NAME:DIMS[,NAME:DIMS...]`: dims separated by `x` (or by
+/// commas, `x:1,3,224,224`); a comma followed by `NAME:` starts the next
+/// input, as in trtexec's `--shapes`. An empty DIMS is a scalar.
+fn parse_shape(s: &str) -> Result<Vec<(String, Vec<usize>)>> {
+    let mut entries: Vec<String> = Vec::new();
+    for token in s.split(',') {
+        match entries.last_mut() {
+            Some(last) if !token.contains(':') => {
+                last.push(',');
+                last.push_str(token);
+            }
+            _ => entries.push(token.to_string()),
+        }
+    }
+    entries
+        .iter()
+        .map(|entry| {
+            let (name, dims) = entry
+                .rsplit_once(':')
+                .filter(|(name, _)| !name.is_empty())
+                .ok_or_else(|| anyhow!("--shape {s}: expected NAME:DIMS[,NAME:DIMS...], e.g. input:1x3x224x224"))?;
+            let dims = if dims.is_empty() {
+                Vec::new()
+            } else {
+                dims.split(['x', ','])
+                    .map(|d| d.trim().parse::<usize>().map_err(|_| anyhow!("--shape {s}: '{d}' is not a dimension")))
+                    .collect::<Result<Vec<_>>>()?
+            };
+            Ok((name.to_string(), dims))
+        })
+        .collect()
 }
 
 /// The options `trtc build` asks for, checked: flags that only make sense
@@ -414,8 +437,7 @@ impl TryFrom<&BuildArgs> for BuildOptions {
     fn try_from(a: &BuildArgs) -> Result<BuildOptions> {
         let mut opts = BuildOptions::default();
         for s in &a.shapes {
-            let (name, dims) = parse_shape(s)?;
-            opts.import.shapes.insert(name, dims);
+            opts.import.shapes.extend(parse_shape(s)?);
         }
         let (n_min, n_opt, n_max) = (a.min_shapes.len(), a.opt_shapes.len(), a.max_shapes.len());
         if n_min != n_opt || n_min != n_max {
@@ -657,8 +679,7 @@ fn accuracy_report(
 fn cmd_calibrate(a: CalibrateArgs) -> Result<()> {
     let mut import = trtc::frontend::onnx::ImportOptions::default();
     for s in &a.shapes {
-        let (name, dims) = parse_shape(s)?;
-        import.shapes.insert(name, dims);
+        import.shapes.extend(parse_shape(s)?);
     }
     let opts = a.calib.options(false)?;
     if opts.calib.calibrator == trtc::precision::calib::Calibrator::Auto {

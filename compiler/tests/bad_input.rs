@@ -84,6 +84,22 @@ fn unresolved_symbolic_dimension_names_the_input() {
     );
     let (code, _, err) = trtc(&["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap(), "--shape", "x:2x3"]);
     assert_eq!(code, 0, "{err}");
+    // trtexec's list form, and dims separated by commas.
+    for shape in ["x:2x3", "x:2,3"] {
+        let (code, _, err) = trtc(&["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap(), "--shape", shape]);
+        assert_eq!(code, 0, "{shape}: {err}");
+    }
+    // A name that is no input is refused before any symbolic dimension,
+    // also inside a list.
+    expect_error(
+        &["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap(), "--shape", "x:2x3,z:4"],
+        "--shape names 'z', which is not an input of the model",
+    );
+    expect_error(
+        &["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap(), "--shape", "xx:2x3"],
+        "--shape names 'xx', which is not an input of the model",
+    );
+    expect_error(&["build", path.to_str().unwrap(), "-o", engine.to_str().unwrap(), "--shape", ":2x3"], "expected NAME:DIMS");
 }
 
 #[test]

@@ -311,6 +311,18 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
     if !gp.sparse_initializer.is_empty() {
         bail!("sparse initializers are not supported");
     }
+    let input_names = || {
+        gp.input
+            .iter()
+            .filter(|vi| !gp.initializer.iter().any(|i| i.name == vi.name))
+            .map(|vi| vi.name.as_str())
+            .collect::<Vec<_>>()
+    };
+    for name in opts.shapes.keys() {
+        if !gp.input.iter().any(|vi| &vi.name == name) {
+            bail!("--shape names '{name}', which is not an input of the model (its inputs: {:?})", input_names());
+        }
+    }
     for vi in &gp.input {
         if values.contains_key(&vi.name) {
             continue; // An initializer listed as an input (IR < 4): a constant.
@@ -331,18 +343,6 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
             graph.set_dim_names(&vi.name, names);
         }
         values.insert(vi.name.clone(), p);
-    }
-    let input_names = || {
-        gp.input
-            .iter()
-            .filter(|vi| !gp.initializer.iter().any(|i| i.name == vi.name))
-            .map(|vi| vi.name.as_str())
-            .collect::<Vec<_>>()
-    };
-    for name in opts.shapes.keys() {
-        if !gp.input.iter().any(|vi| &vi.name == name) {
-            bail!("--shape names '{name}', which is not an input of the model (its inputs: {:?})", input_names());
-        }
     }
     for name in opts.input_values.keys() {
         if !gp.input.iter().any(|vi| &vi.name == name) {
