@@ -131,6 +131,46 @@ impl ShapeProfile {
             .collect();
         moved.then_some(shapes)
     }
+
+    /// A point inside the profile where varying axes that the model does
+    /// not name alike take pairwise different sizes (`name(input, axis)`
+    /// gives the model's name of an axis, `dim_param`): where every other
+    /// point gives two axes the same size (a square image's height and
+    /// width), a size read from one of them would reproduce the other at
+    /// every imported shape and be wrong at the others. `None` when fewer
+    /// than two groups of axes vary, or no such sizes exist.
+    fn distinct(&self, name: &dyn Fn(&str, usize) -> Option<String>) -> Option<Shapes> {
+        // Groups of varying axes that must agree: by model name, else alone.
+        let mut groups: Vec<(Option<String>, Vec<(usize, usize)>, usize, usize)> = Vec::new();
+        for (i, (input, [lo, _, hi])) in self.inputs.iter().enumerate() {
+            for a in (0..lo.len()).filter(|&a| lo[a] < hi[a]) {
+                let n = name(input, a);
+                match groups.iter_mut().find(|g| n.is_some() && g.0 == n) {
+                    Some(g) => {
+                        g.1.push((i, a));
+                        g.2 = g.2.max(lo[a]);
+                        g.3 = g.3.min(hi[a]);
+                    }
+                    None => groups.push((n, vec![(i, a)], lo[a], hi[a])),
+                }
+            }
+        }
+        if groups.len() < 2 {
+            return None;
+        }
+        let mut shapes = self.at(1);
+        let mut used: Vec<usize> = Vec::new();
+        for (_, axes, lo, hi) in &groups {
+            // The largest size below the maximum not taken by another
+            // group (the maximum itself is a point of its own).
+            let v = (*lo..=*hi).rev().skip(1).chain([*hi]).find(|v| !used.contains(v))?;
+            used.push(v);
+            for &(i, a) in axes {
+                shapes[i].1[a] = v;
+            }
+        }
+        Some(shapes)
+    }
 }
 
 /// Checks several profiles against each other: each names the same inputs
@@ -567,7 +607,23 @@ fn import_generalized(model: &ModelSource, opts: &BuildOptions, planned: &Shapes
             graphs.push(g.compacted());
         }
     }
-    graphs.push(import_at(model, &with_shapes(import, planned))?.compacted());
+    let largest = import_at(model, &with_shapes(import, planned))?;
+    // A point where axes the model does not name alike differ (a model
+    // that does not import there needs them equal).
+    for (k, p) in opts.profiles.iter().enumerate() {
+        let name = |input: &str, axis: usize| largest.dim_names(input).and_then(|d| d.get(axis).cloned().flatten());
+        let Some(shapes) = p.distinct(&name) else { continue };
+        if points.iter().any(|(_, s)| *s == shapes) || shapes == *planned {
+            continue;
+        }
+        if let Ok(g) = import_at(model, &with_shapes(import, &shapes)) {
+            let label =
+                if opts.profiles.len() > 1 { format!("distinct sizes in profile {k}") } else { "distinct sizes".to_string() };
+            points.push((format!("{label} ({})", describe_shapes(&shapes)), shapes));
+            graphs.push(g.compacted());
+        }
+    }
+    graphs.push(largest.compacted());
     crate::generalize::generalize(&mut graphs)?;
     let fp32_plan = |g: &Graph| -> Result<lower::Lowered> {
         let mut g = g.clone();

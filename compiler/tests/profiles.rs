@@ -340,6 +340,43 @@ fn a_global_pool_over_images_of_any_size_becomes_a_reduction() {
     }
 }
 
+/// x[N,3,H,W] -> MaxPool 2x2 stride 2 -> Resize back to Shape(x): a
+/// decoder upsampling to its input's size (`F.interpolate(y,
+/// size=x.shape[-2:])`).
+fn upsample_to_input() -> Vec<u8> {
+    use pb::tensor_shape_proto::dimension::Value;
+    let mut pool = node("MaxPool", "pool", &["x"], &["p"]);
+    pool.attribute.push(pb::AttributeProto { name: "kernel_shape".into(), r#type: 7, ints: vec![2, 2], ..Default::default() });
+    pool.attribute.push(pb::AttributeProto { name: "strides".into(), r#type: 7, ints: vec![2, 2], ..Default::default() });
+    let dims = |h: &str, w: &str| {
+        vec![Value::DimParam("N".into()), Value::DimValue(3), Value::DimParam(h.into()), Value::DimParam(w.into())]
+    };
+    encode(&model(
+        vec![pool, node("Shape", "shape", &["x"], &["sh"]), node("Resize", "resize", &["p", "", "", "sh"], &["y"])],
+        vec![value_info_dims("x", F32, dims("H", "W"))],
+        vec![value_info_dims("y", F32, dims("H", "W"))],
+        vec![],
+    ))
+}
+
+#[test]
+fn sizes_read_from_axes_a_square_profile_cannot_tell_apart_follow_the_right_axis() {
+    // Every profile point is square: only a point where height and width
+    // differ tells which axis the output's width comes from.
+    let model = upsample_to_input();
+    let at = |n: usize, h: usize| vec![("x".to_string(), vec![n, 3, h, h])];
+    let profile = ShapeProfile::from_flags(&at(1, 8), &at(2, 16), &at(3, 32)).unwrap();
+    let engine = build(&model, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (n, h, w) in [(2usize, 12usize, 20usize), (1, 30, 8), (3, 16, 16)] {
+        let x = Tensor::from_vec(vec![n, 3, h, w], values(n * 3 * h * w, w as u32)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        let want = at_shape(&model, "x", vec![n, 3, h, w]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
+        assert_eq!(got.shape(), &[n, 3, h, w]);
+        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{n}x{h}x{w}");
+    }
+}
+
 /// x[N,S,4] -> y = Concat(Tile(cls[1,1,4], [N,1,1]), x) on axis 1: a class
 /// token repeated per batch row (`cls.repeat(batch, 1, 1)`).
 fn class_token() -> Vec<u8> {
