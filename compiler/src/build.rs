@@ -140,18 +140,25 @@ impl ShapeProfile {
     /// every imported shape and be wrong at the others. `None` when fewer
     /// than two groups of axes vary, or no such sizes exist.
     fn distinct(&self, name: &dyn Fn(&str, usize) -> Option<String>) -> Option<Shapes> {
-        // Groups of varying axes that must agree: by model name, else alone.
-        let mut groups: Vec<(Option<String>, Vec<(usize, usize)>, usize, usize)> = Vec::new();
+        /// Varying axes that must agree (by model name, else one alone):
+        /// (input, axis) each, and the range they share.
+        struct Group {
+            name: Option<String>,
+            axes: Vec<(usize, usize)>,
+            lo: usize,
+            hi: usize,
+        }
+        let mut groups: Vec<Group> = Vec::new();
         for (i, (input, [lo, _, hi])) in self.inputs.iter().enumerate() {
             for a in (0..lo.len()).filter(|&a| lo[a] < hi[a]) {
                 let n = name(input, a);
-                match groups.iter_mut().find(|g| n.is_some() && g.0 == n) {
+                match groups.iter_mut().find(|g| n.is_some() && g.name == n) {
                     Some(g) => {
-                        g.1.push((i, a));
-                        g.2 = g.2.max(lo[a]);
-                        g.3 = g.3.min(hi[a]);
+                        g.axes.push((i, a));
+                        g.lo = g.lo.max(lo[a]);
+                        g.hi = g.hi.min(hi[a]);
                     }
-                    None => groups.push((n, vec![(i, a)], lo[a], hi[a])),
+                    None => groups.push(Group { name: n, axes: vec![(i, a)], lo: lo[a], hi: hi[a] }),
                 }
             }
         }
@@ -160,12 +167,12 @@ impl ShapeProfile {
         }
         let mut shapes = self.at(1);
         let mut used: Vec<usize> = Vec::new();
-        for (_, axes, lo, hi) in &groups {
+        for g in &groups {
             // The largest size below the maximum not taken by another
             // group (the maximum itself is a point of its own).
-            let v = (*lo..=*hi).rev().skip(1).chain([*hi]).find(|v| !used.contains(v))?;
+            let v = (g.lo..=g.hi).rev().skip(1).chain([g.hi]).find(|v| !used.contains(v))?;
             used.push(v);
-            for &(i, a) in axes {
+            for &(i, a) in &g.axes {
                 shapes[i].1[a] = v;
             }
         }
