@@ -566,12 +566,14 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     if !shapes_vary(&opts.profiles) {
         return import_at(model, &with_shapes(&opts.import, &planned));
     }
+    // Identity reshapes are kept so that each shape gives the same nodes.
+    let import = ImportOptions { keep_identity_reshapes: true, ..opts.import.clone() };
     // A model whose loops unroll to other iteration counts at other shapes
     // gives other nodes at each; with its loops kept as layers (which run
     // their bodies at run time) it may give the same.
-    match import_generalized(model, opts, &planned, &opts.import) {
+    match import_generalized(model, opts, &planned, &import) {
         Err(unrolled) => {
-            let kept = ImportOptions { keep_loops: true, ..opts.import.clone() };
+            let kept = ImportOptions { keep_loops: true, ..import };
             import_generalized(model, opts, &planned, &kept).map_err(|_| unrolled)
         }
         ok => ok,

@@ -325,6 +325,14 @@ fn reshape_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite
         return Err(refusal(name, "(Reshape) has a target rank that changes with the input shapes".into()));
     }
     let mut reads = Reads::new(graphs, n);
+    // A Reshape to its input's own shape at every shape (kept at import so
+    // that each shape gives the same nodes) copies every axis: the
+    // optimizer removes it.
+    let identity = graphs.iter().zip(&targets).all(|(g, t)| g.inputs_of(n)[0].is_some_and(|x| g.ty(x).shape == *t));
+    if identity {
+        let op = DynamicReshape { dims: (0..rank).map(ReshapeDim::Copy).collect() };
+        return Ok(Rewrite::Op { node: n, op: op.into(), extra: Vec::new() });
+    }
     let mut dims = Vec::with_capacity(rank);
     for i in 0..rank {
         let sizes: Vec<usize> = targets.iter().map(|t| t[i]).collect();

@@ -377,6 +377,45 @@ fn sizes_read_from_axes_a_square_profile_cannot_tell_apart_follow_the_right_axis
     }
 }
 
+/// x[N,S] -> Flatten(axis 2) -> Relu -> Reshape to Shape(x): a Flatten that
+/// is the identity where S is 1 (transformers' attention-mask code does
+/// this to `[batch, sequence]`).
+fn flatten_of_a_sequence() -> Vec<u8> {
+    use pb::tensor_shape_proto::dimension::Value;
+    let mut flatten = node("Flatten", "flatten", &["x"], &["f"]);
+    flatten.attribute.push(int_attr("axis", 2));
+    let dims = || vec![Value::DimParam("N".into()), Value::DimParam("S".into())];
+    encode(&model(
+        vec![
+            flatten,
+            node("Relu", "relu", &["f"], &["r"]),
+            node("Shape", "shape", &["x"], &["sh"]),
+            node("Reshape", "reshape", &["r", "sh"], &["y"]),
+        ],
+        vec![value_info_dims("x", F32, dims())],
+        vec![value_info_dims("y", F32, dims())],
+        vec![],
+    ))
+}
+
+#[test]
+fn a_reshape_that_is_the_identity_at_some_shapes_of_the_profile_is_kept_there() {
+    // At S = 1 the Flatten is the identity; the profile still gives one
+    // engine, which runs every shape as engines built for each do.
+    let model = flatten_of_a_sequence();
+    let at = |n: usize, s: usize| vec![("x".to_string(), vec![n, s])];
+    let profile = ShapeProfile::from_flags(&at(1, 1), &at(2, 4), &at(4, 8)).unwrap();
+    let engine = build(&model, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (n, s) in [(3usize, 1usize), (1, 1), (2, 5), (4, 8)] {
+        let x = Tensor::from_vec(vec![n, s], values(n * s, s as u32)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        let want = at_shape(&model, "x", vec![n, s]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
+        assert_eq!(got.shape(), &[n, s]);
+        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{n}x{s}");
+    }
+}
+
 /// x[N,S,4] -> y = Concat(Tile(cls[1,1,4], [N,1,1]), x) on axis 1: a class
 /// token repeated per batch row (`cls.repeat(batch, 1, 1)`).
 fn class_token() -> Vec<u8> {

@@ -3,6 +3,8 @@
 use super::Pass;
 use crate::ir::{Graph, NodeKind, Patch, Port};
 use anyhow::Result;
+use trtc_runtime::ops::movement::{MovementOp, ReshapeDim};
+use trtc_runtime::ops::Op;
 
 /// Removes nodes no graph output depends on.
 pub struct DeadNodes;
@@ -19,7 +21,8 @@ impl Pass for DeadNodes {
 
 /// Removes single-input ops whose output is bit-identical to their input:
 /// a Reshape, Expand or Tile to the same shape, a Cast to the same dtype, an
-/// Identity-like copy; and collapses Reshape chains into one Reshape.
+/// Identity-like copy, a DynamicReshape that copies every axis (an identity
+/// at every shape); and collapses Reshape chains into one Reshape.
 pub struct NoOpRemoval;
 
 /// Ops that only reinterpret or copy their data when input and output types
@@ -42,7 +45,14 @@ impl Pass for NoOpRemoval {
             let Some(src) = inputs[0] else { return Ok(None) };
             let out = Port { node: n, port: 0 };
             let mut patch = Patch::new();
-            if COPY_WHEN_SAME_TYPE.contains(&name) && graph.ty(src) == graph.ty(out) {
+            let identity_at_every_shape = match op {
+                Op::Movement(MovementOp::DynamicReshape(d)) => {
+                    d.dims.len() == graph.ty(src).shape.len()
+                        && d.dims.iter().enumerate().all(|(i, dim)| *dim == ReshapeDim::Copy(i))
+                }
+                _ => false,
+            };
+            if (COPY_WHEN_SAME_TYPE.contains(&name) || identity_at_every_shape) && graph.ty(src) == graph.ty(out) {
                 // A graph output that is directly a graph input must stay a copy
                 // only if the names differ; outputs are bound by name, so keep it.
                 if graph.is_output(out) && graph.node(src.node).kind_is_input() {

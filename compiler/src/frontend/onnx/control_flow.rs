@@ -63,6 +63,7 @@ impl Importer<'_> {
             root: self.root,
             graph: Graph::new(),
             keep_loops: self.keep_loops,
+            keep_identity_reshapes: self.keep_identity_reshapes,
         };
         let mut scope: HashMap<String, Port> = HashMap::new();
         for (name, ty) in inputs {

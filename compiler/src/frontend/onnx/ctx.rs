@@ -19,6 +19,8 @@ pub struct Ctx<'a> {
     pub(super) inputs: Vec<Option<Port>>,
     pub(super) root: &'a ExternalDataRoot,
     pub(super) added: usize,
+    /// `ImportOptions::keep_identity_reshapes`.
+    pub keep_identity_reshapes: bool,
 }
 
 impl<'a> Ctx<'a> {

@@ -35,6 +35,12 @@ pub struct ImportOptions {
     /// shapes whose loop counts follow them then gives the same layers at
     /// each (see `build::import`).
     pub keep_loops: bool,
+    /// Keep a Reshape (Flatten, Squeeze...) that is the identity at the
+    /// shapes imported: a model imported at several input shapes then gives
+    /// the same nodes at each, also where a size is 1 at some of them (a
+    /// profile's `Flatten` of `[batch, 1]`). The optimizer removes those that
+    /// stay identities.
+    pub keep_identity_reshapes: bool,
 }
 
 /// Imports an ONNX file. External data is read from the file's directory.
@@ -350,7 +356,14 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         }
     }
 
-    let mut importer = Importer { registry: &registry, opset, root: &root, graph, keep_loops: opts.keep_loops };
+    let mut importer = Importer {
+        registry: &registry,
+        opset,
+        root: &root,
+        graph,
+        keep_loops: opts.keep_loops,
+        keep_identity_reshapes: opts.keep_identity_reshapes,
+    };
     importer.nodes(gp, &mut values, "", 0)?;
     let mut graph = importer.graph;
     let mut output_names = std::collections::HashSet::new();
@@ -378,6 +391,8 @@ struct Importer<'a> {
     graph: Graph,
     /// `ImportOptions::keep_loops`.
     keep_loops: bool,
+    /// `ImportOptions::keep_identity_reshapes`.
+    keep_identity_reshapes: bool,
 }
 
 impl Importer<'_> {
@@ -423,6 +438,7 @@ impl Importer<'_> {
                     inputs,
                     root: self.root,
                     added: 0,
+                    keep_identity_reshapes: self.keep_identity_reshapes,
                 };
                 convert(&mut ctx).with_context(|| format!("node '{name}' ({})", node.op_type))?
             };

@@ -54,7 +54,7 @@ fn dims(values: &[i64], what: &str) -> Result<Vec<usize>> {
 
 /// Reshapes `x` to `shape` (a no-op when it already has that shape).
 fn reshape_to(ctx: &mut Ctx, x: Port, shape: Vec<usize>) -> Result<Port> {
-    if ctx.ty(x).shape == shape {
+    if ctx.ty(x).shape == shape && !ctx.keep_identity_reshapes {
         return Ok(x);
     }
     ctx.op1(Reshape { shape }, &[Some(x)])
