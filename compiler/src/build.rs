@@ -167,10 +167,19 @@ impl ShapeProfile {
         }
         let mut shapes = self.at(1);
         let mut used: Vec<usize> = Vec::new();
-        for g in &groups {
-            // The largest size below the maximum not taken by another
-            // group (the maximum itself is a point of its own).
-            let v = (g.lo..=g.hi).rev().skip(1).chain([g.hi]).find(|v| !used.contains(v))?;
+        for (k, g) in groups.iter().enumerate() {
+            // Near the top of the range for every other group and near the
+            // bottom for the rest, so that sizes stay apart after the
+            // model divides them (a stride-32 backbone's feature maps), and
+            // none taken by another group (the range's ends are points of
+            // their own).
+            let near_top = (g.lo..=g.hi).rev().skip(1).chain([g.hi]);
+            let near_bottom = (g.lo..=g.hi).skip(1).chain([g.lo]);
+            let v = if k % 2 == 0 {
+                near_top.into_iter().find(|v| !used.contains(v))
+            } else {
+                near_bottom.into_iter().find(|v| !used.contains(v))
+            }?;
             used.push(v);
             for &(i, a) in &g.axes {
                 shapes[i].1[a] = v;

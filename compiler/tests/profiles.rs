@@ -359,6 +359,31 @@ fn upsample_to_input() -> Vec<u8> {
     ))
 }
 
+/// x[N,3,H,W] -> f = MaxPool 8x8 stride 8 -> GlobalAveragePool -> Resize to
+/// Shape(f) -> + f: an ASPP pooling branch (DeepLabV3) upsampled to the
+/// size of a stride-8 feature map.
+fn pooled_branch() -> Vec<u8> {
+    use pb::tensor_shape_proto::dimension::Value;
+    let mut pool = node("MaxPool", "pool", &["x"], &["f"]);
+    pool.attribute.push(pb::AttributeProto { name: "kernel_shape".into(), r#type: 7, ints: vec![8, 8], ..Default::default() });
+    pool.attribute.push(pb::AttributeProto { name: "strides".into(), r#type: 7, ints: vec![8, 8], ..Default::default() });
+    let dims = |h: &str, w: &str| {
+        vec![Value::DimParam("N".into()), Value::DimValue(3), Value::DimParam(h.into()), Value::DimParam(w.into())]
+    };
+    encode(&model(
+        vec![
+            pool,
+            node("GlobalAveragePool", "gap", &["f"], &["g"]),
+            node("Shape", "shape", &["f"], &["sh"]),
+            node("Resize", "resize", &["g", "", "", "sh"], &["u"]),
+            node("Add", "add", &["u", "f"], &["y"]),
+        ],
+        vec![value_info_dims("x", F32, dims("H", "W"))],
+        vec![value_info_dims("y", F32, dims("h", "w"))],
+        vec![],
+    ))
+}
+
 #[test]
 fn sizes_read_from_axes_a_square_profile_cannot_tell_apart_follow_the_right_axis() {
     // Every profile point is square: only a point where height and width
@@ -373,6 +398,19 @@ fn sizes_read_from_axes_a_square_profile_cannot_tell_apart_follow_the_right_axis
         let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
         let want = at_shape(&model, "x", vec![n, 3, h, w]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
         assert_eq!(got.shape(), &[n, 3, h, w]);
+        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{n}x{h}x{w}");
+    }
+    // Also where the model divides the sizes first: the stride-8 feature
+    // maps of the distinct point must differ too.
+    let model = pooled_branch();
+    let profile = ShapeProfile::from_flags(&at(1, 32), &at(1, 64), &at(2, 128)).unwrap();
+    let engine = build(&model, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (n, h, w) in [(2usize, 96usize, 64usize), (1, 40, 120), (2, 128, 128)] {
+        let x = Tensor::from_vec(vec![n, 3, h, w], values(n * 3 * h * w, h as u32)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        let want = at_shape(&model, "x", vec![n, 3, h, w]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
+        assert_eq!(got.shape(), &[n, 3, h / 8, w / 8]);
         assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{n}x{h}x{w}");
     }
 }
