@@ -43,6 +43,11 @@ impl Int8Options {
     }
 }
 
+/// How [`ShapeProfile::grouped_point`] sizes a group of axes: from the
+/// group's index, the range its axes share and the sizes earlier groups
+/// took.
+type PickSize = dyn Fn(usize, usize, usize, &[usize]) -> Option<usize>;
+
 /// An optimization profile as `--min-shapes`, `--opt-shapes` and
 /// `--max-shapes` give it: a range for some inputs (the others keep their
 /// one shape).
@@ -137,11 +142,49 @@ impl ShapeProfile {
     /// gives the model's name of an axis, `dim_param`): where every other
     /// point gives two axes the same size (a square image's height and
     /// width), a size read from one of them would reproduce the other at
-    /// every imported shape and be wrong at the others. `None` when fewer
-    /// than two groups of axes vary, or no such sizes exist.
+    /// every imported shape and be wrong at the others. Alternate groups
+    /// sit near the top and near the bottom of their ranges, so that sizes
+    /// stay apart after the model divides them (a stride-32 backbone's
+    /// feature maps). `None` when fewer than two groups of axes vary, or no
+    /// such sizes exist.
     fn distinct(&self, name: &dyn Fn(&str, usize) -> Option<String>) -> Option<Shapes> {
-        /// Varying axes that must agree (by model name, else one alone):
-        /// (input, axis) each, and the range they share.
+        self.grouped_point(name, 2, &|k, lo, hi, used| {
+            // The range's ends are points of their own.
+            let near_top = (lo..=hi).rev().skip(1).chain([hi]);
+            let near_bottom = (lo..=hi).skip(1).chain([lo]);
+            if k % 2 == 0 {
+                near_top.into_iter().find(|v| !used.contains(v))
+            } else {
+                near_bottom.into_iter().find(|v| !used.contains(v))
+            }
+        })
+    }
+
+    /// A point for checking the built engine, not for building it: each
+    /// group of axes at its own fraction of its range (0.41, 0.73, 0.29...),
+    /// sizes no other point is likely to give.
+    fn validation(&self, name: &dyn Fn(&str, usize) -> Option<String>) -> Option<Shapes> {
+        const FRACTIONS: [f64; 6] = [0.41, 0.73, 0.29, 0.87, 0.57, 0.13];
+        self.grouped_point(name, 1, &|k, lo, hi, used| {
+            let f = FRACTIONS[k % FRACTIONS.len()];
+            let at = lo + ((hi - lo) as f64 * f).round() as usize;
+            (at..=hi).chain(lo..at).find(|v| !used.contains(v))
+        })
+    }
+
+    /// The profile's opt shapes with each group of varying axes that must
+    /// agree (by the model's name, else one axis alone) at the size `pick`
+    /// gives it (group index, the range the group's axes share, the sizes
+    /// earlier groups took). `None` with fewer than `min_groups` groups or
+    /// when `pick` finds no size.
+    fn grouped_point(
+        &self,
+        name: &dyn Fn(&str, usize) -> Option<String>,
+        min_groups: usize,
+        pick: &PickSize,
+    ) -> Option<Shapes> {
+        /// Varying axes that must agree: (input, axis) each, and the range
+        /// they share.
         struct Group {
             name: Option<String>,
             axes: Vec<(usize, usize)>,
@@ -162,24 +205,16 @@ impl ShapeProfile {
                 }
             }
         }
-        if groups.len() < 2 {
+        if groups.len() < min_groups.max(1) {
             return None;
         }
         let mut shapes = self.at(1);
         let mut used: Vec<usize> = Vec::new();
         for (k, g) in groups.iter().enumerate() {
-            // Near the top of the range for every other group and near the
-            // bottom for the rest, so that sizes stay apart after the
-            // model divides them (a stride-32 backbone's feature maps), and
-            // none taken by another group (the range's ends are points of
-            // their own).
-            let near_top = (g.lo..=g.hi).rev().skip(1).chain([g.hi]);
-            let near_bottom = (g.lo..=g.hi).skip(1).chain([g.lo]);
-            let v = if k % 2 == 0 {
-                near_top.into_iter().find(|v| !used.contains(v))
-            } else {
-                near_bottom.into_iter().find(|v| !used.contains(v))
-            }?;
+            if g.lo > g.hi {
+                return None;
+            }
+            let v = pick(k, g.lo, g.hi, &used)?;
             used.push(v);
             for &(i, a) in &g.axes {
                 shapes[i].1[a] = v;
@@ -655,7 +690,59 @@ fn import_generalized(model: &ModelSource, opts: &BuildOptions, planned: &Shapes
             format!("{label}: the model's layers differ between this shape and the largest, so its shapes cannot vary in one engine (build one engine per shape with --shape)")
         })?;
     }
-    Ok(graphs.pop().expect("the planned shapes' graph"))
+    let generalized = graphs.pop().expect("the planned shapes' graph");
+    check_at_validation_points(model, opts, import, &generalized, &at_max.plan, &points)?;
+    Ok(generalized)
+}
+
+/// Checks the generalized plan at a point of each profile that building
+/// did not import ([`ShapeProfile::validation`]): the output shapes it
+/// infers there must be those of the model imported there. A size read
+/// from a tensor that only agreed with the right one at the imported
+/// shapes is refused here instead of giving wrong outputs at run time. A
+/// model that does not import at the point is not checked there.
+fn check_at_validation_points(
+    model: &ModelSource,
+    opts: &BuildOptions,
+    import: &ImportOptions,
+    generalized: &Graph,
+    plan: &trtc_runtime::plan::Plan,
+    points: &[(String, Shapes)],
+) -> Result<()> {
+    let name = |input: &str, axis: usize| generalized.dim_names(input).and_then(|d| d.get(axis).cloned().flatten());
+    for p in &opts.profiles {
+        let Some(shapes) = p.validation(&name) else { continue };
+        if points.iter().any(|(_, s)| *s == shapes) {
+            continue;
+        }
+        let Ok(expected) = import_at(model, &with_shapes(import, &shapes)) else { continue };
+        let at = describe_shapes(&shapes);
+        let inputs: Vec<trtc_runtime::TensorType> = plan
+            .inputs
+            .iter()
+            .map(|&id| {
+                let t = &plan.tensors[id];
+                let shape = shapes.iter().find(|(n, _)| *n == t.name).map_or_else(|| t.ty.shape.clone(), |(_, s)| s.clone());
+                trtc_runtime::TensorType::new(t.ty.dtype, shape)
+            })
+            .collect();
+        let refuse = |why: String| {
+            anyhow::anyhow!("at {at}, inside the profile: {why}; the model's shapes cannot vary in one engine this way (build one engine per shape with --shape)")
+        };
+        let types = trtc_runtime::profile::bind(plan, &inputs)
+            .map_err(|e| refuse(format!("the engine does not take these shapes ({e})")))?;
+        for out in expected.outputs() {
+            let want = &expected.ty(out.port).shape;
+            let Some((_, id)) = plan.outputs.iter().find(|(n, _)| *n == out.name) else { continue };
+            if types[*id].shape != *want {
+                return Err(refuse(format!(
+                    "the engine would give output '{}' the shape {:?}, the model gives it {want:?}",
+                    out.name, types[*id].shape
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The engine's profile: the ranges given, and every other input binding
