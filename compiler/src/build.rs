@@ -177,12 +177,7 @@ impl ShapeProfile {
     /// gives it (group index, the range the group's axes share, the sizes
     /// earlier groups took). `None` with fewer than `min_groups` groups or
     /// when `pick` finds no size.
-    fn grouped_point(
-        &self,
-        name: &dyn Fn(&str, usize) -> Option<String>,
-        min_groups: usize,
-        pick: &PickSize,
-    ) -> Option<Shapes> {
+    fn grouped_point(&self, name: &dyn Fn(&str, usize) -> Option<String>, min_groups: usize, pick: &PickSize) -> Option<Shapes> {
         /// Varying axes that must agree: (input, axis) each, and the range
         /// they share.
         struct Group {

@@ -333,20 +333,42 @@ fn reshape_rule(graphs: &[Graph], order: &Order, n: NodeIndex) -> Result<Rewrite
         let op = DynamicReshape { dims: (0..rank).map(ReshapeDim::Copy).collect() };
         return Ok(Rewrite::Op { node: n, op: op.into(), extra: Vec::new() });
     }
-    let mut dims = Vec::with_capacity(rank);
-    for i in 0..rank {
-        let sizes: Vec<usize> = targets.iter().map(|t| t[i]).collect();
-        if sizes.iter().all(|&s| s == sizes[0]) {
-            dims.push(ReshapeDim::Fixed(sizes[0]));
-            continue;
-        }
-        dims.push(match find_source(graphs, order, n, &sizes) {
-            Some(Source::Own { input: 0, axis }) => ReshapeDim::Copy(axis),
-            Some(source) => ReshapeDim::Of(reads.dim(source)),
-            None => ReshapeDim::Infer,
+    // Sizes that stay, then axes of the input itself; a single axis left is
+    // inferred from the element count when that reproduces every graph
+    // (reading it from another tensor, found first, ties the reshape to
+    // that tensor: a matrix product's output whose fusion it then blocks).
+    let sizes_at = |i: usize| -> Vec<usize> { targets.iter().map(|t| t[i]).collect() };
+    let mut dims: Vec<Option<ReshapeDim>> = (0..rank)
+        .map(|i| {
+            let sizes = sizes_at(i);
+            if sizes.iter().all(|&s| s == sizes[0]) {
+                return Some(ReshapeDim::Fixed(sizes[0]));
+            }
+            match find_source(graphs, order, n, &sizes) {
+                Some(Source::Own { input: 0, axis }) => Some(ReshapeDim::Copy(axis)),
+                _ => None,
+            }
+        })
+        .collect();
+    let open: Vec<usize> = (0..rank).filter(|&i| dims[i].is_none()).collect();
+    let inferred = open.len() == 1 && {
+        let mut trial: Vec<ReshapeDim> = dims.iter().map(|d| d.unwrap_or(ReshapeDim::Infer)).collect();
+        trial[open[0]] = ReshapeDim::Infer;
+        let op = DynamicReshape { dims: trial };
+        graphs.iter().zip(&targets).all(|(g, t)| op.target_of(&reads.shapes(g, n)).ok().as_deref() == Some(*t))
+    };
+    for i in open {
+        dims[i] = Some(if inferred {
+            ReshapeDim::Infer
+        } else {
+            match find_source(graphs, order, n, &sizes_at(i)) {
+                Some(Source::Own { input: 0, axis }) => ReshapeDim::Copy(axis),
+                Some(source) => ReshapeDim::Of(reads.dim(source)),
+                None => ReshapeDim::Infer,
+            }
         });
     }
-    let op = DynamicReshape { dims };
+    let op = DynamicReshape { dims: dims.into_iter().map(|d| d.expect("every axis decided")).collect() };
     for (g, t) in graphs.iter().zip(&targets) {
         if op.target_of(&reads.shapes(g, n)).ok().as_deref() != Some(*t) {
             return Err(refusal(

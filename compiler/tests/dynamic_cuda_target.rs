@@ -1,6 +1,7 @@
 //! GPU engines whose shapes vary, built on a machine without a GPU
 //! (`--target sm_90`, kernels compiled by NVRTC): every model of
-//! `testdata/dynamic` and every model of `testdata/control_flow` with a
+//! `testdata/dynamic` and `testdata/dynamic_more`, and every model of
+//! `testdata/control_flow` with a
 //! profile builds ONCE for sm_90 with it, and
 //! - at every shape of a sweep through the profile (the recorded cases'
 //!   shapes, each varying dimension's whole range when it is short, or its
@@ -76,11 +77,11 @@ fn gpu_engines_whose_shapes_vary_have_kernels_at_every_shape_of_their_profile() 
     assert!(nvrtc::available(), "NVRTC is needed for this test: run scripts/test.sh ({:?})", nvrtc::library().err());
     let (mut passed, mut failures, mut shapes_checked, mut shapes_skipped) = (0, Vec::new(), 0, 0);
     let mut models = Vec::new();
-    for folder in ["dynamic", "control_flow"] {
+    for folder in ["dynamic", "dynamic_more", "control_flow"] {
         let dir = recorded::testdata(folder);
         let manifest = recorded::manifest(&dir);
         for m in manifest["models"].as_array().unwrap() {
-            if m.get("profile").is_some() || folder == "dynamic" {
+            if m.get("profile").is_some() || folder != "control_flow" {
                 models.push((dir.clone(), m.clone()));
             }
         }

@@ -1,6 +1,8 @@
-//! The models of `testdata/export_dynamic.py`, exported with symbolic
+//! The models of `testdata/export_dynamic.py` and
+//! `testdata/export_dynamic_more.py` (transformers 5's own models, resizes
+//! to the input's size under square profiles), exported with symbolic
 //! batch, sequence or image dimensions by both torch exporters, are each
-//! built ONCE with the profile `testdata/dynamic/manifest.json` gives, and
+//! built ONCE with the profile their folder's `manifest.json` gives, and
 //! run at every recorded shape (the profile's minimum, its maximum and odd
 //! sizes in between) against onnxruntime's outputs: max |ours - ort| /
 //! max |ort| <= 1e-4, as for the static testdata models, in the exact and
@@ -17,6 +19,17 @@ fn dir() -> PathBuf {
     recorded::testdata("dynamic")
 }
 
+/// Every recorded model of both folders, with its folder.
+fn all_models() -> Vec<(PathBuf, serde_json::Value)> {
+    let mut all = Vec::new();
+    for folder in ["dynamic", "dynamic_more"] {
+        let dir = recorded::testdata(folder);
+        let manifest = recorded::manifest(&dir);
+        all.extend(manifest["models"].as_array().unwrap().iter().map(|m| (dir.clone(), m.clone())));
+    }
+    all
+}
+
 fn manifest() -> serde_json::Value {
     recorded::manifest(&dir())
 }
@@ -26,26 +39,21 @@ fn profile(model: &serde_json::Value) -> ShapeProfile {
     recorded::profile(model).expect("every model of testdata/dynamic has a profile")
 }
 
-fn worst_error(engine: &Engine, model: &serde_json::Value) -> anyhow::Result<f64> {
-    recorded::worst_error(engine, model, &dir())
-}
-
 #[test]
 fn models_with_symbolic_dimensions_build_once_and_match_onnxruntime_at_every_shape() {
-    let manifest = manifest();
-    let models = manifest["models"].as_array().unwrap();
-    assert!(models.len() >= 8, "expected the exported models in testdata/dynamic, found {}", models.len());
+    let models = all_models();
+    assert!(models.len() >= 20, "expected the exported models in testdata/dynamic and dynamic_more, found {}", models.len());
     let (mut passed, mut failures) = (0, Vec::new());
-    for m in models {
+    for (dir, m) in &models {
         let name = m["name"].as_str().unwrap();
         if m["status"] != "ok" {
             failures.push(format!("{name}: not exported: {}", m["error"]));
             continue;
         }
         let opts = BuildOptions { profiles: vec![profile(m)], ..Default::default() };
-        let result = build_file(&dir().join(m["file"].as_str().unwrap()), &opts)
+        let result = build_file(&dir.join(m["file"].as_str().unwrap()), &opts)
             .and_then(|built| Ok(Engine::from_bytes(&built.engine)?))
-            .and_then(|engine| worst_error(&engine, m));
+            .and_then(|engine| recorded::worst_error(&engine, m, dir));
         let cases = m["cases"].as_array().unwrap().len();
         match result {
             Ok(err) if err <= 1e-4 => {
@@ -103,9 +111,8 @@ fn fused_layers(engine: &Engine) -> std::collections::BTreeMap<&'static str, usi
 
 #[test]
 fn a_profile_engine_fuses_what_an_engine_for_one_shape_fuses() {
-    let manifest = manifest();
-    for m in manifest["models"].as_array().unwrap().iter().filter(|m| m["status"] == "ok") {
-        let path = dir().join(m["file"].as_str().unwrap());
+    for (dir, m) in all_models().iter().filter(|(_, m)| m["status"] == "ok") {
+        let path = dir.join(m["file"].as_str().unwrap());
         let profiled = BuildOptions { profiles: vec![profile(m)], ..Default::default() };
         let dynamic = Engine::from_bytes(&build_file(&path, &profiled).unwrap().engine).unwrap();
         let mut fixed = BuildOptions::default();
