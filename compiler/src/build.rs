@@ -30,6 +30,10 @@ pub struct Int8Options {
     /// Scales given in memory (a Python calibrator's
     /// `read_calibration_cache`), used as an existing cache file would be.
     pub cache_given: Option<CalibrationCache>,
+    /// The shapes of random batches when the engine's shapes vary
+    /// (`--calib-shapes`): inside a profile; the first profile's opt shapes
+    /// for the inputs not named.
+    pub calib_shapes: Vec<(String, Vec<usize>)>,
 }
 
 impl Int8Options {
@@ -263,8 +267,13 @@ fn envelope(profiles: &[ShapeProfile]) -> Shapes {
 
 /// `input_ids:1x7, attention_mask:1x7`.
 fn describe_shapes(shapes: &Shapes) -> String {
-    let one = |(n, d): &(String, Vec<usize>)| format!("{n}:{}", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x"));
+    let one = |(n, d): &(String, Vec<usize>)| format!("{n}:{}", describe_dims(d));
     shapes.iter().map(one).collect::<Vec<_>>().join(", ")
+}
+
+/// `1x3x224x224`.
+fn describe_dims(dims: &[usize]) -> String {
+    dims.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
 }
 
 /// Import options with the given inputs at the given shapes.
@@ -416,7 +425,7 @@ fn calibration(
             None => bail!("{flag} needs calibration data: --calib DIR (batches as .npz/.npy), or --calib-cache FILE"),
         }
     }
-    let target = CalibrationTarget::of(graph, profiles)?;
+    let target = CalibrationTarget::of(graph, profiles, opts)?;
     let batches = opts.load_batches(&target.inputs, target.shapes_vary)?;
     let cache = if opts.calib.calibrator == calib::Calibrator::Auto {
         if target.shapes_vary {
@@ -437,13 +446,13 @@ fn calibration(
 /// of this machine when there is one and NVRTC can build for it, else on
 /// the CPU executor.
 pub fn calibrate(graph: &Graph, batches: &[Batch], opts: &CalibOptions) -> Result<CalibrationCache> {
-    calib::calibrate(&CalibrationTarget::of(graph, &[])?.engine()?, batches, opts)
+    calib::calibrate(&CalibrationTarget::of(graph, &[], &Int8Options::default())?.engine()?, batches, opts)
 }
 
 /// Observes every tensor's range for FP16 on the calibration data, or on a
 /// few random batches when there is none.
 fn observe_ranges(graph: &Graph, data: &Int8Options, profiles: &[ShapeProfile]) -> Result<(BTreeMap<String, f32>, String)> {
-    let target = CalibrationTarget::of(graph, profiles)?;
+    let target = CalibrationTarget::of(graph, profiles, data)?;
     let inputs = &target.inputs;
     if data.calib_dir.is_some() || !data.batches.is_empty() {
         let batches = data.load_batches(inputs, target.shapes_vary)?;
@@ -493,7 +502,7 @@ struct CalibrationTarget<'g> {
 }
 
 impl<'g> CalibrationTarget<'g> {
-    fn of(graph: &'g Graph, profiles: &'g [ShapeProfile]) -> Result<CalibrationTarget<'g>> {
+    fn of(graph: &'g Graph, profiles: &'g [ShapeProfile], data: &Int8Options) -> Result<CalibrationTarget<'g>> {
         let shapes_vary = shapes_vary(profiles);
         let mut inputs = calib::graph_inputs(graph);
         if let (true, Some(first)) = (shapes_vary, profiles.first()) {
@@ -501,6 +510,29 @@ impl<'g> CalibrationTarget<'g> {
                 if let Some((_, [_, opt, _])) = first.inputs.iter().find(|(n, _)| n == name) {
                     ty.shape = opt.clone();
                 }
+            }
+        }
+        for (name, shape) in &data.calib_shapes {
+            let Some((_, ty)) = inputs.iter_mut().find(|(n, _)| n == name) else {
+                let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+                bail!("--calib-shapes names '{name}', which is not an input of the model (its inputs: {names:?})");
+            };
+            if !shapes_vary && *shape != ty.shape {
+                bail!("--calib-shapes {name}:{}: the engine's shapes are fixed ({})", describe_dims(shape), ty);
+            }
+            ty.shape = shape.clone();
+        }
+        if shapes_vary && !data.calib_shapes.is_empty() {
+            let inside = profiles.iter().any(|p| {
+                p.inputs.iter().all(|(name, [lo, _, hi])| {
+                    inputs.iter().find(|(n, _)| n == name).is_some_and(|(_, t)| {
+                        t.shape.len() == lo.len() && (0..lo.len()).all(|a| lo[a] <= t.shape[a] && t.shape[a] <= hi[a])
+                    })
+                })
+            });
+            if !inside {
+                let given: Vec<String> = inputs.iter().map(|(n, t)| format!("{n}:{}", describe_dims(&t.shape))).collect();
+                bail!("--calib-shapes: {} lies inside no profile", given.join(","));
             }
         }
         Ok(CalibrationTarget { graph, profiles, inputs, shapes_vary })

@@ -95,6 +95,12 @@ struct CalibFlags {
     /// (no calibration runs), written after calibrating otherwise.
     #[arg(long, value_name = "FILE")]
     calib_cache: Option<PathBuf>,
+    /// With profiles whose shapes vary: the shapes of the random batches
+    /// FP16 observes ranges on (NAME:DIMS[,NAME:DIMS...]); the first
+    /// profile's opt shapes otherwise. Batches from --calib take their own
+    /// shapes.
+    #[arg(long, value_name = "NAME:DIMS,...")]
+    calib_shapes: Option<String>,
 }
 
 impl CalibFlags {
@@ -114,6 +120,10 @@ impl CalibFlags {
                 progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             },
             cache: self.calib_cache.clone(),
+            calib_shapes: match &self.calib_shapes {
+                Some(s) => parse_shape_list("--calib-shapes", s)?,
+                None => Vec::new(),
+            },
             ..Default::default()
         })
     }
@@ -494,10 +504,12 @@ impl TryFrom<&BuildArgs> for BuildOptions {
             opts.int8 = a.calib.options(a.fp8)?;
         } else if a.calib.calib_cache.is_some() {
             bail!("--calib-cache needs --int8 or --fp8");
-        } else if a.calib.calib.is_some() {
-            // FP16 observes tensor ranges on the calibration data.
+        } else if a.calib.calib.is_some() || a.calib.calib_shapes.is_some() {
+            // FP16 observes tensor ranges on the calibration data, or on
+            // random batches of --calib-shapes.
             if !a.fp16 {
-                bail!("--calib needs --int8, --fp8 or --fp16");
+                let flag = if a.calib.calib.is_some() { "--calib" } else { "--calib-shapes" };
+                bail!("{flag} needs --int8, --fp8 or --fp16");
             }
             opts.int8 = a.calib.options(false)?;
         } else if a.calib.calibrator.is_some() {

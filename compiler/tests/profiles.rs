@@ -235,6 +235,22 @@ fn the_cli_takes_one_profile_per_repetition_of_the_three_flags() {
     assert!(!ok && out.contains("outside each of its 2 profiles"), "{out}");
     let (ok, out) = trtc(&["run", engine_s, "--shapes", "z:3x3x8x8"]);
     assert!(!ok && out.contains("unknown input 'z'"), "{out}");
+
+    // FP16's random range batches at --calib-shapes, inside a profile.
+    let mut fp16 = two.clone();
+    fp16.extend(["--fp16", "--calib-shapes", "x:5x3x8x8"]);
+    let (ok, out) = trtc(&fp16);
+    assert!(ok, "{out}");
+    let last = fp16.len() - 1;
+    for (shapes, want) in [
+        ("x:3x3x8x8", "x:3x3x8x8 lies inside no profile"),
+        ("y:5x3x8x8", "--calib-shapes names 'y', which is not an input"),
+        ("x:5x3x8", "x:5x3x8 lies inside no profile"),
+    ] {
+        fp16[last] = shapes;
+        let (ok, out) = trtc(&fp16);
+        assert!(!ok && out.contains(want) && out.lines().count() == 1, "{shapes}: {out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
