@@ -138,6 +138,12 @@ pub fn text(engine: &Engine) -> String {
             k.nvrtc_version,
             plan.layers.len() - host
         );
+        if engine.shapes_vary() {
+            let _ = writeln!(
+                s,
+                "  launches below are those of the largest shapes; a run computes its own from its shapes (every tactic's sources for the profiles compiled)"
+            );
+        }
     }
     let _ = writeln!(s, "layers ({}):", plan.layers.len());
     for (i, l) in plan.layers.iter().enumerate() {
