@@ -57,7 +57,10 @@ log "GPU tests: testdata models (fp32, fp16, int8), CUDA vs CPU executor, heuris
 # take --opt-level 0 and the tuning step below checks tuned tactics.
 limit=100; quick && limit=70
 deadline=$(( $(date +%s) + limit ))
-trtc gpu-check --list > /tmp/cases.txt
+# The cases new since the last device run first (shapes that vary, mode
+# dyn), so that the time limit cannot skip them.
+trtc gpu-check --list > /tmp/cases_all.txt
+{ grep ' dyn$' /tmp/cases_all.txt; grep -v ' dyn$' /tmp/cases_all.txt; } > /tmp/cases.txt
 export deadline
 xargs -P 6 -L 1 sh -c 'if [ "$(date +%s)" -ge $deadline ]; then echo "SKIPPED (time): $0 $1"; exit 0; fi
     out=$(timeout 60 trtc gpu-check --opt-level 0 --filter "$0 $1" 2>&1); rc=$?
