@@ -2,14 +2,15 @@
 //! GPU of this machine in FP32 (TF32 tensor cores allowed) and FP16, each
 //! Q/DQ model in INT8, each control-flow model of fixed shapes in FP32 (its
 //! If and Loop layers on the host, some sized by the data), and run on the
-//! CUDA executor and on the CPU executor
-//! (the same engine, same inputs). Models whose shapes vary
-//! (`testdata/dynamic`'s legacy exports, `testdata/control_flow`'s
+//! CUDA executor and on the CPU executor (the same engine, same inputs).
+//! Models whose shapes vary (`testdata/dynamic`'s and
+//! `testdata/dynamic_more`'s legacy exports, `testdata/control_flow`'s
 //! `_dynamic` ones) are built once with their manifest's profile and run at
-//! every recorded shape on one context (mode `dyn`), then at the first shape
-//! again, which must replay that shape's CUDA graph to the same bits. Outputs must agree within 3e-3 (FP32) or
-//! 1e-2 (FP16, INT8) of the CPU output's largest magnitude. On a mismatch,
-//! the engine is run again layer by layer on both executors and the first
+//! every recorded shape on one context (mode `dyn`), then at the first
+//! shape again, which must replay that shape's CUDA graph to the same bits.
+//! Outputs must agree within 3e-3 (FP32) or 1e-2 (FP16, INT8) of the CPU
+//! output's largest magnitude. On a mismatch, the engine is run again layer
+//! by layer on both executors and the first
 //! layer that differs is named.
 //!
 //! With `--conformance ROOT`, it also runs ONNX's backend conformance cases
@@ -46,8 +47,8 @@ fn onnx_files(dir: &Path) -> Vec<PathBuf> {
 /// Named input tensors, one set per run.
 type InputSet = Vec<(String, Tensor)>;
 
-/// The recorded input sets of a model of `testdata/dynamic` or
-/// `testdata/control_flow` (`<stem>.<k>.npz`, onnxruntime's outputs left
+/// The recorded input sets of a model of `testdata/dynamic`,
+/// `testdata/dynamic_more` or `testdata/control_flow` (`<stem>.<k>.npz`, onnxruntime's outputs left
 /// out) and the profile its folder's manifest gives it.
 fn recorded(model: &Path) -> Result<(crate::build::ShapeProfile, Vec<InputSet>)> {
     let dir = model.parent().unwrap_or(Path::new("."));
@@ -340,9 +341,11 @@ pub fn main(opts: &GpuCheckOptions) -> i32 {
             let mode = if m.to_string_lossy().contains("_dynamic") { "dyn" } else { "fp32" };
             cases.push(Case { model: m, mode });
         }
-        for m in onnx_files(&root.join("dynamic")) {
-            if m.to_string_lossy().contains("_legacy") {
-                cases.push(Case { model: m, mode: "dyn" });
+        for folder in ["dynamic", "dynamic_more"] {
+            for m in onnx_files(&root.join(folder)) {
+                if m.to_string_lossy().contains("_legacy") {
+                    cases.push(Case { model: m, mode: "dyn" });
+                }
             }
         }
     }
