@@ -672,35 +672,24 @@ fn import_generalized(model: &ModelSource, opts: &BuildOptions, planned: &Shapes
         .iter()
         .map(|(_, s)| import_at(model, &with_shapes(import, s)).map(|g| g.compacted()))
         .collect::<Result<Vec<Graph>>>()?;
-    // A probe point inside each profile tells apart sizes that agree at the
-    // profile's own points. A model that does not import there (a U-Net
-    // whose skip connections need even sizes) is checked without it.
-    for (k, p) in opts.profiles.iter().enumerate() {
-        let Some(shapes) = p.probe() else { continue };
-        if points.iter().any(|(_, s)| *s == shapes) {
-            continue;
-        }
-        if let Ok(g) = import_at(model, &with_shapes(import, &shapes)) {
-            let label =
-                if opts.profiles.len() > 1 { format!("a probe shape of profile {k}") } else { "a probe shape".to_string() };
-            points.push((format!("{label} ({})", describe_shapes(&shapes)), shapes));
-            graphs.push(g.compacted());
-        }
-    }
     let largest = import_at(model, &with_shapes(import, planned))?;
-    // A point where axes the model does not name alike differ (a model
-    // that does not import there needs them equal).
+    let name = |input: &str, axis: usize| largest.dim_names(input).and_then(|d| d.get(axis).cloned().flatten());
+    // Two more points inside each profile, each where the model imports: a
+    // probe point tells apart sizes that agree at the profile's own points
+    // (a U-Net whose skip connections need even sizes does not import
+    // there), and distinct sizes tell apart axes the model names
+    // differently (a model that does not import there needs them equal).
     for (k, p) in opts.profiles.iter().enumerate() {
-        let name = |input: &str, axis: usize| largest.dim_names(input).and_then(|d| d.get(axis).cloned().flatten());
-        let Some(shapes) = p.distinct(&name) else { continue };
-        if points.iter().any(|(_, s)| *s == shapes) || shapes == *planned {
-            continue;
-        }
-        if let Ok(g) = import_at(model, &with_shapes(import, &shapes)) {
-            let label =
-                if opts.profiles.len() > 1 { format!("distinct sizes in profile {k}") } else { "distinct sizes".to_string() };
-            points.push((format!("{label} ({})", describe_shapes(&shapes)), shapes));
-            graphs.push(g.compacted());
+        for (what, shapes) in [("a probe shape", p.probe()), ("distinct sizes", p.distinct(&name))] {
+            let Some(shapes) = shapes else { continue };
+            if shapes == *planned || points.iter().any(|(_, s)| *s == shapes) {
+                continue;
+            }
+            if let Ok(g) = import_at(model, &with_shapes(import, &shapes)) {
+                let label = if opts.profiles.len() > 1 { format!("{what} of profile {k}") } else { what.to_string() };
+                points.push((format!("{label} ({})", describe_shapes(&shapes)), shapes));
+                graphs.push(g.compacted());
+            }
         }
     }
     graphs.push(largest.compacted());

@@ -356,6 +356,21 @@ fn a_global_pool_over_images_of_any_size_becomes_a_reduction() {
     }
 }
 
+/// Runs `engine` (built with a profile) at each input shape and checks that
+/// it gives an engine built for that one shape's output, bit for bit, of
+/// shape `out(shape)`.
+fn runs_like_static_engines(model: &[u8], engine: &Engine, shapes: &[Vec<usize>], out: impl Fn(&[usize]) -> Vec<usize>) {
+    let mut ctx = engine.create_context().unwrap();
+    for shape in shapes {
+        let n: usize = shape.iter().product();
+        let x = Tensor::from_vec(shape.clone(), values(n, shape[shape.len() - 1] as u32)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        let want = at_shape(model, "x", shape.clone()).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
+        assert_eq!(got.shape(), out(shape).as_slice(), "{shape:?}");
+        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{shape:?}");
+    }
+}
+
 /// x[N,3,H,W] -> MaxPool 2x2 stride 2 -> Resize back to Shape(x): a
 /// decoder upsampling to its input's size (`F.interpolate(y,
 /// size=x.shape[-2:])`).
@@ -408,27 +423,15 @@ fn sizes_read_from_axes_a_square_profile_cannot_tell_apart_follow_the_right_axis
     let at = |n: usize, h: usize| vec![("x".to_string(), vec![n, 3, h, h])];
     let profile = ShapeProfile::from_flags(&at(1, 8), &at(2, 16), &at(3, 32)).unwrap();
     let engine = build(&model, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
-    let mut ctx = engine.create_context().unwrap();
-    for (n, h, w) in [(2usize, 12usize, 20usize), (1, 30, 8), (3, 16, 16)] {
-        let x = Tensor::from_vec(vec![n, 3, h, w], values(n * 3 * h * w, w as u32)).unwrap();
-        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
-        let want = at_shape(&model, "x", vec![n, 3, h, w]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
-        assert_eq!(got.shape(), &[n, 3, h, w]);
-        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{n}x{h}x{w}");
-    }
+    let shapes = [vec![2, 3, 12, 20], vec![1, 3, 30, 8], vec![3, 3, 16, 16]];
+    runs_like_static_engines(&model, &engine, &shapes, |s| s.to_vec());
     // Also where the model divides the sizes first: the stride-8 feature
     // maps of the distinct point must differ too.
     let model = pooled_branch();
     let profile = ShapeProfile::from_flags(&at(1, 32), &at(1, 64), &at(2, 128)).unwrap();
     let engine = build(&model, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
-    let mut ctx = engine.create_context().unwrap();
-    for (n, h, w) in [(2usize, 96usize, 64usize), (1, 40, 120), (2, 128, 128)] {
-        let x = Tensor::from_vec(vec![n, 3, h, w], values(n * 3 * h * w, h as u32)).unwrap();
-        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
-        let want = at_shape(&model, "x", vec![n, 3, h, w]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
-        assert_eq!(got.shape(), &[n, 3, h / 8, w / 8]);
-        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{n}x{h}x{w}");
-    }
+    let shapes = [vec![2, 3, 96, 64], vec![1, 3, 40, 120], vec![2, 3, 128, 128]];
+    runs_like_static_engines(&model, &engine, &shapes, |s| vec![s[0], 3, s[2] / 8, s[3] / 8]);
 }
 
 /// x[N,S] -> Flatten(axis 2) -> Relu -> Reshape to Shape(x): a Flatten that
@@ -460,14 +463,8 @@ fn a_reshape_that_is_the_identity_at_some_shapes_of_the_profile_is_kept_there() 
     let at = |n: usize, s: usize| vec![("x".to_string(), vec![n, s])];
     let profile = ShapeProfile::from_flags(&at(1, 1), &at(2, 4), &at(4, 8)).unwrap();
     let engine = build(&model, &BuildOptions { profiles: vec![profile], ..Default::default() }).unwrap();
-    let mut ctx = engine.create_context().unwrap();
-    for (n, s) in [(3usize, 1usize), (1, 1), (2, 5), (4, 8)] {
-        let x = Tensor::from_vec(vec![n, s], values(n * s, s as u32)).unwrap();
-        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
-        let want = at_shape(&model, "x", vec![n, s]).create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
-        assert_eq!(got.shape(), &[n, s]);
-        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice::<f32>().unwrap(), "{n}x{s}");
-    }
+    let shapes = [vec![3, 1], vec![1, 1], vec![2, 5], vec![4, 8]];
+    runs_like_static_engines(&model, &engine, &shapes, |s| s.to_vec());
 }
 
 /// x[N,S,4] -> y = Concat(Tile(cls[1,1,4], [N,1,1]), x) on axis 1: a class

@@ -136,8 +136,10 @@ extern "C" __global__ void trtc_movement_index_grid(NARROW* __restrict__ out, lo
 extern "C" __global__ void trtc_movement_sizes(NARROW* __restrict__ out, long long n, long long v0, long long v1,
                                                long long v2, long long v3, long long v4, long long v5, long long v6,
                                                long long v7) {
-    const long long v[8] = {v0, v1, v2, v3, v4, v5, v6, v7};
+    // A chain of selects rather than an array indexed by the thread, which
+    // ptxas would place in local memory.
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && i < 8) out[i] = (NARROW)v[i];
+    const long long v = i == 0 ? v0 : i == 1 ? v1 : i == 2 ? v2 : i == 3 ? v3 : i == 4 ? v4 : i == 5 ? v5 : i == 6 ? v6 : v7;
+    if (i < n && i < 8) out[i] = (NARROW)v;
 }
 #endif
