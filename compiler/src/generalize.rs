@@ -783,6 +783,16 @@ fn control_rule(graphs: &[Graph], _order: &Order, n: NodeIndex) -> Result<Rewrit
                 .collect::<Result<Vec<&SubPlan>>>()?;
             Scan { body: Box::new(general(bodies)?), ..first.clone() }.into()
         }
+        ControlOp::ShapedByValues(first) => {
+            // The same op at every shape but for its room: the largest
+            // shape's (the last graph's); a larger run keeps its output on
+            // the heap.
+            let same = ops.iter().all(|o| matches!(o, ControlOp::ShapedByValues(s) if s.op == first.op));
+            if !same {
+                return Err(refusal(name, "is another op at another input shape".into()));
+            }
+            Op::Control(ops[ops.len() - 1].clone())
+        }
     };
     Ok(Rewrite::Op { node: n, op, extra: Vec::new() })
 }

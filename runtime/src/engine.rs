@@ -43,9 +43,12 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// (FP8 E4M3 convolutions and matrix products). Version 10 added each kernel
 /// module's source digest and each layer's tactic to the KERNELS section
 /// (GPU engines whose shapes vary compute launches at the bound shapes;
-/// older tables decode with empty ones). An older runtime refuses a
+/// older tables decode with empty ones). Version 11 appended the
+/// ShapedByValues op (TopK, Reshape, Expand, ConstantOfShape, Range and
+/// Slice whose shapes come from values computed at run time) and
+/// DynamicReshape's merged axes (`ReshapeDim::Merge`). An older runtime refuses a
 /// newer engine by its version instead of failing to decode it.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).

@@ -70,6 +70,7 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::ops::movement::ResizeSize,
         trtc_runtime::ops::movement::GridValue,
         trtc_runtime::ops::movement::SignedDim,
+        trtc_runtime::ops::control::ValueShapedOp,
         trtc_runtime::ops::linalg::PoolKind,
         trtc_runtime::ops::linalg::RecurrentCell,
         trtc_runtime::ops::linalg::RecurrentDirection,

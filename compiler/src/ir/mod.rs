@@ -103,6 +103,9 @@ pub struct Graph {
     /// Whether `add_op` added an op whose output sizes depend on the data
     /// (see [`Graph::data_sized_by`]).
     has_data_sized: bool,
+    /// Positions in `inputs` of the inputs whose sizes depend on the data
+    /// (a sub-plan's captures of such tensors of the graph around it).
+    data_sized_inputs: Vec<usize>,
 }
 
 /// Infers an op's output types and checks that each fits in memory
@@ -330,6 +333,7 @@ impl Graph {
             fixed_inputs: self.fixed_inputs.clone(),
             dim_names: self.dim_names.clone(),
             has_data_sized: self.has_data_sized,
+            data_sized_inputs: self.data_sized_inputs.clone(),
             g: StableDiGraph::default(),
         };
         let mut new_index = HashMap::new();
@@ -369,7 +373,8 @@ impl Graph {
         if !self.has_data_sized {
             return None;
         }
-        let dependent = |n: NodeIndex| self.g[n].op().is_some_and(|op| op.as_impl().data_dependent());
+        let marked = |n: NodeIndex| self.data_sized_inputs.iter().any(|&i| self.inputs[i] == n);
+        let dependent = |n: NodeIndex| self.g[n].op().is_some_and(|op| op.as_impl().data_dependent()) || marked(n);
         std::iter::once(p.node).chain(self.ancestors(p.node)).find(|&n| dependent(n))
     }
 
@@ -387,6 +392,14 @@ impl Graph {
             level = next.into_iter().collect();
         }
         order
+    }
+
+    /// Marks input `input` (a position in [`Graph::inputs`]) as sized by
+    /// the data: a sub-plan's capture of a tensor whose size depends on the
+    /// data around it, which [`Graph::data_sized_by`] then names.
+    pub fn mark_data_sized(&mut self, input: usize) {
+        self.has_data_sized = true;
+        self.data_sized_inputs.push(input);
     }
 
     /// Number of op nodes (what "node count" means in reports).

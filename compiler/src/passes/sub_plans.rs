@@ -26,6 +26,7 @@ pub fn optimize_sub_plans(graph: &mut Graph, opts: &PassOptions) -> Result<usize
                 Loop::new(optimized(&l.body, opts)?, l.carried, l.nominal_trips).map_err(|e| anyhow::anyhow!("{e}"))?.into()
             }
             ControlOp::Scan(s) => Scan { body: Box::new(optimized(&s.body, opts)?), ..s.clone() }.into(),
+            ControlOp::ShapedByValues(_) => continue,
         };
         if Some(&optimized) == graph.node(n).op() {
             continue;

@@ -108,10 +108,12 @@ impl Op {
     }
 
     /// The name with the precision of a reduced-precision layer, e.g.
-    /// `FusedConv@fp16` (int8 ops carry it in their name already).
+    /// `FusedConv@fp16` (int8 ops carry it in their name already), or the
+    /// op a `ShapedByValues` computes (`TopK@values`).
     pub fn display_name(&self) -> String {
         match self {
             Op::Precision(precision::PrecisionOp::HalfIo(_)) => format!("{}@fp16", self.name()),
+            Op::Control(control::ControlOp::ShapedByValues(s)) => format!("{}@values", s.op.onnx_op()),
             _ => self.name().to_string(),
         }
     }

@@ -64,6 +64,7 @@ impl Importer<'_> {
             graph: Graph::new(),
             keep_loops: self.keep_loops,
             keep_identity_reshapes: self.keep_identity_reshapes,
+            room_values: HashMap::new(),
         };
         let mut scope: HashMap<String, Port> = HashMap::new();
         for (name, ty) in inputs {
@@ -71,6 +72,9 @@ impl Importer<'_> {
         }
         for (name, &p) in captures.names.iter().zip(&captures.ports) {
             scope.insert(name.clone(), sub.graph.add_input(name, self.graph.ty(p).clone()));
+            if self.graph.data_sized_by(p).is_some() {
+                sub.graph.mark_data_sized(sub.graph.inputs().len() - 1);
+            }
         }
         for (name, t) in &captures.constants {
             scope.insert(name.clone(), sub.graph.add_constant(name, t.clone()));

@@ -7,6 +7,7 @@
 use super::proto::{Attributes, ExternalDataRoot};
 use crate::ir::{Graph, Port};
 use anyhow::{anyhow, bail, Result};
+use std::collections::HashMap;
 use tract_onnx::pb;
 use trtc_runtime::{Op, Tensor, TensorType};
 
@@ -21,7 +22,13 @@ pub struct Ctx<'a> {
     pub(super) added: usize,
     /// `ImportOptions::keep_identity_reshapes`.
     pub keep_identity_reshapes: bool,
+    /// See [`Ctx::room_value`].
+    pub(super) room_values: &'a mut HashMap<Port, Tensor>,
 }
+
+/// The most elements a tensor may have to be given a room value (shape
+/// arithmetic works on a few integers).
+const ROOM_VALUE_ELEMENTS: usize = 4096;
 
 impl<'a> Ctx<'a> {
     /// The node's name (never empty: unnamed nodes get one at import).
@@ -92,6 +99,25 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// The value input `i` has in the *room world*: a tensor computed at run
+    /// time from the sizes of tensors sized by the data (the number of
+    /// boxes NonZero kept, read by `Shape`) takes there the value it has
+    /// when every such tensor fills the room the memory plan gives it (every
+    /// element non-zero, every box kept). Ops that read shapes from such
+    /// values (TopK's `k`, Reshape's shape) become layers sized by the data
+    /// whose room is their output in that world, so the layers after them
+    /// see the same consistent shapes at build time. A constant input is
+    /// its own room value.
+    pub fn room_value(&self, i: usize) -> Option<&Tensor> {
+        let p = self.opt_input(i)?;
+        self.konst(p).or_else(|| self.room_values.get(&p))
+    }
+
+    /// Records `value` as `p`'s room value (see [`Ctx::room_value`]).
+    pub fn set_room_value(&mut self, p: Port, value: Tensor) {
+        self.room_values.insert(p, value);
+    }
+
     /// Optional integer list input (like Slice's axes), constant when present.
     pub fn opt_const_ints(&self, i: usize, what: &str) -> Result<Option<Vec<i64>>> {
         match self.opt_input(i) {
@@ -119,7 +145,35 @@ impl<'a> Ctx<'a> {
                 .map(|(i, t)| self.graph.add_constant(&if n == 1 { name.clone() } else { format!("{name}:{i}") }, t))
                 .collect());
         }
-        self.graph.add_op(&name, op.clone(), inputs).map_err(|e| anyhow!("{}: {e}", op.name()))
+        let outs = self.graph.add_op(&name, op.clone(), inputs).map_err(|e| anyhow!("{}: {e}", op.name()))?;
+        self.propagate_room_values(&op, inputs, &outs);
+        Ok(outs)
+    }
+
+    /// Evaluates `op` in the room world (see [`Ctx::room_value`]) when its
+    /// inputs are small constants or room values, at least one of them a
+    /// room value, and records its outputs' room values.
+    fn propagate_room_values(&mut self, op: &Op, inputs: &[Option<Port>], outs: &[Port]) {
+        if self.room_values.is_empty() || !inputs.iter().flatten().any(|p| self.room_values.contains_key(p)) {
+            return;
+        }
+        let mut values = Vec::with_capacity(inputs.len());
+        for p in inputs {
+            match p {
+                None => values.push(None),
+                Some(p) => match self.konst(*p).or_else(|| self.room_values.get(p)) {
+                    Some(t) if t.len() <= ROOM_VALUE_ELEMENTS => values.push(Some(t)),
+                    _ => return,
+                },
+            }
+        }
+        let Ok(results) = op.eval_owned(&values) else { return };
+        if results.iter().any(|t| t.len() > ROOM_VALUE_ELEMENTS) {
+            return;
+        }
+        for (&p, t) in outs.iter().zip(results) {
+            self.room_values.insert(p, t);
+        }
     }
 
     /// [`Ctx::op`] for ops with one output.

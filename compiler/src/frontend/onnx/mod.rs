@@ -363,6 +363,7 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         graph,
         keep_loops: opts.keep_loops,
         keep_identity_reshapes: opts.keep_identity_reshapes,
+        room_values: HashMap::new(),
     };
     importer.nodes(gp, &mut values, "", 0)?;
     let mut graph = importer.graph;
@@ -393,6 +394,10 @@ struct Importer<'a> {
     keep_loops: bool,
     /// `ImportOptions::keep_identity_reshapes`.
     keep_identity_reshapes: bool,
+    /// [`ctx::Ctx::room_value`]: what the small integer tensors computed
+    /// from the sizes of tensors sized by the data hold when each of those
+    /// fills its room.
+    room_values: HashMap<Port, Tensor>,
 }
 
 impl Importer<'_> {
@@ -439,6 +444,7 @@ impl Importer<'_> {
                     root: self.root,
                     added: 0,
                     keep_identity_reshapes: self.keep_identity_reshapes,
+                    room_values: &mut self.room_values,
                 };
                 convert(&mut ctx).with_context(|| format!("node '{name}' ({})", node.op_type))?
             };

@@ -1,5 +1,6 @@
 //! Control flow decided at run time: If, Loop and Scan, whose branches and
-//! bodies are [`SubPlan`]s run when the layer runs. (An If whose condition
+//! bodies are [`SubPlan`]s run when the layer runs, and the ops whose
+//! shapes are decided by values computed at run time (`ShapedByValues`). (An If whose condition
 //! is known when the engine is built, and a Loop or Scan whose iterations
 //! are known and few enough, never get here: the importer replaces them by
 //! the graph they make.)
@@ -13,14 +14,17 @@ mod subplan;
 mod conditional;
 mod scan;
 mod looping;
+mod shaped_by_values;
 
 pub use conditional::If;
 pub use looping::{Loop, MAX_ITERATIONS, MAX_SCAN_BYTES};
 pub use scan::Scan;
+pub use shaped_by_values::{range, range_len, ShapedByValues, ValueShapedOp};
 pub use subplan::{Constant, Step, SubPlan, ValueId, MAX_DEPTH};
 
 crate::op_family!(ControlOp => Control {
     If(If),
     Loop(Loop),
     Scan(Scan),
+    ShapedByValues(ShapedByValues),
 });

@@ -28,7 +28,7 @@ pub use index_grid::{GridAxis, GridValue, IndexGrid};
 pub use nonzero::NonZero;
 pub use onehot::OneHot;
 pub use pad::{Pad, PadMode};
-pub use reshape::{type_shapes, AtShapes, DimOf, DynamicReshape, Reshape, ReshapeDim};
+pub use reshape::{resolve_reshape, type_shapes, AtShapes, DimOf, DynamicReshape, Reshape, ReshapeDim};
 pub use resize::{CoordinateMode, DynamicResize, NearestMode, Resize, ResizeMode, ResizeSize};
 pub use reverse_sequence::ReverseSequence;
 pub use scatter::{ScatterElements, ScatterND, ScatterReduction};

@@ -31,6 +31,46 @@ impl OpImpl for Reshape {
     }
 }
 
+/// The output shape of an ONNX Reshape: 0 copies the input dimension (unless
+/// `allowzero`), -1 is inferred from the element count.
+pub fn resolve_reshape(input: &[usize], spec: &[i64], allowzero: bool) -> Result<Vec<usize>> {
+    let total: usize = input.iter().product();
+    let mut out = Vec::with_capacity(spec.len());
+    let mut infer_at = None;
+    for (i, &s) in spec.iter().enumerate() {
+        match s {
+            0 if !allowzero => {
+                let d = input.get(i).ok_or_else(|| {
+                    crate::Error::op(format!("shape {spec:?}: 0 at position {i} has no input dimension to copy"))
+                })?;
+                out.push(*d);
+            }
+            -1 => {
+                if infer_at.replace(i).is_some() {
+                    crate::bail_op!("shape {spec:?} has more than one -1");
+                }
+                out.push(1);
+            }
+            s if s < 0 => crate::bail_op!("shape {spec:?} has an invalid dimension {s}"),
+            s => out.push(s as usize),
+        }
+    }
+    if let Some(i) = infer_at {
+        if allowzero && spec.contains(&0) {
+            crate::bail_op!("shape {spec:?} mixes -1 with 0 under allowzero");
+        }
+        let known: usize = out.iter().product();
+        if known == 0 || !total.is_multiple_of(known) {
+            crate::bail_op!("cannot reshape {input:?} to {spec:?}");
+        }
+        out[i] = total / known;
+    }
+    if out.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(total) {
+        crate::bail_op!("cannot reshape {input:?} to {spec:?}");
+    }
+    Ok(out)
+}
+
 /// One output axis of a [`DynamicReshape`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReshapeDim {
@@ -42,6 +82,12 @@ pub enum ReshapeDim {
     /// Another input's size on one of its axes (the inputs after the first
     /// are read for their shapes only).
     Of(DimOf),
+    /// The product of the input's sizes on axes `start..end` (Flatten of a
+    /// tensor sized by the data).
+    Merge {
+        start: usize,
+        end: usize,
+    },
 }
 
 /// One axis of one of an op's inputs, whose size decides a size of the
@@ -131,6 +177,10 @@ impl DynamicReshape {
                     1
                 }
                 ReshapeDim::Of(d) => d.size(shapes, "DynamicReshape")?,
+                ReshapeDim::Merge { start, end } => {
+                    ensure_op!(start <= end && end <= x.len(), "DynamicReshape: axes {start}..{end} of a rank-{} input", x.len());
+                    x[start..end].iter().product()
+                }
             });
         }
         if let Some(i) = infer {

@@ -11,6 +11,7 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::frontend::onnx::proto;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
+use trtc_runtime::ops::control::ValueShapedOp;
 use trtc_runtime::ops::reduce::{
     ArgKind, ArgMinMax, BatchNorm, CumSum, GroupNorm, InstanceNorm, LayerNorm, LossReduction, LpNorm, Lrn, Mvn, NllLoss, Reduce,
     ReduceKind, Softmax, SoftmaxKind, TopK,
@@ -110,14 +111,21 @@ fn cumsum(ctx: &mut Ctx) -> Result<Vec<Port>> {
 
 /// `k` is an attribute before opset 10 and a constant input after.
 fn topk(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    let axis = axis_attr(ctx, -1)?;
+    let (largest, sorted) = (flag(ctx, "largest", true)?, flag(ctx, "sorted", true)?);
+    if ctx.opset >= 10 {
+        let computed = ValueShapedOp::TopK { axis, largest, sorted };
+        if let Some(outs) = super::movement::shaped_by_values(ctx, computed)? {
+            return Ok(outs);
+        }
+    }
     let k = if ctx.opset < 10 {
         ctx.attrs.int("k")?.ok_or_else(|| anyhow!("TopK without a k attribute"))?
     } else {
         ctx.require_const_int(1, "k")?
     };
     let k = usize::try_from(k).map_err(|_| anyhow!("TopK: k must be non-negative, got {k}"))?;
-    let axis = axis_attr(ctx, -1)?;
-    let op = TopK::new(axis, k, flag(ctx, "largest", true)?, flag(ctx, "sorted", true)?);
+    let op = TopK::new(axis, k, largest, sorted);
     ctx.op(op, &[Some(ctx.input(0)?)])
 }
 

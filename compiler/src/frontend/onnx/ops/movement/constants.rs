@@ -11,7 +11,8 @@ use crate::frontend::onnx::proto;
 use crate::ir::Port;
 use anyhow::{bail, Result};
 use std::cmp::Ordering;
-use trtc_runtime::{DType, Tensor, TensorType};
+use trtc_runtime::ops::control::{range as range_values, range_len, ValueShapedOp};
+use trtc_runtime::{Tensor, TensorType};
 
 pub fn register(r: &mut Registry) {
     r.add("ConstantOfShape", constant_of_shape);
@@ -28,57 +29,30 @@ fn data_input(ctx: &Ctx, i: usize, op: &str) -> Result<Tensor> {
 }
 
 fn constant_of_shape(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let shape = dims(&ctx.require_const(0, "shape")?.to_i64_vec()?, "shape")?;
     let value = match ctx.tensor_attr("value")? {
         Some(v) => v,
         None => Tensor::scalar(0f32),
     };
+    if value.len() != 1 {
+        bail!("expected a one-element value, got {:?}", value.shape());
+    }
+    let computed = ValueShapedOp::ConstantOfShape { dtype: value.dtype(), value: value.bytes().to_vec() };
+    if let Some(outs) = super::shaped_by_values(ctx, computed)? {
+        return Ok(outs);
+    }
+    let shape = dims(&ctx.require_const(0, "shape")?.to_i64_vec()?, "shape")?;
     let t = filled(shape, &value)?;
     Ok(vec![ctx.constant(t)])
 }
 
-fn scalar(t: &Tensor, what: &str) -> Result<f64> {
-    match t.to_f64_vec().as_slice() {
-        [v] => Ok(*v),
-        _ => bail!("{what} must be a scalar, got shape {:?}", t.shape()),
-    }
-}
-
 fn range(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    if let Some(outs) = super::shaped_by_values(ctx, ValueShapedOp::Range)? {
+        return Ok(outs);
+    }
     let (start, limit, delta) = (data_input(ctx, 0, "Range")?, data_input(ctx, 1, "Range")?, data_input(ctx, 2, "Range")?);
-    let dtype = start.dtype();
-    let t = if dtype.is_float() {
-        let (s, l, d) = (scalar(&start, "start")?, scalar(&limit, "limit")?, scalar(&delta, "delta")?);
-        if d == 0.0 || !d.is_finite() || !s.is_finite() || !l.is_finite() {
-            bail!("invalid Range({s}, {l}, {d})");
-        }
-        let n = ((l - s) / d).ceil().max(0.0);
-        check_constant_size(n as usize, dtype)?;
-        // Accumulate in the output precision, like the ONNX reference's loop.
-        let values: Vec<f64> = (0..n as usize).map(|i| s + i as f64 * d).collect();
-        tensor_from_f64(dtype, vec![values.len()], &values)?
-    } else {
-        let one = |t: &Tensor, w: &str| -> Result<i64> {
-            match t.to_i64_vec()?.as_slice() {
-                [v] => Ok(*v),
-                _ => bail!("{w} must be a scalar"),
-            }
-        };
-        let (s, l, d) = (one(&start, "start")?, one(&limit, "limit")?, one(&delta, "delta")?);
-        if d == 0 {
-            bail!("Range delta cannot be 0");
-        }
-        let span = l as i128 - s as i128;
-        let n = if (span > 0) == (d > 0) && span != 0 { (span.abs() + d.abs() as i128 - 1) / d.abs() as i128 } else { 0 };
-        check_constant_size(n as usize, dtype)?;
-        let values: Vec<f64> = (0..n as i64).map(|i| (s + i * d) as f64).collect();
-        if dtype == DType::I64 {
-            Tensor::from_vec(vec![n as usize], (0..n as i64).map(|i| s + i * d).collect())?
-        } else {
-            tensor_from_f64(dtype, vec![values.len()], &values)?
-        }
-    };
-    Ok(vec![ctx.constant(t)])
+    let n = range_len(start.view(), limit.view(), delta.view())?;
+    check_constant_size(n, start.dtype())?;
+    Ok(vec![ctx.constant(range_values(start.view(), limit.view(), delta.view())?)])
 }
 
 fn eye_like(ctx: &mut Ctx) -> Result<Vec<Port>> {

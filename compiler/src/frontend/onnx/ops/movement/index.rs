@@ -7,6 +7,7 @@ use crate::frontend::onnx::ctx::Ctx;
 use crate::frontend::onnx::ops::Registry;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
+use trtc_runtime::ops::control::ValueShapedOp;
 use trtc_runtime::ops::movement::{
     Concat, Gather, GatherElements, GatherND, OneHot, ReverseSequence, ScatterElements, ScatterND, ScatterReduction, Slice,
     Split, Trilu,
@@ -41,6 +42,11 @@ fn slice(ctx: &mut Ctx) -> Result<Vec<Port>> {
             None,
         )
     } else {
+        if ctx.const_input(1).is_none() || ctx.const_input(2).is_none() {
+            if let Some(outs) = computed_slice(ctx, rank)? {
+                return Ok(outs);
+            }
+        }
         (
             ctx.require_const(1, "starts")?.to_i64_vec()?,
             ctx.require_const(2, "ends")?.to_i64_vec()?,
@@ -61,6 +67,22 @@ fn slice(ctx: &mut Ctx) -> Result<Vec<Port>> {
         bail!("slice step cannot be 0");
     }
     Ok(vec![ctx.op1(Slice { axes: ax, starts, ends, steps }, &[Some(x)])?])
+}
+
+/// A Slice whose starts or ends are computed at run time from sizes that
+/// depend on the data (see `shaped_by_values`); its axes and steps must be
+/// constants.
+fn computed_slice(ctx: &mut Ctx, rank: usize) -> Result<Option<Vec<Port>>> {
+    let Some(n) = ctx.room_value(1).map(|t| t.len()) else { return Ok(None) };
+    let axes = match ctx.opt_const_ints(3, "axes")? {
+        Some(a) => axes(&a, rank)?,
+        None => (0..n).collect(),
+    };
+    let steps = ctx.opt_const_ints(4, "steps")?.unwrap_or_else(|| vec![1; n]);
+    if steps.contains(&0) {
+        bail!("slice step cannot be 0");
+    }
+    super::shaped_by_values(ctx, ValueShapedOp::Slice { axes, steps })
 }
 
 fn concat(ctx: &mut Ctx) -> Result<Vec<Port>> {

@@ -7,7 +7,8 @@ use super::Registry;
 use crate::frontend::onnx::ctx::Ctx;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
-use trtc_runtime::ops::movement::Reshape;
+use trtc_runtime::ops::control::{ShapedByValues, ValueShapedOp};
+use trtc_runtime::ops::movement::{DynamicReshape, Reshape, ReshapeDim};
 use trtc_runtime::{DType, Tensor};
 
 mod constants;
@@ -52,12 +53,98 @@ fn dims(values: &[i64], what: &str) -> Result<Vec<usize>> {
     values.iter().map(|&v| usize::try_from(v).map_err(|_| anyhow!("{what} has a negative value {v}"))).collect()
 }
 
-/// Reshapes `x` to `shape` (a no-op when it already has that shape).
+/// Reshapes `x` to `shape` (a no-op when it already has that shape). A
+/// tensor whose size depends on the data gets a `DynamicReshape` that
+/// follows its sizes at run time, each output axis taken from the input
+/// axis it matches (see [`follow_sizes`]).
 fn reshape_to(ctx: &mut Ctx, x: Port, shape: Vec<usize>) -> Result<Port> {
-    if ctx.ty(x).shape == shape && !ctx.keep_identity_reshapes {
+    let from = ctx.ty(x).shape.clone();
+    if ctx.graph.data_sized_by(x).is_some() {
+        if let Some(dims) = follow_sizes(&from, &shape) {
+            return ctx.op1(DynamicReshape { dims }, &[Some(x)]);
+        }
+        bail!("cannot follow the sizes of {from:?}, which depend on the data, into {shape:?}");
+    }
+    if from == shape && !ctx.keep_identity_reshapes {
         return Ok(x);
     }
     ctx.op1(Reshape { shape }, &[Some(x)])
+}
+
+/// The axes of a reshape from `from` to `to` (two room shapes of a tensor
+/// sized by the data) as sizes read at run time: groups of input and output
+/// axes with equal products are matched left to right; an output axis
+/// alone against one input axis copies it, one against several input axes
+/// is their product, unit axes are fixed, and of one input axis split into
+/// several output axes the first is inferred from the element count, the
+/// others fixed at their room sizes. `None` when two groups would need
+/// inferring.
+pub(crate) fn follow_sizes(from: &[usize], to: &[usize]) -> Option<Vec<ReshapeDim>> {
+    let mut dims = Vec::with_capacity(to.len());
+    let (mut i, mut j) = (0, 0);
+    let mut inferred = false;
+    while j < to.len() {
+        if to[j] == 1 {
+            dims.push(ReshapeDim::Fixed(1));
+            j += 1;
+            continue;
+        }
+        while i < from.len() && from[i] == 1 {
+            i += 1;
+        }
+        if i < from.len() && from[i] == to[j] {
+            dims.push(ReshapeDim::Copy(i));
+            i += 1;
+            j += 1;
+            continue;
+        }
+        // A group: grow the smaller side until the products meet.
+        let (mut a, mut b) = (*from.get(i)? as u128, to[j] as u128);
+        let (i0, j0) = (i, j);
+        i += 1;
+        j += 1;
+        while a != b {
+            if a < b {
+                a *= *from.get(i)? as u128;
+                i += 1;
+            } else {
+                b *= *to.get(j)? as u128;
+                j += 1;
+            }
+        }
+        if j == j0 + 1 {
+            dims.push(ReshapeDim::Merge { start: i0, end: i });
+            continue;
+        }
+        if inferred {
+            return None;
+        }
+        inferred = true;
+        dims.push(ReshapeDim::Infer);
+        dims.extend(to[j0 + 1..j].iter().map(|&d| ReshapeDim::Fixed(d)));
+    }
+    // Trailing unit input axes are dropped; anything else left is a mismatch.
+    from[i..].iter().all(|&d| d == 1).then_some(dims)
+}
+
+/// `op` whose shape-deciding input is read when the layer runs (see
+/// `ShapedByValues`): when that input is computed at run time and has a
+/// room value ([`Ctx::room_value`]), or the data's size depends on the data
+/// (a constant target then still meets the data's actual shape). `None`
+/// otherwise: the converter reads a constant as usual.
+pub(crate) fn shaped_by_values(ctx: &mut Ctx, op: ValueShapedOp) -> Result<Option<Vec<Port>>> {
+    let (si, n) = (op.shape_input(), op.inputs());
+    let data = if si == 0 { None } else { Some(ctx.input(0)?) };
+    let data_sized = data.is_some_and(|x| ctx.graph.data_sized_by(x).is_some());
+    if (si..n).all(|i| ctx.const_input(i).is_some()) && !data_sized {
+        return Ok(None);
+    }
+    let Some(values) = (si..n).map(|i| ctx.room_value(i).cloned()).collect::<Option<Vec<Tensor>>>() else { return Ok(None) };
+    let views: Vec<_> = values.iter().map(Tensor::view).collect();
+    let data_ty = data.map(|x| ctx.ty(x).clone());
+    let room = op.output_types(data_ty.as_ref(), &views).map_err(|e| anyhow!("at the largest sizes: {e}"))?;
+    let inputs: Vec<Option<Port>> = (0..n).map(|i| ctx.input(i).map(Some)).collect::<Result<_>>()?;
+    ctx.op(ShapedByValues { op, room }, &inputs).map(Some)
 }
 
 /// Checks that a constant of `len` elements of `dtype` is small enough to build.
@@ -104,4 +191,23 @@ fn filled(shape: Vec<usize>, value: &Tensor) -> Result<Tensor> {
     check_constant_size(n, value.dtype())?;
     let bytes = value.bytes().repeat(n);
     Tensor::from_bytes(trtc_runtime::TensorType::new(value.dtype(), shape), &bytes).map_err(|e| anyhow!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::follow_sizes;
+    use trtc_runtime::ops::movement::ReshapeDim::*;
+
+    #[test]
+    fn reshapes_of_tensors_sized_by_the_data_follow_their_sizes() {
+        assert_eq!(follow_sizes(&[1000], &[1000, 1]), Some(vec![Copy(0), Fixed(1)]));
+        assert_eq!(follow_sizes(&[1, 1000, 4], &[1000, 4]), Some(vec![Copy(1), Copy(2)]));
+        assert_eq!(follow_sizes(&[1000, 4], &[4000]), Some(vec![Merge { start: 0, end: 2 }]));
+        assert_eq!(follow_sizes(&[4000], &[1000, 4]), Some(vec![Infer, Fixed(4)]));
+        assert_eq!(follow_sizes(&[6, 10, 4], &[60, 4]), Some(vec![Merge { start: 0, end: 2 }, Copy(2)]));
+        let flatten = vec![Merge { start: 0, end: 2 }, Merge { start: 2, end: 4 }];
+        assert_eq!(follow_sizes(&[100, 91, 28, 28], &[9100, 784]), Some(flatten));
+        assert_eq!(follow_sizes(&[60, 20], &[6, 10, 4, 5]), None);
+        assert_eq!(follow_sizes(&[6, 4], &[6, 5]), None);
+    }
 }

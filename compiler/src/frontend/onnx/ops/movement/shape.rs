@@ -2,14 +2,16 @@
 //! Reshape), Shape and Size (constants), Transpose, Expand, Tile,
 //! DepthToSpace and SpaceToDepth (Reshape + Transpose + Reshape).
 
-use super::{axes, axis, dims, ints_attr_or_input, reshape_to};
+use super::{axes, axis, dims, ints_attr_or_input, reshape_to, shaped_by_values};
 use crate::frontend::onnx::ctx::Ctx;
 use crate::frontend::onnx::ops::Registry;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
-use trtc_runtime::ops::movement::{Expand, Tile, Transpose};
+use trtc_runtime::ops::control::ValueShapedOp;
+use trtc_runtime::ops::movement::{DimOf, Expand, SizeOf, Tile, Transpose};
+use trtc_runtime::ops::reduce::{Reduce, ReduceKind};
 use trtc_runtime::ops::util::broadcast_shapes;
-use trtc_runtime::Tensor;
+use trtc_runtime::{DType, Tensor};
 
 pub fn register(r: &mut Registry) {
     r.add("Reshape", reshape);
@@ -25,53 +27,21 @@ pub fn register(r: &mut Registry) {
     r.add("SpaceToDepth", space_to_depth);
 }
 
-/// The output shape of an ONNX Reshape: 0 copies the input dimension (unless
-/// `allowzero`), -1 is inferred from the element count.
-pub(super) fn resolve_reshape(input: &[usize], spec: &[i64], allowzero: bool) -> Result<Vec<usize>> {
-    let total: usize = input.iter().product();
-    let mut out = Vec::with_capacity(spec.len());
-    let mut infer_at = None;
-    for (i, &s) in spec.iter().enumerate() {
-        match s {
-            0 if !allowzero => {
-                let d =
-                    input.get(i).ok_or_else(|| anyhow!("shape {spec:?}: 0 at position {i} has no input dimension to copy"))?;
-                out.push(*d);
-            }
-            -1 => {
-                if infer_at.replace(i).is_some() {
-                    bail!("shape {spec:?} has more than one -1");
-                }
-                out.push(1);
-            }
-            s if s < 0 => bail!("shape {spec:?} has an invalid dimension {s}"),
-            s => out.push(s as usize),
-        }
-    }
-    if let Some(i) = infer_at {
-        if allowzero && spec.contains(&0) {
-            bail!("shape {spec:?} mixes -1 with 0 under allowzero");
-        }
-        let known: usize = out.iter().product();
-        if known == 0 || !total.is_multiple_of(known) {
-            bail!("cannot reshape {input:?} to {spec:?}");
-        }
-        out[i] = total / known;
-    }
-    if out.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(total) {
-        bail!("cannot reshape {input:?} to {spec:?}");
-    }
-    Ok(out)
-}
+pub(super) use trtc_runtime::ops::movement::resolve_reshape;
 
 fn reshape(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
+    let allowzero = ctx.attrs.int_or("allowzero", 0)? != 0;
+    if ctx.opset >= 5 {
+        if let Some(outs) = shaped_by_values(ctx, ValueShapedOp::Reshape { allowzero })? {
+            return Ok(outs);
+        }
+    }
     let spec = if ctx.opset < 5 {
         ctx.attrs.ints("shape")?.ok_or_else(|| anyhow!("missing attribute 'shape'"))?
     } else {
         ctx.require_const(1, "shape")?.to_i64_vec()?
     };
-    let allowzero = ctx.attrs.int_or("allowzero", 0)? != 0;
     let shape = resolve_reshape(&ctx.ty(x).shape, &spec, allowzero)?;
     Ok(vec![reshape_to(ctx, x, shape)?])
 }
@@ -119,37 +89,42 @@ fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<Port>> {
     Ok(vec![reshape_to(ctx, x, shape)?])
 }
 
-/// Refuses to read the shape of a tensor whose size depends on the data:
-/// at build time only its largest size is known.
-fn static_size(ctx: &Ctx) -> Result<()> {
-    let x = ctx.input(0)?;
-    if let Some(n) = ctx.graph.data_sized_by(x) {
-        let by = ctx.graph.node(n);
-        anyhow::bail!(
-            "it reads the shape of a tensor whose size depends on the data ({} '{}'), which trtc cannot keep symbolic yet",
-            by.op().map_or("?", |o| o.name()),
-            by.name
-        );
-    }
-    Ok(())
-}
-
+/// Shape: a constant, but for a tensor whose size depends on the data,
+/// whose sizes are read when the engine runs (`SizeOf`); its room value
+/// (see [`Ctx::room_value`]) is the shape of the tensor's room.
 fn shape(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    static_size(ctx)?;
-    let s = ctx.input_ty(0)?.shape.clone();
+    let x = ctx.input(0)?;
+    let s = ctx.ty(x).shape.clone();
     let r = s.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
     let start = clamp(ctx.attrs.int_or("start", 0)?);
-    let end = clamp(ctx.attrs.int_or("end", r)?);
-    let values: Vec<i64> = s[start..end.max(start)].iter().map(|&d| d as i64).collect();
+    let end = clamp(ctx.attrs.int_or("end", r)?).max(start);
+    let values: Vec<i64> = s[start..end].iter().map(|&d| d as i64).collect();
     let t = Tensor::from_vec(vec![values.len()], values)?;
-    Ok(vec![ctx.constant(t)])
+    if ctx.graph.data_sized_by(x).is_none() {
+        return Ok(vec![ctx.constant(t)]);
+    }
+    let dims = (start..end).map(|axis| DimOf { input: 0, axis }).collect();
+    let y = ctx.op1(SizeOf { dtype: DType::I64, dims, scalar: false }, &[Some(x)])?;
+    ctx.set_room_value(y, t);
+    Ok(vec![y])
 }
 
+/// Size: a constant, or for a tensor whose size depends on the data the
+/// product of its sizes read when the engine runs.
 fn size(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    static_size(ctx)?;
-    let n = ctx.input_ty(0)?.shape.iter().product::<usize>() as i64;
-    Ok(vec![ctx.constant(Tensor::scalar(n))])
+    let x = ctx.input(0)?;
+    let rank = ctx.ty(x).shape.len();
+    let n = ctx.ty(x).shape.iter().product::<usize>() as i64;
+    if ctx.graph.data_sized_by(x).is_none() {
+        return Ok(vec![ctx.constant(Tensor::scalar(n))]);
+    }
+    let dims = (0..rank).map(|axis| DimOf { input: 0, axis }).collect();
+    let sizes = ctx.op1(SizeOf { dtype: DType::I64, dims, scalar: false }, &[Some(x)])?;
+    let room = Tensor::from_vec(vec![rank], ctx.ty(x).shape.iter().map(|&d| d as i64).collect())?;
+    ctx.set_room_value(sizes, room);
+    let product = Reduce { kind: ReduceKind::Prod, axes: vec![0], keepdims: false };
+    Ok(vec![ctx.op1(product, &[Some(sizes)])?])
 }
 
 fn transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -166,6 +141,9 @@ fn transpose(ctx: &mut Ctx) -> Result<Vec<Port>> {
 }
 
 fn expand(ctx: &mut Ctx) -> Result<Vec<Port>> {
+    if let Some(outs) = shaped_by_values(ctx, ValueShapedOp::Expand)? {
+        return Ok(outs);
+    }
     let x = ctx.input(0)?;
     let target = dims(&ctx.require_const(1, "shape")?.to_i64_vec()?, "shape")?;
     let in_shape = ctx.ty(x).shape.clone();
