@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Exports torchvision's detectors, scaled down, with their whole
+post-processing (issues 14 and 17's detection models).
+
+torchvision's Faster R-CNN, RetinaNet, FCOS and SSD end in the graph every
+detector exported from PyTorch has: per-class score filters (NonZero), top-k
+with `k = min(k, number of candidates)` read from the filtered tensor's shape,
+ConstantOfShape / Reshape / Expand / Range sized by those counts, an If that
+skips batched NMS when nothing is left, and RoiAlign over the proposals kept
+(Faster R-CNN). Here they keep that graph but get a backbone of two small
+convolutions and small heads, so each file is small; weights are random
+(seeded, spread so that scores differ from box to box), and each score
+threshold is chosen so that the recorded images give several detections,
+and one image none at all (when one of the candidates does).
+
+Output, in `testdata/detection/`: `NAME.onnx` (legacy exporter, opset 17,
+input `images` [3, 64, 64]), and per image `NAME.K.npz` holding the input
+and onnxruntime's outputs under `out:NAME` (CPU provider, ORT_DISABLE_ALL,
+1 thread). `manifest.json` lists the models, the count of detections of each
+image and how far onnxruntime is from torch. Same versions as
+`export_models.py` (`requirements.txt`); run with
+`/tmp/tdvenv/bin/python testdata/export_detection.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import torch.nn as nn
+from torchvision.models.detection import FCOS, FasterRCNN, RetinaNet
+from torchvision.models.detection.ssd import SSD
+from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
+from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.ops import MultiScaleRoIAlign
+
+sys.path.insert(0, str(Path(__file__).parent))
+import export_models as em  # noqa: E402
+
+OUT = Path(__file__).parent / "detection"
+SIZE = 64
+CLASSES = 4
+
+
+class Backbone(nn.Module):
+    """Two stride-2 convolutions: one feature map of stride 4 (or, for SSD,
+    that map and one more of stride 8)."""
+
+    def __init__(self, two_levels: bool = False):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 32, 3, 2, 1), nn.ReLU())
+        self.extra = nn.Sequential(nn.Conv2d(32, 32, 3, 2, 1), nn.ReLU()) if two_levels else None
+        self.out_channels = [32, 32] if two_levels else 32
+
+    def forward(self, x):
+        y = self.body(x)
+        if self.extra is None:
+            return y
+        return OrderedDict([("0", y), ("1", self.extra(y))])
+
+
+def anchors():
+    return AnchorGenerator(sizes=((12, 24),), aspect_ratios=((0.5, 1.0, 2.0),))
+
+
+def models(thresh: dict[str, float]):
+    """name -> detector (eval mode, seeded weights)."""
+    common = dict(min_size=SIZE, max_size=SIZE)
+    torch.manual_seed(0)
+    faster = FasterRCNN(
+        Backbone(), num_classes=None, rpn_anchor_generator=anchors(),
+        box_roi_pool=MultiScaleRoIAlign(["0"], 7, 2), box_head=TwoMLPHead(32 * 49, 32),
+        box_predictor=FastRCNNPredictor(32, CLASSES), box_score_thresh=thresh["faster_rcnn"],
+        rpn_pre_nms_top_n_test=200, rpn_post_nms_top_n_test=50, box_detections_per_img=40, **common)
+    torch.manual_seed(1)
+    retina = RetinaNet(Backbone(), CLASSES, anchor_generator=anchors(), score_thresh=thresh["retinanet"],
+                       topk_candidates=60, detections_per_img=40, **common)
+    torch.manual_seed(2)
+    fcos = FCOS(Backbone(), CLASSES, anchor_generator=AnchorGenerator(sizes=((8,),), aspect_ratios=((1.0,),)),
+                score_thresh=thresh["fcos"], topk_candidates=60, detections_per_img=40, **common)
+    torch.manual_seed(3)
+    ssd = SSD(Backbone(two_levels=True), DefaultBoxGenerator([[2], [2, 3]]), (SIZE, SIZE), CLASSES,
+              score_thresh=thresh["ssd"], topk_candidates=60, detections_per_img=40)
+    detectors = {"faster_rcnn": faster, "retinanet": retina, "fcos": fcos, "ssd": ssd}
+    # torchvision's initialization gives RetinaNet and FCOS one prior score
+    # everywhere (ties at every anchor): spread the weights so that scores
+    # differ from box to box.
+    for seed, model in enumerate(detectors.values()):
+        torch.manual_seed(10 + seed)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_(0.0, 1.0 / p[0].numel() ** 0.5 if p.dim() > 1 else 0.1)
+    return detectors
+
+
+def candidate_images() -> list[np.ndarray]:
+    """Random images at several brightnesses, then flat grey ones."""
+    rng = np.random.default_rng(0)
+    noisy = [(rng.random((3, SIZE, SIZE), dtype=np.float32) * f).astype(np.float32) for f in (1.0, 0.3, 0.6, 0.1)]
+    return noisy + [np.full((3, SIZE, SIZE), v, np.float32) for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
+
+
+def scores(model, image: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return model([torch.from_numpy(image)])[0]["scores"].numpy()
+
+
+def threshold(model) -> tuple[float, list[np.ndarray]]:
+    """A score threshold and the images to record: the threshold sits in the
+    widest gap between the first image's 4th to 20th best scores (clear of
+    every score, so that last-bit differences between implementations do not
+    move a box across it); the images are the first two and, when one exists,
+    a candidate that keeps nothing at that threshold."""
+    cands = candidate_images()
+    s = np.sort(scores(model, cands[0]))[::-1]
+    gaps = [(s[i - 1] - s[i], i) for i in range(4, min(20, len(s)))]
+    _, i = max(gaps)
+    t = float((s[i - 1] + s[i]) / 2)
+    chosen = cands[:2]
+    for image in cands[2:]:
+        if scores(model, image).max(initial=0.0) < t * 0.98:
+            chosen.append(image)
+            break
+    return t, chosen
+
+
+def main() -> int:
+    OUT.mkdir(exist_ok=True)
+    manifest = {"generator": "testdata/export_detection.py", "models": []}
+    zero = {name: 0.0 for name in ("faster_rcnn", "retinanet", "fcos", "ssd")}
+    thresh, recorded_images = {}, {}
+    for name, model in models(zero).items():
+        model.eval()
+        thresh[name], recorded_images[name] = threshold(model)
+    for name, model in models(thresh).items():
+        model.eval()
+        path = OUT / f"{name}.onnx"
+        example = [torch.from_numpy(recorded_images[name][0])]
+        with torch.no_grad():
+            names = list(model(example)[0].keys())
+            torch.onnx.export(model, (example,), str(path), opset_version=17, dynamo=False,
+                              input_names=["images"], output_names=names)
+        m = onnx.load(str(path))
+        em.strip_bulky_metadata(m)
+        onnx.save_model(m, str(path))
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.intra_op_num_threads = 1
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        cases = []
+        for k, image in enumerate(recorded_images[name]):
+            got = sess.run(None, {"images": image})
+            with torch.no_grad():
+                eager = model([torch.from_numpy(image)])[0]
+            if any(g.shape != eager[o.name].shape for o, g in zip(sess.get_outputs(), got)):
+                raise SystemExit(f"{name}: onnxruntime and torch keep different counts for image {k}")
+            diff = max((float(np.max(np.abs(g - eager[o.name].numpy()))) if g.size else 0.0)
+                       for o, g in zip(sess.get_outputs(), got))
+            arrays = {"images": image}
+            arrays.update({f"out:{o.name}": g for o, g in zip(sess.get_outputs(), got)})
+            np.savez(OUT / f"{name}.{k}.npz", **arrays)
+            cases.append({"file": f"{name}.{k}.npz", "detections": int(got[0].shape[0]),
+                          "max_abs_diff_ort_vs_torch": diff})
+        ops = sorted({n.op_type for n in m.graph.node})
+        manifest["models"].append({"name": name, "file": path.name, "score_thresh": thresh[name],
+                                   "ops": ops, "cases": cases})
+        print(f"{name}: detections {[c['detections'] for c in cases]}, "
+              f"worst ort-vs-torch {max(c['max_abs_diff_ort_vs_torch'] for c in cases):.2e}, "
+              f"{path.stat().st_size // 1024} KiB")
+    (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
