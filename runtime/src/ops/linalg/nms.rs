@@ -50,29 +50,98 @@ impl NonMaxSuppression {
     }
 }
 
-/// Whether two boxes overlap by more than `threshold` (onnxruntime's rule:
-/// corners sorted, empty boxes never overlap).
-fn overlaps(a: &[f32], b: &[f32], center: bool, threshold: f32) -> bool {
-    let corners = |v: &[f32]| -> [f32; 4] {
-        if center {
+/// A box's sorted corners and its area, computed once per box.
+#[derive(Clone, Copy)]
+struct Corners {
+    x1: f32,
+    y1: f32,
+    x2: f32,
+    y2: f32,
+    area: f32,
+}
+
+impl Corners {
+    /// onnxruntime's reading: `[y1, x1, y2, x2]` with the corners sorted,
+    /// or `[x_center, y_center, width, height]`.
+    fn of(v: &[f32], center: bool) -> Corners {
+        let [x1, y1, x2, y2] = if center {
             let (hw, hh) = (v[2] / 2.0, v[3] / 2.0);
             [v[0] - hw, v[1] - hh, v[0] + hw, v[1] + hh]
         } else {
             [v[1].min(v[3]), v[0].min(v[2]), v[1].max(v[3]), v[0].max(v[2])]
+        };
+        Corners { x1, y1, x2, y2, area: (x2 - x1) * (y2 - y1) }
+    }
+
+    /// Whether the two boxes overlap by more than `threshold` (onnxruntime's
+    /// rule: empty boxes never overlap).
+    fn overlaps(&self, b: &Corners, threshold: f32) -> bool {
+        let (w, h) = (self.x2.min(b.x2) - self.x1.max(b.x1), self.y2.min(b.y2) - self.y1.max(b.y1));
+        if w <= 0.0 || h <= 0.0 {
+            return false;
         }
-    };
-    let ([ax1, ay1, ax2, ay2], [bx1, by1, bx2, by2]) = (corners(a), corners(b));
-    let (w, h) = (ax2.min(bx2) - ax1.max(bx1), ay2.min(by2) - ay1.max(by1));
-    if w <= 0.0 || h <= 0.0 {
-        return false;
+        let inter = w * h;
+        let union = self.area + b.area - inter;
+        if self.area <= 0.0 || b.area <= 0.0 || union <= 0.0 {
+            return false;
+        }
+        inter / union > threshold
     }
-    let inter = w * h;
-    let (area_a, area_b) = ((ax2 - ax1) * (ay2 - ay1), (bx2 - bx1) * (by2 - by1));
-    let union = area_a + area_b - inter;
-    if area_a <= 0.0 || area_b <= 0.0 || union <= 0.0 {
-        return false;
+}
+
+/// The boxes one class keeps, ordered by their left edge, so that a
+/// candidate is compared only with kept boxes whose left edge lies within
+/// the widest kept box's width of its own (boxes further left end before it
+/// starts; boxes starting after its right edge cannot meet it). Detectors'
+/// batched NMS offsets each class's boxes so that classes never meet: there
+/// a candidate meets the kept boxes of its own class and near it only.
+/// Which boxes are kept is exactly what comparing with all of them gives.
+#[derive(Default)]
+struct Kept {
+    by_left: std::collections::BTreeMap<(u32, usize), Corners>,
+    /// The widest kept box's width; not finite: compare with every box.
+    widest: f32,
+}
+
+/// An order-preserving key of a finite f32 (NaN sorts last).
+fn ordered(v: f32) -> u32 {
+    let b = v.to_bits();
+    if b >> 31 == 1 {
+        !b
+    } else {
+        b | 1 << 31
     }
-    inter / union > threshold
+}
+
+impl Kept {
+    fn clear(&mut self) {
+        self.by_left.clear();
+        self.widest = 0.0;
+    }
+
+    fn len(&self) -> usize {
+        self.by_left.len()
+    }
+
+    fn push(&mut self, b: Corners) {
+        self.widest = self.widest.max(b.x2 - b.x1);
+        if !(b.x2 - b.x1).is_finite() {
+            self.widest = f32::INFINITY;
+        }
+        let n = self.by_left.len();
+        self.by_left.insert((ordered(b.x1), n), b);
+    }
+
+    fn any_overlaps(&self, b: &Corners, threshold: f32) -> bool {
+        let (lo, hi) = (b.x1 - self.widest, b.x2);
+        if !lo.is_finite() || !hi.is_finite() || lo.is_nan() {
+            return self.by_left.values().any(|k| k.overlaps(b, threshold));
+        }
+        // A margin for the rounding of `x2 - x1`: a few ulps of the edges.
+        let slack = (lo.abs() + self.widest.abs()) * 1e-6 + f32::MIN_POSITIVE;
+        let range = (ordered(lo - slack), 0)..(ordered(hi), 0);
+        self.by_left.range(range).any(|(_, k)| k.overlaps(b, threshold))
+    }
 }
 
 impl OpImpl for NonMaxSuppression {
@@ -121,8 +190,11 @@ impl OpImpl for NonMaxSuppression {
         let out = outputs[0].as_mut_slice::<i64>()?;
         let mut count = 0;
         let mut order: Vec<usize> = Vec::with_capacity(n);
-        let mut kept: Vec<usize> = Vec::with_capacity(per_class);
+        let mut kept = Kept::default();
+        let mut corners: Vec<Corners> = Vec::with_capacity(n);
         for b in 0..batches {
+            corners.clear();
+            corners.extend(boxes[b * n * 4..(b + 1) * n * 4].chunks_exact(4).map(|v| Corners::of(v, self.center_point_box)));
             for c in 0..classes {
                 if per_class == 0 {
                     continue;
@@ -133,11 +205,11 @@ impl OpImpl for NonMaxSuppression {
                 order.sort_by(|&x, &y| s[y].total_cmp(&s[x]).then(x.cmp(&y)));
                 kept.clear();
                 for &i in &order {
-                    let bi = &boxes[(b * n + i) * 4..][..4];
-                    if kept.iter().any(|&k| overlaps(&boxes[(b * n + k) * 4..][..4], bi, self.center_point_box, iou)) {
+                    let bi = corners[i];
+                    if kept.any_overlaps(&bi, iou) {
                         continue;
                     }
-                    kept.push(i);
+                    kept.push(bi);
                     ensure_op!((count + 1) * 3 <= out.len(), "NonMaxSuppression: more boxes than the planned room");
                     out[count * 3..count * 3 + 3].copy_from_slice(&[b as i64, c as i64, i as i64]);
                     count += 1;
@@ -174,5 +246,43 @@ mod tests {
         // No max_output_boxes_per_class: nothing is selected.
         let none = op.eval_owned(&[Some(&boxes), Some(&scores)]).unwrap().remove(0);
         assert_eq!(none.shape(), &[0, 3]);
+    }
+
+    /// The kept boxes found through the left-edge index are those a
+    /// comparison with every kept box finds: random boxes of many sizes, in
+    /// both box layouts, some degenerate, offset per class like torchvision's
+    /// batched NMS.
+    #[test]
+    fn the_left_edge_index_keeps_what_comparing_with_every_box_keeps() {
+        let mut seed = 12345u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 40) as f32 / (1u64 << 24) as f32
+        };
+        for center in [false, true] {
+            for round in 0..20 {
+                let n = 50 + round * 20;
+                let mut boxes = Vec::with_capacity(n * 4);
+                for i in 0..n {
+                    let offset = (i % 4) as f32 * 100.0;
+                    let (a, b) = (next() * 50.0 + offset, next() * 50.0 + offset);
+                    let (w, h) = (next() * 30.0 * next(), if i % 17 == 0 { 0.0 } else { next() * 20.0 });
+                    boxes.extend(if center { [a, b, w, h] } else { [b, a, b + h, a + w] });
+                }
+                let corners: Vec<Corners> = boxes.chunks_exact(4).map(|v| Corners::of(v, center)).collect();
+                for iou in [0.0, 0.3, 0.7] {
+                    let (mut fast, mut every) = (Kept::default(), Vec::new());
+                    for c in &corners {
+                        let by_index = fast.any_overlaps(c, iou);
+                        let by_all = every.iter().any(|k: &Corners| k.overlaps(c, iou));
+                        assert_eq!(by_index, by_all, "center {center}, round {round}, iou {iou}");
+                        if !by_all {
+                            fast.push(*c);
+                            every.push(*c);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
