@@ -90,6 +90,15 @@ impl ValueShapedOp {
     /// The output types for a data input of type `data` (none for
     /// ConstantOfShape) when the shape-deciding inputs hold `values`.
     pub fn output_types(&self, data: Option<&TensorType>, values: &[TensorView<'_>]) -> Result<Vec<TensorType>> {
+        let types = self.unchecked_output_types(data, values)?;
+        for t in &types {
+            let fits = t.checked_bytes().is_some_and(|b| b <= MAX_BYTES);
+            ensure_op!(fits, "{}: an output of shape {:?} is too large", self.onnx_op(), t.shape);
+        }
+        Ok(types)
+    }
+
+    fn unchecked_output_types(&self, data: Option<&TensorType>, values: &[TensorView<'_>]) -> Result<Vec<TensorType>> {
         let name = self.onnx_op();
         let data = || data.ok_or_else(|| crate::Error::op(format!("{name}: no data input")));
         let wanted = self.inputs() - self.shape_input();
@@ -139,10 +148,7 @@ impl ValueShapedOp {
             }
             ValueShapedOp::ConstantOfShape { dtype, value } => {
                 ensure_op!(value.len() == dtype.size(), "ConstantOfShape: a value of {} bytes for {dtype}", value.len());
-                let ty = TensorType::new(*dtype, sizes(values, "ConstantOfShape's shape")?);
-                let fits = ty.checked_bytes().is_some_and(|b| b <= MAX_BYTES);
-                ensure_op!(fits, "ConstantOfShape: {:?} is too large", ty.shape);
-                vec![ty]
+                vec![TensorType::new(*dtype, sizes(values, "ConstantOfShape's shape")?)]
             }
         })
     }
@@ -187,7 +193,7 @@ fn range_scalar(t: TensorView<'_>, what: &str) -> Result<f64> {
 
 /// How many elements `Range(start, limit, delta)` gives (ONNX:
 /// `max(ceil((limit - start) / delta), 0)`), refusing a zero or non-finite
-/// delta, mixed types and more than 4 GiB.
+/// delta, mixed types and more than 1 GiB.
 pub fn range_len(start: TensorView<'_>, limit: TensorView<'_>, delta: TensorView<'_>) -> Result<usize> {
     ensure_op!(
         start.dtype == limit.dtype && start.dtype == delta.dtype,
@@ -238,9 +244,10 @@ pub fn range(start: TensorView<'_>, limit: TensorView<'_>, delta: TensorView<'_>
     Ok(Op::from(crate::ops::elementwise::Cast { to: dtype }).eval_owned(&[Some(&wide)])?.remove(0))
 }
 
-/// The most bytes a computed ConstantOfShape may hold (4 GiB): a larger
-/// value is a corrupt or hostile shape, refused instead of allocated.
-const MAX_BYTES: usize = 1 << 32;
+/// The most bytes an output computed from values may hold (1 GiB, the
+/// largest constant the importer builds): a larger one comes from a
+/// corrupt or hostile value, refused instead of allocated.
+const MAX_BYTES: usize = 1 << 30;
 
 impl OpImpl for ShapedByValues {
     fn name(&self) -> &'static str {
@@ -324,6 +331,9 @@ mod tests {
         let y = run(fill.clone(), room.clone(), &[&Tensor::from_vec(vec![2], vec![1i64, 3]).unwrap()]).unwrap().remove(0);
         assert_eq!(y.as_slice::<i64>().unwrap(), &[7, 7, 7]);
         let huge = Tensor::from_vec(vec![2], vec![1i64 << 40, 1 << 40]).unwrap();
-        assert!(run(fill, room, &[&huge]).is_err());
+        assert!(run(fill, room.clone(), &[&huge]).unwrap_err().to_string().contains("too large"));
+        let wide = Tensor::from_vec(vec![3], vec![1i64 << 28, 2, 3]).unwrap();
+        let room = vec![TensorType::new(DType::F32, vec![6, 1])];
+        assert!(run(ValueShapedOp::Expand, room, &[&x, &wide]).unwrap_err().to_string().contains("too large"));
     }
 }
