@@ -105,11 +105,16 @@ pub fn text(engine: &Engine) -> String {
         let _ = writeln!(s, "  {}: {ty}", b.name);
     }
     if !data_sized.is_empty() {
+        // A detector has some per class: the first few, then a count.
+        const LISTED: usize = 8;
+        let mut names = data_sized.iter().take(LISTED).copied().collect::<Vec<_>>().join(", ");
+        if data_sized.len() > LISTED {
+            names.push_str(&format!(" and {} more", data_sized.len() - LISTED));
+        }
         let _ = writeln!(
             s,
-            "  (sizes depend on the data after layer{} {}: the shapes above are the most there can be)",
+            "  (sizes depend on the data after layer{} {names}: the shapes above are the most there can be)",
             if data_sized.len() == 1 { "" } else { "s" },
-            data_sized.join(", ")
         );
     }
     let _ = writeln!(s, "memory:");
