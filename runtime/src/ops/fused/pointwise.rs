@@ -8,7 +8,7 @@
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::elementwise::{apply_in_place_f32, apply_in_place_f32_in, BinaryKind, UnaryKind};
-use crate::ops::util::{broadcast_index_map, broadcast_shapes, broadcast_strides};
+use crate::ops::util::{broadcast_shapes, broadcast_strides};
 use crate::ops::OpImpl;
 use crate::tensor::{TensorType, TensorView, TensorViewMut};
 use crate::{bail_op, ensure_op};
@@ -88,6 +88,47 @@ fn operand<'a>(
     }
 }
 
+/// An input broadcast to the output shape, read block by block (instead
+/// of a copy of the whole output's size): its flat index advances by
+/// `strides` (0 along broadcast axes) over the output's axes.
+struct Broadcast<'a> {
+    xs: &'a [f32],
+    strides: Vec<usize>,
+}
+
+impl Broadcast<'_> {
+    /// Writes the values of output elements `start..start + dst.len()`.
+    fn fill(&self, out_shape: &[usize], start: usize, dst: &mut [f32]) {
+        let rank = out_shape.len();
+        let mut idx = vec![0usize; rank];
+        let mut rem = start;
+        for d in (0..rank).rev() {
+            idx[d] = rem % out_shape[d];
+            rem /= out_shape[d];
+        }
+        let (inner, inner_stride) = (out_shape[rank - 1], self.strides[rank - 1]);
+        let mut pos = 0;
+        while pos < dst.len() {
+            let base: usize = idx.iter().zip(&self.strides).map(|(i, s)| i * s).sum();
+            let run = (inner - idx[rank - 1]).min(dst.len() - pos);
+            // The innermost stride is 0 (broadcast) or 1 (a contiguous row).
+            if inner_stride == 0 {
+                dst[pos..pos + run].fill(self.xs[base]);
+            } else {
+                dst[pos..pos + run].copy_from_slice(&self.xs[base..base + run]);
+            }
+            pos += run;
+            idx[rank - 1] += run;
+            let mut d = rank - 1;
+            while d > 0 && idx[d] == out_shape[d] {
+                idx[d] = 0;
+                d -= 1;
+                idx[d] += 1;
+            }
+        }
+    }
+}
+
 /// Elements one block covers: every value of a block stays in L1 while the
 /// program runs over it.
 const BLOCK: usize = 1024;
@@ -135,7 +176,11 @@ impl OpImpl for Pointwise {
         // broadcast to the output shape.
         let mut sources: Vec<Option<Cow<[f32]>>> = Vec::with_capacity(program.len());
         let mut scalars: Vec<Option<f32>> = Vec::with_capacity(program.len());
+        // Inputs broadcast to the output shape, filled into their buffer
+        // for each block.
+        let mut broadcasts: Vec<Option<Broadcast>> = Vec::with_capacity(program.len());
         for ins in program {
+            let mut broadcast = None;
             let (source, scalar) = match *ins {
                 Instr::Input(k) => {
                     let Some(x) = inputs[k] else { bail_op!("Pointwise: input {k} is missing") };
@@ -145,9 +190,12 @@ impl OpImpl for Pointwise {
                     } else if x.shape == out_shape.as_slice() {
                         (Some(Cow::Borrowed(xs)), None)
                     } else {
-                        let map = broadcast_index_map(&broadcast_strides(x.shape, &out_shape), &out_shape);
-                        ensure_op!(map.iter().all(|&i| i < xs.len()), "Pointwise: input {k} does not broadcast");
-                        (Some(Cow::Owned(map.iter().map(|&i| xs[i]).collect())), None)
+                        ensure_op!(x.shape.len() <= out_shape.len(), "Pointwise: input {k} does not broadcast");
+                        let strides = broadcast_strides(x.shape, &out_shape);
+                        let last: usize = out_shape.iter().zip(&strides).map(|(&d, &s)| d.saturating_sub(1) * s).sum();
+                        ensure_op!(n == 0 || last < xs.len(), "Pointwise: input {k} does not broadcast");
+                        broadcast = Some(Broadcast { xs, strides });
+                        (None, None)
                     }
                 }
                 Instr::Const(c) => (None, Some(c)),
@@ -163,6 +211,7 @@ impl OpImpl for Pointwise {
             };
             sources.push(source);
             scalars.push(scalar);
+            broadcasts.push(broadcast);
         }
         let out = outputs[0].as_mut_slice::<f32>()?;
         ensure_op!(out.len() == n, "Pointwise: result has the wrong size");
@@ -178,10 +227,15 @@ impl OpImpl for Pointwise {
             let mut buffers = vec![vec![0f32; BLOCK]; program.len()];
             for (b, out_block) in chunk.chunks_mut(BLOCK).enumerate() {
                 let (start, len) = ((first + b) * BLOCK, out_block.len());
-                // Inputs are read in place; every other value that is not a
-                // scalar gets its buffer.
+                for (i, b) in broadcasts.iter().enumerate() {
+                    if let Some(b) = b {
+                        b.fill(&out_shape, start, &mut buffers[i][..len]);
+                    }
+                }
+                // Inputs are read in place (or were just filled); every other
+                // value that is not a scalar gets its buffer.
                 for i in 0..program.len() {
-                    if scalars[i].is_some() || sources[i].is_some() {
+                    if scalars[i].is_some() || sources[i].is_some() || broadcasts[i].is_some() {
                         continue;
                     }
                     let (done, rest) = buffers.split_at_mut(i);
@@ -250,5 +304,38 @@ mod tests {
         let p = Pointwise { program: vec![Instr::Unary(UnaryKind::Relu, 0)] };
         let t = TensorType::new(DType::F32, vec![2]);
         assert!(p.infer(&[Some(&t)]).is_err());
+    }
+
+    /// Inputs broadcast along leading, middle and trailing axes, over blocks
+    /// that end inside rows: each element as computed one by one.
+    #[test]
+    fn broadcast_inputs_are_read_block_by_block() {
+        let out = [2usize, 3, 37, 29];
+        let n: usize = out.iter().product();
+        let x = Tensor::from_vec(out.to_vec(), (0..n).map(|i| (i % 97) as f32 - 40.0).collect()).unwrap();
+        let channel = Tensor::from_vec(vec![3, 1, 1], vec![0.5f32, -2.0, 3.0]).unwrap();
+        let row = Tensor::from_vec(vec![1, 29], (0..29).map(|i| i as f32 * 0.25).collect()).unwrap();
+        let column = Tensor::from_vec(vec![37, 1], (0..37).map(|i| 1.0 - i as f32).collect()).unwrap();
+        // relu(x * channel + row) - column
+        let program = vec![
+            Instr::Input(0),
+            Instr::Input(1),
+            Instr::Binary(PointwiseBinary::Mul, 0, 1),
+            Instr::Input(2),
+            Instr::Binary(PointwiseBinary::Add, 2, 3),
+            Instr::Unary(UnaryKind::Relu, 4),
+            Instr::Input(3),
+            Instr::Binary(PointwiseBinary::Sub, 5, 6),
+        ];
+        let op: Op = Pointwise { program }.into();
+        let y = op.eval_owned(&[Some(&x), Some(&channel), Some(&row), Some(&column)]).unwrap().remove(0);
+        let (xs, ys) = (x.as_slice::<f32>().unwrap(), y.as_slice::<f32>().unwrap());
+        let (cs, rs, ks) =
+            (channel.as_slice::<f32>().unwrap(), row.as_slice::<f32>().unwrap(), column.as_slice::<f32>().unwrap());
+        for i in 0..n {
+            let (w, h, c) = (i % 29, i / 29 % 37, i / (29 * 37) % 3);
+            let want = (xs[i] * cs[c] + rs[w]).max(0.0) - ks[h];
+            assert_eq!(ys[i], want, "element {i}");
+        }
     }
 }
