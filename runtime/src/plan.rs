@@ -179,6 +179,22 @@ impl Plan {
         self.check_no_live_overlap(&sizes)
     }
 
+    /// Per tensor, whether its size depends on the data: the outputs of a
+    /// layer sized by the data (NonMaxSuppression, NonZero, TopK with a
+    /// computed `k`...) and everything computed from them. Their types in
+    /// the plan are the most they can be.
+    pub fn data_sized(&self) -> Vec<bool> {
+        let mut sized = vec![false; self.tensors.len()];
+        for layer in &self.layers {
+            if layer.op.as_impl().data_dependent() || layer.inputs.iter().flatten().any(|&id| sized[id]) {
+                for &o in &layer.outputs {
+                    sized[o] = true;
+                }
+            }
+        }
+        sized
+    }
+
     /// Live ranges `[first, last]` in layer steps of every arena tensor:
     /// inputs are live from step 0, outputs until the end.
     pub fn live_ranges(&self) -> Vec<Option<(usize, usize)>> {

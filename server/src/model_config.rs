@@ -173,6 +173,13 @@ impl ModelConfig {
         }
         if self.max_batch_size > 0 {
             match shapes.max_batch {
+                None if !shapes.data_sized_outputs.is_empty() => {
+                    return Err(format!(
+                        "max_batch_size {} cannot batch this engine: its outputs {:?} are sized by the data (their \
+                         rows do not follow the batch); serve it with max_batch_size: 0",
+                        self.max_batch_size, shapes.data_sized_outputs
+                    ))
+                }
                 None => {
                     return Err(format!(
                         "max_batch_size {} needs an engine built with a batch profile (every input's and output's first \

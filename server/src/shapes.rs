@@ -45,11 +45,34 @@ pub struct EngineShapes {
     pub inputs: Vec<BindingShape>,
     pub outputs: Vec<BindingShape>,
     pub max_batch: Option<usize>,
+    /// The outputs whose size depends on the data (their rows do not follow
+    /// a batch).
+    pub data_sized_outputs: Vec<String>,
 }
 
 impl EngineShapes {
     /// The shapes of an engine's bindings, from its first profile.
     pub fn of(engine: &Engine) -> EngineShapes {
+        let mut shapes = EngineShapes::of_profile(engine);
+        // An output sized by the data (a detector's boxes) may have any
+        // size up to its room on every axis: `-1` in the configuration, as
+        // Triton reports such outputs.
+        // Such an output's rows do not follow the batch (NMS keeps any number
+        // of boxes per image), so the engine is not batched.
+        let plan = engine.plan();
+        let sized = plan.data_sized();
+        for (b, (_, id)) in shapes.outputs.iter_mut().zip(&plan.outputs) {
+            if sized[*id] {
+                b.axes.iter_mut().for_each(|a| a.0 = 0);
+                shapes.max_batch = None;
+                shapes.data_sized_outputs.push(b.name.clone());
+            }
+        }
+        shapes
+    }
+
+    /// [`EngineShapes::of`] before outputs sized by the data are widened.
+    fn of_profile(engine: &Engine) -> EngineShapes {
         let plan = engine.plan();
         let profile = engine.profiles().first().filter(|p| p.is_dynamic());
         let bound =
@@ -69,6 +92,7 @@ impl EngineShapes {
             inputs: inputs.iter().map(BindingShape::fixed).collect(),
             outputs: outputs.iter().map(BindingShape::fixed).collect(),
             max_batch: None,
+            data_sized_outputs: Vec::new(),
         }
     }
 
@@ -82,7 +106,7 @@ impl EngineShapes {
             }
             _ => None,
         };
-        EngineShapes { inputs, outputs, max_batch }
+        EngineShapes { inputs, outputs, max_batch, data_sized_outputs: Vec::new() }
     }
 }
 

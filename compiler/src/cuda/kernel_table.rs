@@ -175,16 +175,13 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
     // Module indices follow first use, so they (and so the engine bytes)
     // depend only on the plan and the choices.
     let mut index: HashMap<(String, String), u32> = HashMap::new();
-    // Tensors whose size depends on the data: a data-sized layer's outputs
-    // and everything computed from them. Their layers run on the host,
-    // which sizes them in each run (the kernels' launch geometry is fixed).
-    let mut sized = vec![false; plan.tensors.len()];
+    // Tensors whose size depends on the data: their layers run on the
+    // host, which sizes them in each run (the kernels' launch geometry is
+    // fixed).
+    let sized = plan.data_sized();
     for layer in &plan.layers {
         let after = layer.inputs.iter().flatten().find(|&&id| sized[id]);
         if layer.op.as_impl().data_dependent() || after.is_some() {
-            for &o in &layer.outputs {
-                sized[o] = true;
-            }
             let reason = match after {
                 Some(&id) => format!("its input '{}' is sized by the data", plan.tensors[id].name),
                 None => "its output sizes depend on the data".to_string(),
