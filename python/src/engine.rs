@@ -138,13 +138,18 @@ impl Engine {
     fn outputs(&self, py: Python<'_>) -> PyResult<Vec<Binding>> {
         let (at_min, at_opt) = (bound_at(&self.engine, ProfilePoint::Min), bound_at(&self.engine, ProfilePoint::Opt));
         let plan = self.engine.plan();
+        // An output sized by the data (a detector's boxes) may be empty on
+        // any axis: its shape is -1 there, as TensorRT reports it.
+        let sized = plan.data_sized();
+        let zeros = vec![0usize; plan.tensors.iter().map(|t| t.ty.shape.len()).max().unwrap_or(0)];
         self.engine
             .outputs()
             .iter()
             .zip(&plan.outputs)
             .map(|(b, (_, id))| {
                 let fixed = b.ty.shape.as_slice();
-                let min = at_min.as_ref().map_or(fixed, |t| t[*id].shape.as_slice());
+                let min =
+                    if sized[*id] { &zeros[..fixed.len()] } else { at_min.as_ref().map_or(fixed, |t| t[*id].shape.as_slice()) };
                 let opt = at_opt.as_ref().map_or(fixed, |t| t[*id].shape.as_slice());
                 binding(py, b, [min, opt, fixed])
             })
