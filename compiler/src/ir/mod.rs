@@ -100,12 +100,10 @@ pub struct Graph {
     /// The names the model gives input dimensions (ONNX `dim_param`), per
     /// input: the axes that share a name must agree at run time.
     dim_names: Vec<(String, Vec<Option<String>>)>,
-    /// Whether `add_op` added an op whose output sizes depend on the data
-    /// (see [`Graph::data_sized_by`]).
-    has_data_sized: bool,
-    /// Positions in `inputs` of the inputs whose sizes depend on the data
-    /// (a sub-plan's captures of such tensors of the graph around it).
-    data_sized_inputs: Vec<usize>,
+    /// The nodes whose outputs' sizes may depend on the data, as
+    /// `add_op` and [`Graph::mark_data_sized`] record them (see
+    /// [`Graph::is_data_sized`]).
+    data_sized: std::collections::HashSet<NodeIndex>,
 }
 
 /// Infers an op's output types and checks that each fits in memory
@@ -225,8 +223,11 @@ impl Graph {
             .map(|(i, ty)| TensorInfo { name: if i == 0 { name.to_string() } else { format!("{name}:{i}") }, ty })
             .collect::<Vec<_>>();
         let n_out = outputs.len();
-        self.has_data_sized |= op.as_impl().data_dependent();
+        let sized = op.as_impl().data_dependent() || inputs.iter().flatten().any(|p| self.data_sized.contains(&p.node));
         let node = self.g.add_node(Node { name: name.to_string(), kind: NodeKind::Op(op), num_inputs: inputs.len(), outputs });
+        if sized {
+            self.data_sized.insert(node);
+        }
         for (slot, p) in inputs.iter().enumerate() {
             if let Some(p) = p {
                 self.g.add_edge(p.node, node, Edge { src_port: p.port, dst_slot: slot });
@@ -332,8 +333,7 @@ impl Graph {
             outputs: Vec::new(),
             fixed_inputs: self.fixed_inputs.clone(),
             dim_names: self.dim_names.clone(),
-            has_data_sized: self.has_data_sized,
-            data_sized_inputs: self.data_sized_inputs.clone(),
+            data_sized: Default::default(),
             g: StableDiGraph::default(),
         };
         let mut new_index = HashMap::new();
@@ -359,6 +359,7 @@ impl Graph {
             out.g.add_edge(new_index[&a], new_index[&b], self.g[e]);
         }
         out.inputs = self.inputs.iter().map(|n| new_index[n]).collect();
+        out.data_sized = self.data_sized.iter().filter_map(|n| new_index.get(n).copied()).collect();
         out.outputs = self
             .outputs
             .iter()
@@ -367,15 +368,12 @@ impl Graph {
         out
     }
 
-    /// The op whose output sizes depend on the data (NonMaxSuppression) that
-    /// `p`'s size may follow: `p`'s node or one of its ancestors.
-    pub fn data_sized_by(&self, p: Port) -> Option<NodeIndex> {
-        if !self.has_data_sized {
-            return None;
-        }
-        let marked = |n: NodeIndex| self.data_sized_inputs.iter().any(|&i| self.inputs[i] == n);
-        let dependent = |n: NodeIndex| self.g[n].op().is_some_and(|op| op.as_impl().data_dependent()) || marked(n);
-        std::iter::once(p.node).chain(self.ancestors(p.node)).find(|&n| dependent(n))
+    /// Whether `p`'s size may depend on the data: its node is an op whose
+    /// output sizes do (NonMaxSuppression) or reads a tensor whose size
+    /// does, or is a marked input. Recorded as nodes are added by
+    /// `add_op` (the importer's graph); nodes a patch adds are not tracked.
+    pub fn is_data_sized(&self, p: Port) -> bool {
+        self.data_sized.contains(&p.node)
     }
 
     /// Every node `n` depends on, nearest first (breadth-first over inputs,
@@ -396,10 +394,9 @@ impl Graph {
 
     /// Marks input `input` (a position in [`Graph::inputs`]) as sized by
     /// the data: a sub-plan's capture of a tensor whose size depends on the
-    /// data around it, which [`Graph::data_sized_by`] then names.
+    /// data around it.
     pub fn mark_data_sized(&mut self, input: usize) {
-        self.has_data_sized = true;
-        self.data_sized_inputs.push(input);
+        self.data_sized.insert(self.inputs[input]);
     }
 
     /// Number of op nodes (what "node count" means in reports).

@@ -72,7 +72,7 @@ impl Importer<'_> {
         }
         for (name, &p) in captures.names.iter().zip(&captures.ports) {
             scope.insert(name.clone(), sub.graph.add_input(name, self.graph.ty(p).clone()));
-            if self.graph.data_sized_by(p).is_some() {
+            if self.graph.is_data_sized(p) {
                 sub.graph.mark_data_sized(sub.graph.inputs().len() - 1);
             }
         }

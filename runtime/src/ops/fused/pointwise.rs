@@ -97,10 +97,12 @@ struct Broadcast<'a> {
 }
 
 impl Broadcast<'_> {
-    /// Writes the values of output elements `start..start + dst.len()`.
-    fn fill(&self, out_shape: &[usize], start: usize, dst: &mut [f32]) {
+    /// Writes the values of output elements `start..start + dst.len()`;
+    /// `idx` is scratch for the output index (kept across blocks).
+    fn fill(&self, out_shape: &[usize], start: usize, dst: &mut [f32], idx: &mut Vec<usize>) {
         let rank = out_shape.len();
-        let mut idx = vec![0usize; rank];
+        idx.clear();
+        idx.resize(rank, 0);
         let mut rem = start;
         for d in (0..rank).rev() {
             idx[d] = rem % out_shape[d];
@@ -225,11 +227,12 @@ impl OpImpl for Pointwise {
         let math = crate::math::mode();
         crate::parallel::par_chunks_mut(out, BLOCK, crate::parallel::grain_elements(BLOCK), |first, chunk| {
             let mut buffers = vec![vec![0f32; BLOCK]; program.len()];
+            let mut idx = Vec::new();
             for (b, out_block) in chunk.chunks_mut(BLOCK).enumerate() {
                 let (start, len) = ((first + b) * BLOCK, out_block.len());
                 for (i, b) in broadcasts.iter().enumerate() {
                     if let Some(b) = b {
-                        b.fill(&out_shape, start, &mut buffers[i][..len]);
+                        b.fill(&out_shape, start, &mut buffers[i][..len], &mut idx);
                     }
                 }
                 // Inputs are read in place (or were just filled); every other

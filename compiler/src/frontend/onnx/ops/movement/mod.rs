@@ -59,7 +59,7 @@ fn dims(values: &[i64], what: &str) -> Result<Vec<usize>> {
 /// axis it matches (see [`follow_sizes`]).
 fn reshape_to(ctx: &mut Ctx, x: Port, shape: Vec<usize>) -> Result<Port> {
     let from = ctx.ty(x).shape.clone();
-    if ctx.graph.data_sized_by(x).is_some() {
+    if ctx.graph.is_data_sized(x) {
         if let Some(dims) = follow_sizes(&from, &shape) {
             return ctx.op1(DynamicReshape { dims }, &[Some(x)]);
         }
@@ -135,7 +135,7 @@ pub(crate) fn follow_sizes(from: &[usize], to: &[usize]) -> Option<Vec<ReshapeDi
 pub(crate) fn shaped_by_values(ctx: &mut Ctx, op: ValueShapedOp) -> Result<Option<Vec<Port>>> {
     let (si, n) = (op.shape_input(), op.inputs());
     let data = if si == 0 { None } else { Some(ctx.input(0)?) };
-    let data_sized = data.is_some_and(|x| ctx.graph.data_sized_by(x).is_some());
+    let data_sized = data.is_some_and(|x| ctx.graph.is_data_sized(x));
     if (si..n).all(|i| ctx.const_input(i).is_some()) && !data_sized {
         return Ok(None);
     }

@@ -101,7 +101,7 @@ fn shape(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let end = clamp(ctx.attrs.int_or("end", r)?).max(start);
     let values: Vec<i64> = s[start..end].iter().map(|&d| d as i64).collect();
     let t = Tensor::from_vec(vec![values.len()], values)?;
-    if ctx.graph.data_sized_by(x).is_none() {
+    if !ctx.graph.is_data_sized(x) {
         return Ok(vec![ctx.constant(t)]);
     }
     let dims = (start..end).map(|axis| DimOf { input: 0, axis }).collect();
@@ -116,7 +116,7 @@ fn size(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let x = ctx.input(0)?;
     let rank = ctx.ty(x).shape.len();
     let n = ctx.ty(x).shape.iter().product::<usize>() as i64;
-    if ctx.graph.data_sized_by(x).is_none() {
+    if !ctx.graph.is_data_sized(x) {
         return Ok(vec![ctx.constant(Tensor::scalar(n))]);
     }
     let dims = (0..rank).map(|axis| DimOf { input: 0, axis }).collect();
