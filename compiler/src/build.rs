@@ -642,13 +642,125 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     // A model whose loops unroll to other iteration counts at other shapes
     // gives other nodes at each; with its loops kept as layers (which run
     // their bodies at run time) it may give the same.
-    match import_generalized(model, opts, &planned, &import) {
-        Err(unrolled) => {
-            let kept = ImportOptions { keep_loops: true, ..import };
-            import_generalized(model, opts, &planned, &kept).map_err(|_| unrolled)
-        }
-        ok => ok,
+    let unrolled = match import_generalized(model, opts, &planned, &import) {
+        Err(unrolled) => unrolled,
+        ok => return ok,
+    };
+    let kept = ImportOptions { keep_loops: true, ..import };
+    if let Ok(g) = import_generalized(model, opts, &planned, &kept) {
+        return Ok(g);
     }
+    // What no rule generalizes is computed at run time from the bound
+    // input shapes, as the sizes of tensors sized by the data are.
+    import_sized_at_run_time(model, opts, &planned, &kept)
+        .map_err(|e| anyhow::anyhow!("{unrolled:#}; computing its sizes at run time instead: {e:#}"))
+}
+
+/// The graph of a model whose profiles' shapes vary, imported once at the
+/// planned (largest) shapes with the inputs whose shapes vary sized at run
+/// time ([`ImportOptions::sized_at_run_time`]): every layer after them runs
+/// at the sizes each run's inputs give it, computed by the layers the
+/// model's own shape computations became.
+fn import_sized_at_run_time(model: &ModelSource, opts: &BuildOptions, planned: &Shapes, import: &ImportOptions) -> Result<Graph> {
+    let varying: Vec<String> = planned
+        .iter()
+        .filter(|(name, _)| {
+            opts.profiles.iter().any(|p| p.inputs.iter().any(|(n, [lo, _, hi])| n == name && lo != hi))
+                || opts.profiles.windows(2).any(|w| w[0].at(2) != w[1].at(2))
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    let sized = ImportOptions { sized_at_run_time: varying, ..import.clone() };
+    let graph = import_at(model, &with_shapes(&sized, planned))?;
+    check_sized_at_run_time(model, opts, import, &graph)?;
+    Ok(graph)
+}
+
+/// Checks a graph whose sizes are computed at run time against the model
+/// imported at fixed shapes, at points of each profile other than the one
+/// it was imported at (the validation point, the minimum and the optimum,
+/// where the model imports): on the same random inputs, on the CPU with the
+/// reference arithmetic, every output must have the shape the model gives
+/// it there and, within 1e-4 of its largest magnitude, the same values. A
+/// converter that read a size at the imported shapes where it should have
+/// read it at run time is refused here instead of giving wrong outputs.
+fn check_sized_at_run_time(model: &ModelSource, opts: &BuildOptions, import: &ImportOptions, graph: &Graph) -> Result<()> {
+    let lowered = {
+        let mut g = graph.clone();
+        crate::passes::optimize(&mut g, &opts.passes)?;
+        lower::lower(&g, LowerOptions::default())?
+    };
+    let profiles = opts.profiles.iter().map(|p| runtime_profile(p, graph, &lowered.plan)).collect::<Result<Vec<_>>>()?;
+    let engine = Engine::from_bytes(&Engine::serialize_with_profiles(
+        Target::Cpu,
+        vec![],
+        &lowered.plan,
+        &lowered.weights,
+        None,
+        &profiles,
+    )?)?;
+    let name = |input: &str, axis: usize| graph.dim_names(input).and_then(|d| d.get(axis).cloned().flatten());
+    let planned = envelope(&opts.profiles);
+    let mut points: Vec<Shapes> = Vec::new();
+    for p in &opts.profiles {
+        for shapes in [p.validation(&name), Some(p.at(0)), Some(p.at(1))].into_iter().flatten() {
+            if shapes != planned && !points.contains(&shapes) {
+                points.push(shapes);
+            }
+        }
+    }
+    for (k, shapes) in points.iter().enumerate() {
+        let Ok(fixed) = import_at(model, &with_shapes(import, shapes)) else { continue };
+        let fixed = {
+            let mut g = fixed;
+            crate::passes::optimize(&mut g, &opts.passes)?;
+            Engine::from_bytes(&engine_of(&g, LowerOptions::default(), vec![])?)?
+        };
+        let inputs = fixed
+            .plan()
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| {
+                let t = &fixed.plan().tensors[id];
+                Ok((t.name.clone(), crate::random::tensor(&t.ty, 0x5eed + (k * 64 + i) as u64)?))
+            })
+            .collect::<Result<Vec<(String, trtc_runtime::Tensor)>>>()?;
+        let refs: Vec<(&str, &trtc_runtime::Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        // Outputs are bit-identical whatever the thread count.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        fn context(e: &Engine, threads: usize) -> Result<trtc_runtime::ExecutionContext<'_>> {
+            let mut c = e.create_context()?;
+            c.set_threads(threads)?;
+            Ok(c)
+        }
+        // A model that does not run on random inputs there is not checked there.
+        let Ok(want) = context(&fixed, threads)?.run(&refs) else { continue };
+        let at = describe_shapes(shapes);
+        let refuse = |why: String| {
+            anyhow::anyhow!("at {at}, inside the profile, computing its sizes at run time {why}; its shapes cannot vary in one engine (build one engine per shape with --shape)")
+        };
+        let got = context(&engine, threads)?.run(&refs).map_err(|e| refuse(format!("fails: {e}")))?;
+        for d in crate::compare::diff_all(&got, &want).map_err(|e| refuse(format!("fails: {e}")))? {
+            let ours = &got.iter().find(|(n, _)| *n == d.name).expect("diffed").1;
+            let theirs = &want.iter().find(|(n, _)| *n == d.name).expect("diffed").1;
+            if !d.shape_ok {
+                return Err(refuse(format!(
+                    "gives output '{}' the shape {:?} where the model gives it {:?}",
+                    d.name,
+                    ours.shape(),
+                    theirs.shape()
+                )));
+            }
+            if d.max_rel_to_scale > 1e-4 {
+                return Err(refuse(format!(
+                    "gives output '{}' values {:.1e} of its scale away from the model's",
+                    d.name, d.max_rel_to_scale
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The graph of a model whose profiles' shapes vary: imported at each

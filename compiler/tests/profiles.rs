@@ -134,15 +134,83 @@ fn a_reshape_computed_from_the_input_shape_follows_it() {
 }
 
 #[test]
-fn a_value_computed_from_the_input_shape_is_refused_naming_the_node() {
+fn a_value_computed_from_the_input_shape_is_computed_at_run_time() {
+    // No profile rule gives `x + batch` at every shape; the engine reads
+    // the batch when it runs.
     let opts = BuildOptions { profiles: vec![profile("x", &[2], [1, 2, 4])], ..Default::default() };
-    let err = format!("{:#}", build(&shape_as_data(), &opts).unwrap_err());
-    assert!(err.contains("computes it from the input shapes"), "{err}");
-    // At one shape, it builds (the shape is a constant then).
+    let engine = build(&shape_as_data(), &opts).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for n in [3usize, 1, 4, 2] {
+        let x = Tensor::from_vec(vec![n, 2], values(n * 2, 5)).unwrap();
+        let y = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        let want: Vec<f32> = x.as_slice::<f32>().unwrap().iter().map(|v| v + n as f32).collect();
+        assert_eq!(y.shape(), &[n, 2]);
+        assert_eq!(y.as_slice::<f32>().unwrap(), want.as_slice(), "batch {n}");
+    }
+    // At one shape, the shape is a constant.
     let opts = BuildOptions { profiles: vec![profile("x", &[2], [3, 3, 3])], ..Default::default() };
     let engine = build(&shape_as_data(), &opts).unwrap();
+    assert!(engine.plan().layers.iter().all(|l| l.op.name() != "SizeOf"));
     let x = Tensor::from_vec(vec![3, 2], vec![0f32; 6]).unwrap();
     assert_eq!(engine.create_context().unwrap().run(&[("x", &x)]).unwrap()[0].1.as_slice::<f32>().unwrap(), &[3f32; 6]);
+}
+
+#[test]
+fn sizes_computed_at_run_time_that_a_layer_fixed_at_the_imported_shape_are_refused() {
+    // `x + batch` computes sizes at run time, but Split's equal halves of
+    // the batch are fixed at the largest shape when imported: the engine
+    // is refused instead of failing (or running wrong) at other shapes.
+    let mut gather = node("Gather", "gather", &["sh", "zero"], &["n"]);
+    gather.attribute.push(int_attr("axis", 0));
+    let mut cast = node("Cast", "cast", &["n"], &["nf"]);
+    cast.attribute.push(int_attr("to", F32 as i64));
+    let mut split = node("Split", "halves", &["y"], &["a", "b"]);
+    split.attribute.push(int_attr("axis", 0));
+    let model = encode(&model(
+        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"]), split],
+        vec![value_info_dims("x", F32, batch_dims(&[2]))],
+        vec![value_info_dims("a", F32, batch_dims(&[2])), value_info_dims("b", F32, batch_dims(&[2]))],
+        vec![i64_tensor("zero", &[1], &[0])],
+    ));
+    let opts = BuildOptions { profiles: vec![profile("x", &[2], [2, 4, 8])], ..Default::default() };
+    let err = format!("{:#}", build(&model, &opts).unwrap_err());
+    assert!(err.contains("computing its sizes at run time instead: "), "{err}");
+    assert!(err.contains("layer halves (Split) does not take these input shapes"), "{err}");
+}
+
+#[test]
+fn sizes_a_layer_fixed_at_the_imported_shape_that_run_wrong_elsewhere_are_refused() {
+    // `x + length` computes sizes at run time, but the pooling's SAME
+    // padding is fixed at the largest length when imported (one pad at
+    // length 8, two at length 5): the engine would give a shorter output at
+    // odd lengths. The check against the model imported at the profile's
+    // other points refuses it, naming the output and both shapes.
+    use pb::tensor_shape_proto::dimension::Value;
+    let mut gather = node("Gather", "gather", &["sh", "two"], &["n"]);
+    gather.attribute.push(int_attr("axis", 0));
+    let mut cast = node("Cast", "cast", &["n"], &["nf"]);
+    cast.attribute.push(int_attr("to", F32 as i64));
+    let mut pool = node("MaxPool", "pool", &["y"], &["z"]);
+    pool.attribute.push(ints_attr("kernel_shape", &[3]));
+    pool.attribute.push(ints_attr("strides", &[2]));
+    pool.attribute.push(pb::AttributeProto {
+        name: "auto_pad".into(),
+        r#type: 3,
+        s: b"SAME_UPPER".to_vec(),
+        ..Default::default()
+    });
+    let dims = || vec![Value::DimValue(1), Value::DimValue(1), Value::DimParam("L".into())];
+    let model = encode(&model(
+        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"]), pool],
+        vec![value_info_dims("x", F32, dims())],
+        vec![value_info_dims("z", F32, dims())],
+        vec![i64_tensor("two", &[1], &[2])],
+    ));
+    let at = |n: usize| vec![("x".to_string(), vec![1, 1, n])];
+    let opts = BuildOptions { profiles: vec![ShapeProfile::from_flags(&at(4), &at(5), &at(8)).unwrap()], ..Default::default() };
+    let err = format!("{:#}", build(&model, &opts).unwrap_err());
+    assert!(err.contains("computing its sizes at run time instead: at x:1x1x5, inside the profile"), "{err}");
+    assert!(err.contains("gives output 'z' the shape [1, 1, 2] where the model gives it [1, 1, 3]"), "{err}");
 }
 
 #[test]

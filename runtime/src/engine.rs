@@ -46,9 +46,12 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// older tables decode with empty ones). Version 11 appended the
 /// ShapedByValues op (TopK, Reshape, Expand, ConstantOfShape, Range and
 /// Slice whose shapes come from values computed at run time) and
-/// DynamicReshape's merged axes (`ReshapeDim::Merge`). An older runtime refuses a
-/// newer engine by its version instead of failing to decode it.
-pub const FORMAT_VERSION: u32 = 11;
+/// DynamicReshape's merged axes (`ReshapeDim::Merge`). Version 12 appended
+/// ShapedByValues' Resize and Pad (sizes, scales and pads computed at run
+/// time: engines whose sizes are read from each run's input shapes). An
+/// older runtime refuses a newer engine by its version instead of failing
+/// to decode it.
+pub const FORMAT_VERSION: u32 = 12;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).

@@ -63,6 +63,7 @@ fn the_engine_encoding_is_pinned() {
         trtc_runtime::ops::movement::NearestMode,
         trtc_runtime::ops::movement::ResizeMode,
         trtc_runtime::ops::movement::PadMode,
+        trtc_runtime::ops::movement::AspectPolicy,
         trtc_runtime::ops::movement::GridSampleMode,
         trtc_runtime::ops::movement::GridPadding,
         trtc_runtime::ops::movement::ScatterReduction,

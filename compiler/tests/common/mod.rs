@@ -174,3 +174,7 @@ pub fn worst_error_against_recorded(model: &std::path::Path) -> anyhow::Result<f
     }
     Ok(worst)
 }
+
+pub fn ints_attr(name: &str, v: &[i64]) -> pb::AttributeProto {
+    pb::AttributeProto { name: name.into(), r#type: 7, ints: v.to_vec(), ..Default::default() }
+}

@@ -109,7 +109,11 @@ impl<'a> Ctx<'a> {
     /// see the same consistent shapes at build time. A constant input is
     /// its own room value.
     pub fn room_value(&self, i: usize) -> Option<&Tensor> {
-        let p = self.opt_input(i)?;
+        self.room_value_of(self.opt_input(i)?)
+    }
+
+    /// [`Ctx::room_value`] of any port.
+    pub fn room_value_of(&self, p: Port) -> Option<&Tensor> {
         self.konst(p).or_else(|| self.room_values.get(&p))
     }
 

@@ -41,6 +41,14 @@ pub struct ImportOptions {
     /// profile's `Flatten` of `[batch, 1]`). The optimizer removes those that
     /// stay identities.
     pub keep_identity_reshapes: bool,
+    /// Inputs whose sizes are read when the engine runs, like the sizes of
+    /// a tensor sized by the data: what the model computes from them
+    /// (`Shape`, sizes and scales derived from it) stays computed at run
+    /// time, from each run's input shapes, instead of being folded at the
+    /// shapes imported. For models whose shape computations no profile
+    /// rule generalizes (a detector's resize by a scale computed from the
+    /// image's sizes, its padding to a multiple of 32); see `build::import`.
+    pub sized_at_run_time: Vec<String>,
 }
 
 /// Imports an ONNX file. External data is read from the file's directory.
@@ -344,6 +352,9 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
             bail!("input '{}' of shape {} is too large", vi.name, ty);
         }
         let p = graph.add_input(&vi.name, ty);
+        if opts.sized_at_run_time.contains(&vi.name) {
+            graph.mark_data_sized(graph.inputs().len() - 1);
+        }
         let names = dim_names(vi);
         if names.iter().any(Option::is_some) {
             graph.set_dim_names(&vi.name, names);

@@ -1,9 +1,12 @@
 //! Ops whose output shape is read from an input's values at run time, like
 //! TensorRT's shape tensors: TopK with a computed `k`, Reshape and Expand to
-//! a computed shape, ConstantOfShape of a computed shape. A detector
-//! computes those values from the sizes of tensors sized by the data
-//! (`k = min(1000, number of candidates)`), so they are known only when the
-//! layer runs. Such a layer is itself sized by the data: `infer` gives the
+//! a computed shape, ConstantOfShape of a computed shape, Range and Slice
+//! with computed bounds, Resize to computed sizes or scales, Pad by
+//! computed pads. A detector computes those values from the sizes of
+//! tensors sized by the data (`k = min(1000, number of candidates)`), or
+//! from its input image's sizes in an engine that reads them at run time
+//! (resize by `min(800 / shorter side, 1333 / longer side)`, pad to a
+//! multiple of 32), so they are known only when the layer runs. Such a layer is itself sized by the data: `infer` gives the
 //! room the build chose (what the layer gives when every tensor sized by the
 //! data fills its room), and the run computes the actual output as a tensor
 //! of its own, which the executor keeps in the arena when it fits that room
@@ -12,7 +15,7 @@
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::movement::reshape::resolve_reshape;
-use crate::ops::movement::{Expand, Slice};
+use crate::ops::movement::{resize_scales_and_sizes, AspectPolicy, Expand, Pad, PadMode, Resize, ResizeBy, Slice};
 use crate::ops::reduce::TopK;
 use crate::ops::util::broadcast_shapes;
 use crate::ops::{input, Op, OpImpl};
@@ -36,6 +39,13 @@ pub enum ValueShapedOp {
     /// Inputs: data, starts, ends (ONNX Slice; `axes` normalized, `steps`
     /// non-zero, both known when the engine is built).
     Slice { axes: Vec<usize>, steps: Vec<i64> },
+    /// Inputs: data, scales (floats) or sizes (integers) over `axes`.
+    /// `template` holds the mode and coordinate rules (its own scales and
+    /// sizes are those at the room).
+    Resize { template: Resize, axes: Vec<usize>, by_sizes: bool, policy: AspectPolicy },
+    /// Inputs: data, the constant value (optional), pads (`[begins...,
+    /// ends...]` over `axes`, ONNX's order).
+    Pad { mode: PadMode, axes: Vec<usize> },
 }
 
 /// A [`ValueShapedOp`] and the room its outputs have in the memory plan.
@@ -66,6 +76,8 @@ impl ValueShapedOp {
             ValueShapedOp::ConstantOfShape { .. } => "ConstantOfShape",
             ValueShapedOp::Slice { .. } => "Slice",
             ValueShapedOp::Range => "Range",
+            ValueShapedOp::Resize { .. } => "Resize",
+            ValueShapedOp::Pad { .. } => "Pad",
         }
     }
 
@@ -74,6 +86,7 @@ impl ValueShapedOp {
     pub fn shape_input(&self) -> usize {
         match self {
             ValueShapedOp::ConstantOfShape { .. } | ValueShapedOp::Range => 0,
+            ValueShapedOp::Pad { .. } => 2,
             _ => 1,
         }
     }
@@ -82,7 +95,7 @@ impl ValueShapedOp {
     pub fn inputs(&self) -> usize {
         match self {
             ValueShapedOp::ConstantOfShape { .. } => 1,
-            ValueShapedOp::Slice { .. } | ValueShapedOp::Range => 3,
+            ValueShapedOp::Slice { .. } | ValueShapedOp::Range | ValueShapedOp::Pad { .. } => 3,
             _ => 2,
         }
     }
@@ -107,11 +120,19 @@ impl ValueShapedOp {
             let len = range_len(values[0], values[1], values[2])?;
             return Ok(vec![TensorType::new(values[0].dtype, vec![len])]);
         }
+        if let ValueShapedOp::Resize { template, .. } = self {
+            let resize = self.resize_at(template, data()?, values[0])?;
+            return resize.infer(&[data().ok()]);
+        }
         let all: Vec<Vec<i64>> =
             values.iter().map(|v| ints(*v, &format!("{name}'s shape-deciding input"))).collect::<Result<_>>()?;
         let values = &all[0];
         Ok(match self {
-            ValueShapedOp::Range => bail_op!("Range: not a shape list"),
+            ValueShapedOp::Range | ValueShapedOp::Resize { .. } => bail_op!("{name}: not a shape list"),
+            ValueShapedOp::Pad { mode, axes } => {
+                let x = data()?;
+                vec![TensorType::new(x.dtype, self.pad_at(*mode, axes, x, values)?.infer(&[Some(x)])?.remove(0).shape)]
+            }
             ValueShapedOp::Slice { axes, steps } => {
                 let x = data()?;
                 let (starts, ends) = (&all[0], &all[1]);
@@ -154,6 +175,45 @@ impl ValueShapedOp {
     }
 }
 
+impl ValueShapedOp {
+    /// The Resize that `template` becomes for data of type `x` when the
+    /// scales or sizes input holds `values`.
+    fn resize_at(&self, template: &Resize, x: &TensorType, values: TensorView<'_>) -> Result<Resize> {
+        let ValueShapedOp::Resize { axes, by_sizes, policy, .. } = self else { bail_op!("not a Resize") };
+        ensure_op!(values.shape.len() <= 1, "Resize: scales or sizes must be a list, got shape {:?}", values.shape);
+        let by = if *by_sizes {
+            ResizeBy::Sizes(ints(values, "Resize's sizes")?)
+        } else {
+            ensure_op!(values.dtype.is_float(), "Resize: scales must be floats, got {}", values.dtype);
+            ResizeBy::Scales(values.to_f64_vec())
+        };
+        let (scales, sizes) = resize_scales_and_sizes(&x.shape, axes, &by, *policy)?;
+        let roi = &template.roi;
+        ensure_op!(
+            roi.is_empty() || roi.len() == 2 * x.shape.len(),
+            "Resize: roi of {} values for a rank-{} input",
+            roi.len(),
+            x.shape.len()
+        );
+        Ok(Resize { scales, sizes, ..template.clone() })
+    }
+
+    /// The Pad for data of type `x` when the pads input holds `values[0]`
+    /// (over `axes`, begins then ends).
+    fn pad_at(&self, mode: PadMode, axes: &[usize], x: &TensorType, values: &[i64]) -> Result<Pad> {
+        let rank = x.shape.len();
+        let n = axes.len();
+        ensure_op!(axes.iter().all(|&a| a < rank), "Pad: axes {axes:?} out of range for rank {rank}");
+        ensure_op!(values.len() == 2 * n, "Pad: {} pads for {n} axes", values.len());
+        let mut pads = vec![0i64; 2 * rank];
+        for (i, &a) in axes.iter().enumerate() {
+            pads[a] = values[i];
+            pads[rank + a] = values[n + i];
+        }
+        Ok(Pad { pads, mode })
+    }
+}
+
 impl ShapedByValues {
     /// Computes the outputs from the inputs' values.
     pub fn compute(&self, inputs: &[Option<TensorView<'_>>]) -> Result<Vec<Tensor>> {
@@ -173,6 +233,15 @@ impl ShapedByValues {
                 Op::from(Slice { axes: axes.clone(), starts, ends, steps: steps.clone() }).eval_views(&[Some(x)])
             }
             (ValueShapedOp::Range, None) => Ok(vec![range(values[0], values[1], values[2])?]),
+            (ValueShapedOp::Resize { template, .. }, Some(x)) => {
+                Op::from(self.op.resize_at(template, &x.ty(), values[0])?).eval_views(&[Some(x)])
+            }
+            (ValueShapedOp::Pad { mode, axes }, Some(x)) => {
+                let pads = ints(values[0], "Pad's pads")?;
+                let value = inputs.get(1).copied().flatten();
+                let value = if *mode == PadMode::Constant { value } else { None };
+                Op::from(self.op.pad_at(*mode, axes, &x.ty(), &pads)?).eval_views(&[Some(x), value])
+            }
             (ValueShapedOp::ConstantOfShape { value, .. }, None) => {
                 let n = types[0].len();
                 Ok(vec![Tensor::from_bytes(types[0].clone(), &value.repeat(n))?])
@@ -259,13 +328,19 @@ impl OpImpl for ShapedByValues {
         let shape_input = self.op.shape_input();
         let wanted = self.op.inputs();
         ensure_op!(inputs.len() == wanted, "{name}: {} inputs, expected {wanted}", inputs.len());
+        // Range and Resize (by scales) also take floats.
+        let floats = matches!(self.op, ValueShapedOp::Range | ValueShapedOp::Resize { by_sizes: false, .. });
         for i in shape_input..wanted {
             let s = input(inputs, i, name)?;
-            ensure_op!(s.dtype.is_int() && s.shape.len() <= 1, "{name}: the shape-deciding input {i} is {s}, not integers");
+            let numbers = s.dtype.is_int() || (floats && s.dtype.is_float());
+            ensure_op!(
+                numbers && s.shape.len() <= 1,
+                "{name}: the shape-deciding input {i} is {s}, not a list of numbers it takes"
+            );
         }
         let outputs = if matches!(self.op, ValueShapedOp::TopK { .. }) { 2 } else { 1 };
         ensure_op!(self.room.len() == outputs, "{name}: {} room types for {outputs} outputs", self.room.len());
-        if shape_input == 1 {
+        if shape_input >= 1 {
             let x = input(inputs, 0, name)?;
             ensure_op!(x.dtype == self.room[0].dtype, "{name}: input is {}, room is {}", x.dtype, self.room[0]);
             ensure_op!(self.room[0].checked_bytes().is_some(), "{name}: room {} is too large", self.room[0]);
@@ -335,5 +410,58 @@ mod tests {
         let wide = Tensor::from_vec(vec![3], vec![1i64 << 28, 2, 3]).unwrap();
         let room = vec![TensorType::new(DType::F32, vec![6, 1])];
         assert!(run(ValueShapedOp::Expand, room, &[&x, &wide]).unwrap_err().to_string().contains("too large"));
+    }
+
+    #[test]
+    fn resize_and_pad_take_sizes_scales_and_pads_from_their_inputs() {
+        use crate::ops::movement::{CoordinateMode, NearestMode, ResizeMode};
+        let x = Tensor::from_vec(vec![1, 2, 3], vec![1f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let template = Resize {
+            mode: ResizeMode::Nearest,
+            coordinate_mode: CoordinateMode::Asymmetric,
+            nearest_mode: NearestMode::Floor,
+            cubic_coeff_a: -0.75,
+            exclude_outside: false,
+            extrapolation_value: 0.0,
+            antialias: false,
+            scales: vec![],
+            sizes: vec![],
+            roi: vec![],
+        };
+        let room = vec![TensorType::new(DType::F32, vec![1, 8, 8])];
+        let by_sizes =
+            ValueShapedOp::Resize { template: template.clone(), axes: vec![1, 2], by_sizes: true, policy: AspectPolicy::Stretch };
+        let sizes = Tensor::from_vec(vec![2], vec![4i64, 3]).unwrap();
+        let y = run(by_sizes.clone(), room.clone(), &[&x, &sizes]).unwrap().remove(0);
+        assert_eq!(y.shape(), &[1, 4, 3]);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 4.0, 5.0, 6.0]);
+        let negative = Tensor::from_vec(vec![2], vec![-4i64, 3]).unwrap();
+        assert!(run(by_sizes, room.clone(), &[&x, &negative]).unwrap_err().to_string().contains("negative"));
+        let by_scales = ValueShapedOp::Resize { template, axes: vec![2], by_sizes: false, policy: AspectPolicy::Stretch };
+        let scales = Tensor::from_vec(vec![1], vec![0.5f32]).unwrap();
+        let y = run(by_scales.clone(), room.clone(), &[&x, &scales]).unwrap().remove(0);
+        assert_eq!(y.shape(), &[1, 2, 1]);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[1.0, 4.0]);
+        let zero = Tensor::from_vec(vec![1], vec![0f32]).unwrap();
+        assert!(run(by_scales.clone(), room.clone(), &[&x, &zero]).unwrap_err().to_string().contains("positive"));
+        let huge = Tensor::from_vec(vec![1], vec![1e30f32]).unwrap();
+        assert!(run(by_scales, room, &[&x, &huge]).unwrap_err().to_string().contains("too large"));
+
+        let pad = ValueShapedOp::Pad { mode: PadMode::Constant, axes: vec![2] };
+        let room = vec![TensorType::new(DType::F32, vec![1, 2, 8])];
+        let value = Tensor::from_vec(vec![], vec![9f32]).unwrap();
+        let pads = Tensor::from_vec(vec![2], vec![0i64, 2]).unwrap();
+        let y = Op::from(ShapedByValues { op: pad.clone(), room: room.clone() })
+            .eval_owned(&[Some(&x), Some(&value), Some(&pads)])
+            .unwrap()
+            .remove(0);
+        assert_eq!(y.shape(), &[1, 2, 5]);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 9.0, 9.0, 4.0, 5.0, 6.0, 9.0, 9.0]);
+        let y =
+            Op::from(ShapedByValues { op: pad.clone(), room: room.clone() }).eval_owned(&[Some(&x), None, Some(&pads)]).unwrap();
+        assert_eq!(y[0].as_slice::<f32>().unwrap()[3], 0.0);
+        let wrong = Tensor::from_vec(vec![4], vec![0i64, 0, 1, 1]).unwrap();
+        let err = Op::from(ShapedByValues { op: pad, room }).eval_owned(&[Some(&x), None, Some(&wrong)]).unwrap_err();
+        assert!(err.to_string().contains("4 pads for 1 axes"), "{err}");
     }
 }

@@ -29,7 +29,9 @@ pub use nonzero::NonZero;
 pub use onehot::OneHot;
 pub use pad::{Pad, PadMode};
 pub use reshape::{resolve_reshape, type_shapes, AtShapes, DimOf, DynamicReshape, Reshape, ReshapeDim};
-pub use resize::{CoordinateMode, DynamicResize, NearestMode, Resize, ResizeMode, ResizeSize};
+pub use resize::{
+    resize_scales_and_sizes, AspectPolicy, CoordinateMode, DynamicResize, NearestMode, Resize, ResizeBy, ResizeMode, ResizeSize,
+};
 pub use reverse_sequence::ReverseSequence;
 pub use scatter::{ScatterElements, ScatterND, ScatterReduction};
 pub use size_of::SizeOf;

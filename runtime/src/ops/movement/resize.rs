@@ -391,6 +391,68 @@ pub enum ResizeSize {
     Of(DimOf),
 }
 
+/// What decides a Resize's output sizes: ONNX's `scales` or its `sizes`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResizeBy {
+    Scales(Vec<f64>),
+    Sizes(Vec<i64>),
+}
+
+/// ONNX's `keep_aspect_ratio_policy` (with `sizes` only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AspectPolicy {
+    Stretch,
+    NotLarger,
+    NotSmaller,
+}
+
+/// Full-rank scales and output sizes of a Resize of an input of `shape`
+/// from ONNX's scales or sizes over the axes `ax`, as the ONNX reference
+/// computes them.
+pub fn resize_scales_and_sizes(
+    shape: &[usize],
+    ax: &[usize],
+    by: &ResizeBy,
+    policy: AspectPolicy,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    let rank = shape.len();
+    ensure_op!(ax.iter().all(|&a| a < rank), "Resize: axes {ax:?} out of range for rank {rank}");
+    let mut full_scales = vec![1.0f64; rank];
+    let mut full_sizes = shape.to_vec();
+    match by {
+        ResizeBy::Scales(s) => {
+            ensure_op!(s.len() == ax.len(), "Resize: {} scales for {} axes", s.len(), ax.len());
+            for (&a, &v) in ax.iter().zip(s) {
+                ensure_op!(v.is_finite() && v > 0.0, "Resize: scale {v} must be positive");
+                full_scales[a] = v;
+                // Saturates: an output too large to hold is refused by its type.
+                full_sizes[a] = (v * shape[a] as f64).floor() as usize;
+            }
+        }
+        ResizeBy::Sizes(z) => {
+            ensure_op!(z.len() == ax.len(), "Resize: {} sizes for {} axes", z.len(), ax.len());
+            for (&a, &v) in ax.iter().zip(z) {
+                let v = usize::try_from(v).map_err(|_| crate::Error::op(format!("Resize: size {v} is negative")))?;
+                ensure_op!(shape[a] > 0, "Resize: cannot resize an empty axis {a}");
+                full_scales[a] = v as f64 / shape[a] as f64;
+                full_sizes[a] = v;
+            }
+            if policy != AspectPolicy::Stretch {
+                let it = ax.iter().map(|&a| full_scales[a]);
+                let scale = match policy {
+                    AspectPolicy::NotLarger => it.fold(f64::INFINITY, f64::min),
+                    _ => it.fold(0.0, f64::max),
+                };
+                for &a in ax {
+                    full_scales[a] = scale;
+                    full_sizes[a] = (scale * shape[a] as f64 + 0.5).floor() as usize;
+                }
+            }
+        }
+    }
+    Ok((full_scales, full_sizes))
+}
+
 /// A Resize whose output sizes follow the input shapes: what a Resize
 /// becomes in an engine whose shapes vary (feature pyramids that upsample
 /// to the size of another level).

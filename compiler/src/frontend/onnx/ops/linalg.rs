@@ -14,6 +14,7 @@ use trtc_runtime::ops::linalg::{
     Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, NonMaxSuppression,
     Pool, PoolKind, RoiAlign, Window,
 };
+use trtc_runtime::ops::reduce::{Reduce, ReduceKind, ReduceOp};
 
 pub fn register(r: &mut Registry) {
     r.add("MatMul", matmul);
@@ -285,6 +286,22 @@ fn lp_pool(ctx: &mut Ctx) -> Result<Vec<Port>> {
 fn global_pool(ctx: &mut Ctx, kind: PoolKind) -> Result<Vec<Port>> {
     let kernel = spatial(ctx, 0)?;
     ensure!(kernel.iter().all(|&k| k > 0), "global pooling over an empty spatial axis");
+    let x = ctx.input(0)?;
+    if ctx.graph.is_data_sized(x) {
+        // Its window is the whole input, whose sizes are read at run time:
+        // the reduction over the spatial axes.
+        let reduce = match kind {
+            PoolKind::Max => Some(ReduceKind::Max),
+            PoolKind::Average { .. } => Some(ReduceKind::Mean),
+            PoolKind::Lp { p: 1.0 } => Some(ReduceKind::L1),
+            PoolKind::Lp { p: 2.0 } => Some(ReduceKind::L2),
+            PoolKind::Lp { .. } => None,
+        };
+        if let Some(kind) = reduce {
+            let rank = kernel.len() + 2;
+            return ctx.op(ReduceOp::Reduce(Reduce::new(kind, (2..rank).collect(), true)), &[Some(x)]);
+        }
+    }
     let op = Pool::new(kind, kernel);
     ctx.op(op, &[Some(ctx.input(0)?)])
 }

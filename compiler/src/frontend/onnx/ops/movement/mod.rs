@@ -133,18 +133,31 @@ pub(crate) fn follow_sizes(from: &[usize], to: &[usize]) -> Option<Vec<ReshapeDi
 /// (a constant target then still meets the data's actual shape). `None`
 /// otherwise: the converter reads a constant as usual.
 pub(crate) fn shaped_by_values(ctx: &mut Ctx, op: ValueShapedOp) -> Result<Option<Vec<Port>>> {
+    let inputs: Vec<Option<Port>> = (0..op.inputs()).map(|i| ctx.input(i).map(Some)).collect::<Result<_>>()?;
+    shaped_by_values_of(ctx, op, &inputs)
+}
+
+/// [`shaped_by_values`] with the op's inputs in its own order (where it is
+/// not the ONNX node's).
+pub(crate) fn shaped_by_values_of(ctx: &mut Ctx, op: ValueShapedOp, inputs: &[Option<Port>]) -> Result<Option<Vec<Port>>> {
     let (si, n) = (op.shape_input(), op.inputs());
-    let data = if si == 0 { None } else { Some(ctx.input(0)?) };
+    if inputs.len() != n {
+        bail!("{}: {} inputs, expected {n}", op.onnx_op(), inputs.len());
+    }
+    let data = if si == 0 { None } else { inputs[0] };
     let data_sized = data.is_some_and(|x| ctx.graph.is_data_sized(x));
-    if (si..n).all(|i| ctx.const_input(i).is_some()) && !data_sized {
+    if inputs[si..].iter().all(|&p| p.is_some_and(|p| ctx.konst(p).is_some())) && !data_sized {
         return Ok(None);
     }
-    let Some(values) = (si..n).map(|i| ctx.room_value(i).cloned()).collect::<Option<Vec<Tensor>>>() else { return Ok(None) };
+    let Some(values) =
+        inputs[si..].iter().map(|&p| p.and_then(|p| ctx.room_value_of(p)).cloned()).collect::<Option<Vec<Tensor>>>()
+    else {
+        return Ok(None);
+    };
     let views: Vec<_> = values.iter().map(Tensor::view).collect();
     let data_ty = data.map(|x| ctx.ty(x).clone());
     let room = op.output_types(data_ty.as_ref(), &views).map_err(|e| anyhow!("at the largest sizes: {e}"))?;
-    let inputs: Vec<Option<Port>> = (0..n).map(|i| ctx.input(i).map(Some)).collect::<Result<_>>()?;
-    ctx.op(ShapedByValues { op, room }, &inputs).map(Some)
+    ctx.op(ShapedByValues { op, room }, inputs).map(Some)
 }
 
 /// Checks that a constant of `len` elements of `dtype` is small enough to build.

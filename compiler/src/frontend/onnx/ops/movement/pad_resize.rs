@@ -1,12 +1,15 @@
 //! Pad, CenterCropPad (a Pad with negative pads where it crops), Resize and
 //! Upsample (a Resize with asymmetric coordinates and floor rounding).
 
-use super::{axes, dims, tensor_from_f64};
+use super::{axes, dims, shaped_by_values_of, tensor_from_f64};
 use crate::frontend::onnx::ctx::Ctx;
 use crate::frontend::onnx::ops::Registry;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
-use trtc_runtime::ops::movement::{CoordinateMode, NearestMode, Pad, PadMode, Resize, ResizeMode};
+use trtc_runtime::ops::control::ValueShapedOp;
+use trtc_runtime::ops::movement::{
+    resize_scales_and_sizes, AspectPolicy, CoordinateMode, NearestMode, Pad, PadMode, Resize, ResizeBy, ResizeMode,
+};
 
 pub fn register(r: &mut Registry) {
     r.add("Pad", pad);
@@ -37,8 +40,21 @@ fn pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
         let value = if v != 0.0 { Some(ctx.constant(tensor_from_f64(ty.dtype, vec![], &[v])?)) } else { None };
         (pads, value, None)
     } else {
-        let pads = ctx.require_const(1, "pads")?.to_i64_vec()?;
         let ax = if ctx.opset >= 18 { ctx.opt_const_ints(3, "axes")? } else { None };
+        if ctx.const_input(1).is_none() {
+            // Pads computed at run time (to a multiple of 32 from the
+            // input's sizes): read when the layer runs.
+            let axes = match &ax {
+                Some(a) => axes(a, rank)?,
+                None => (0..rank).collect(),
+            };
+            let value = if mode == PadMode::Constant { ctx.opt_input(2) } else { None };
+            let op = ValueShapedOp::Pad { mode, axes };
+            if let Some(outs) = shaped_by_values_of(ctx, op, &[Some(x), value, Some(ctx.input(1)?)])? {
+                return Ok(outs);
+            }
+        }
+        let pads = ctx.require_const(1, "pads")?.to_i64_vec()?;
         (pads, ctx.opt_input(2), ax)
     };
     let ax = match ax {
@@ -144,53 +160,24 @@ fn scales_and_sizes(
     ax: &[usize],
     scales: Option<Vec<f64>>,
     sizes: Option<Vec<i64>>,
-    policy: &str,
+    policy: AspectPolicy,
 ) -> Result<(Vec<f64>, Vec<usize>)> {
-    let rank = shape.len();
-    let mut full_scales = vec![1.0f64; rank];
-    let mut full_sizes = shape.to_vec();
-    match (scales, sizes) {
-        (Some(s), None) => {
-            if s.len() != ax.len() {
-                bail!("{} scales for {} axes", s.len(), ax.len());
-            }
-            for (&a, &v) in ax.iter().zip(&s) {
-                if !v.is_finite() || v <= 0.0 {
-                    bail!("scale {v} must be positive");
-                }
-                full_scales[a] = v;
-                full_sizes[a] = (v * shape[a] as f64).floor() as usize;
-            }
-        }
-        (None, Some(z)) => {
-            let z = dims(&z, "sizes")?;
-            if z.len() != ax.len() {
-                bail!("{} sizes for {} axes", z.len(), ax.len());
-            }
-            for (&a, &v) in ax.iter().zip(&z) {
-                if shape[a] == 0 {
-                    bail!("cannot resize an empty axis {a}");
-                }
-                full_scales[a] = v as f64 / shape[a] as f64;
-                full_sizes[a] = v;
-            }
-            if policy != "stretch" {
-                let it = ax.iter().map(|&a| full_scales[a]);
-                let scale = match policy {
-                    "not_larger" => it.fold(f64::INFINITY, f64::min),
-                    "not_smaller" => it.fold(0.0, f64::max),
-                    p => bail!("unknown keep_aspect_ratio_policy '{p}'"),
-                };
-                for &a in ax {
-                    full_scales[a] = scale;
-                    full_sizes[a] = (scale * shape[a] as f64 + 0.5).floor() as usize;
-                }
-            }
-        }
+    let by = match (scales, sizes) {
+        (Some(s), None) => ResizeBy::Scales(s),
+        (None, Some(z)) => ResizeBy::Sizes(z),
         (Some(_), Some(_)) => bail!("only one of scales and sizes may be given"),
         (None, None) => bail!("one of scales and sizes must be given"),
-    }
-    Ok((full_scales, full_sizes))
+    };
+    resize_scales_and_sizes(shape, ax, &by, policy).map_err(|e| anyhow!("{e}"))
+}
+
+fn aspect_policy(s: &str) -> Result<AspectPolicy> {
+    Ok(match s {
+        "stretch" => AspectPolicy::Stretch,
+        "not_larger" => AspectPolicy::NotLarger,
+        "not_smaller" => AspectPolicy::NotSmaller,
+        p => bail!("unknown keep_aspect_ratio_policy '{p}'"),
+    })
 }
 
 fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
@@ -199,26 +186,21 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let rank = shape.len();
     let a = &ctx.attrs;
     let mode = resize_mode(&a.string("mode")?.unwrap_or_else(|| "nearest".into()))?;
-    let (coordinate_mode, nearest, scales, sizes, roi) = if ctx.opset < 11 {
+    let (coordinate_mode, nearest, roi) = if ctx.opset < 11 {
         // Resize-10 behaves like Upsample.
-        (CoordinateMode::Asymmetric, NearestMode::Floor, opt_floats(ctx, 1, "scales")?, None, None)
+        (CoordinateMode::Asymmetric, NearestMode::Floor, None)
     } else {
         let cm = coordinate_mode(&a.string("coordinate_transformation_mode")?.unwrap_or_else(|| "half_pixel".into()))?;
         let nm = nearest_mode(&a.string("nearest_mode")?.unwrap_or_else(|| "round_prefer_floor".into()))?;
         let roi = if cm == CoordinateMode::TfCropAndResize { opt_floats(ctx, 1, "roi")? } else { None };
-        let sizes = match ctx.opt_input(3) {
-            Some(_) => Some(ctx.require_const(3, "sizes")?.to_i64_vec()?).filter(|s| !s.is_empty()),
-            None => None,
-        };
-        (cm, nm, opt_floats(ctx, 2, "scales")?, sizes, roi)
+        (cm, nm, roi)
     };
     let a = &ctx.attrs;
     let ax = match a.ints("axes")? {
         Some(v) => axes(&v, rank)?,
         None => (0..rank).collect(),
     };
-    let policy = a.string("keep_aspect_ratio_policy")?.unwrap_or_else(|| "stretch".into());
-    let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, sizes, &policy)?;
+    let policy = aspect_policy(&a.string("keep_aspect_ratio_policy")?.unwrap_or_else(|| "stretch".into()))?;
     let roi = match (coordinate_mode, roi) {
         (CoordinateMode::TfCropAndResize, Some(r)) => {
             if r.len() != 2 * ax.len() {
@@ -234,7 +216,7 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
         (CoordinateMode::TfCropAndResize, None) => bail!("tf_crop_and_resize needs a roi input"),
         _ => vec![],
     };
-    let op = Resize {
+    let template = Resize {
         mode,
         coordinate_mode,
         nearest_mode: nearest,
@@ -242,13 +224,42 @@ fn resize(ctx: &mut Ctx) -> Result<Vec<Port>> {
         exclude_outside: a.int_or("exclude_outside", 0)? != 0,
         extrapolation_value: a.float_or("extrapolation_value", 0.0)? as f64,
         antialias: a.int_or("antialias", 0)? != 0,
-        scales,
-        sizes,
+        scales: vec![],
+        sizes: vec![],
         roi,
     };
-    if op.antialias && op.mode == ResizeMode::Nearest {
+    if template.antialias && template.mode == ResizeMode::Nearest {
         bail!("antialias is not defined for nearest mode");
     }
+    // Which input decides the output sizes: `sizes` when given (an empty
+    // constant counts as absent), else `scales`.
+    let empty_const = |ctx: &Ctx, i: usize| ctx.const_input(i).is_some_and(|t| t.is_empty());
+    let (by, by_sizes) = if ctx.opset < 11 {
+        (1, false)
+    } else if ctx.opt_input(3).is_some() && !empty_const(ctx, 3) {
+        (3, true)
+    } else {
+        (2, false)
+    };
+    if let Some(values) = ctx.opt_input(by) {
+        if ctx.const_input(by).is_none() || ctx.graph.is_data_sized(x) {
+            // Sizes computed at run time, or an input whose own sizes are
+            // read at run time: the output sizes are computed when the
+            // layer runs.
+            let op = ValueShapedOp::Resize { template: template.clone(), axes: ax.clone(), by_sizes, policy };
+            if let Some(outs) = shaped_by_values_of(ctx, op, &[Some(x), Some(values)])? {
+                return Ok(outs);
+            }
+        }
+    }
+    let (scales, sizes) = if by_sizes {
+        let sizes = ctx.require_const(3, "sizes")?.to_i64_vec()?;
+        let scales = if empty_const(ctx, 2) || ctx.opt_input(2).is_none() { None } else { opt_floats(ctx, 2, "scales")? };
+        scales_and_sizes(&shape, &ax, scales, Some(sizes), policy)?
+    } else {
+        scales_and_sizes(&shape, &ax, opt_floats(ctx, by, "scales")?, None, policy)?
+    };
+    let op = Resize { scales, sizes, ..template };
     Ok(vec![ctx.op1(op, &[Some(x)])?])
 }
 
@@ -270,7 +281,7 @@ fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
         opt_floats(ctx, 1, "scales")?
     };
     let ax: Vec<usize> = (0..shape.len()).collect();
-    let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, None, "stretch")?;
+    let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, None, AspectPolicy::Stretch)?;
     let op = Resize {
         mode,
         coordinate_mode: CoordinateMode::Asymmetric,
