@@ -293,6 +293,20 @@ pub enum ModelSource {
     Bytes(Vec<u8>),
 }
 
+/// How the sizes of an engine whose profiles' shapes vary are found (see
+/// [`import`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VaryingSizes {
+    /// Read from tensor shapes by layers generalized from the model
+    /// imported at several shapes (every layer keeps its GPU kernels);
+    /// computed at run time where no rule generalizes.
+    #[default]
+    Generalized,
+    /// Computed at run time from each run's input shapes everywhere, the
+    /// fallback of `Generalized` (tests run every model this way too).
+    AtRunTime,
+}
+
 /// Everything `trtc build` can be asked.
 #[derive(Clone, Debug, Default)]
 pub struct BuildOptions {
@@ -301,6 +315,8 @@ pub struct BuildOptions {
     /// occurrence of each flag giving profile k); the engine is planned at
     /// each input's maximum over them.
     pub profiles: Vec<ShapeProfile>,
+    /// How the sizes of an engine whose profiles' shapes vary are found.
+    pub varying_sizes: VaryingSizes,
     pub lower: LowerOptions,
     pub passes: crate::passes::PassOptions,
     pub precision: PrecisionConfig,
@@ -630,7 +646,12 @@ fn import_at(model: &ModelSource, opts: &ImportOptions) -> Result<Graph> {
 /// the shapes of a run). What the model computes from its input shapes
 /// (exporters' Shape → Gather → Reshape chains, position ids, masks) is
 /// generalized into layers that read sizes at run time
-/// ([`crate::generalize`]), or refused, naming the node.
+/// ([`crate::generalize`]). Where no rule generalizes, the model is
+/// imported once more with its varying inputs sized at run time: the
+/// shape computations stay layers that run on each run's input shapes
+/// (checked against the model imported at fixed shapes, see
+/// [`check_sized_at_run_time`]); if that fails too, the build is refused,
+/// naming the node.
 pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     check_profiles(&opts.profiles)?;
     let planned = envelope(&opts.profiles);
@@ -639,6 +660,10 @@ pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
     }
     // Identity reshapes are kept so that each shape gives the same nodes.
     let import = ImportOptions { keep_identity_reshapes: true, ..opts.import.clone() };
+    if opts.varying_sizes == VaryingSizes::AtRunTime {
+        let kept = ImportOptions { keep_loops: true, ..import };
+        return import_sized_at_run_time(model, opts, &planned, &kept);
+    }
     // A model whose loops unroll to other iteration counts at other shapes
     // gives other nodes at each; with its loops kept as layers (which run
     // their bodies at run time) it may give the same.

@@ -7,12 +7,15 @@
 //! sizes in between) against onnxruntime's outputs: max |ours - ort| /
 //! max |ort| <= 1e-4, as for the static testdata models, in the exact and
 //! the fast CPU modes. A model that fails to build counts as a failure.
+//! Every model is built twice: with its sizes generalized (the default)
+//! and with them computed at run time (the fallback where no rule
+//! generalizes).
 
 mod common;
 mod recorded;
 
 use std::path::PathBuf;
-use trtc::build::{build_file, BuildOptions, ShapeProfile};
+use trtc::build::{build_file, BuildOptions, ShapeProfile, VaryingSizes};
 use trtc_runtime::{Engine, Tensor};
 
 fn dir() -> PathBuf {
@@ -41,6 +44,17 @@ fn profile(model: &serde_json::Value) -> ShapeProfile {
 
 #[test]
 fn models_with_symbolic_dimensions_build_once_and_match_onnxruntime_at_every_shape() {
+    every_model_matches_onnxruntime(VaryingSizes::Generalized);
+}
+
+/// The fallback for models no profile rule generalizes, taken by every
+/// model: its shape computations run at run time on each run's shapes.
+#[test]
+fn models_with_their_sizes_computed_at_run_time_match_onnxruntime_at_every_shape() {
+    every_model_matches_onnxruntime(VaryingSizes::AtRunTime);
+}
+
+fn every_model_matches_onnxruntime(varying_sizes: VaryingSizes) {
     let models = all_models();
     assert!(models.len() >= 20, "expected the exported models in testdata/dynamic and dynamic_more, found {}", models.len());
     let (mut passed, mut failures) = (0, Vec::new());
@@ -50,7 +64,7 @@ fn models_with_symbolic_dimensions_build_once_and_match_onnxruntime_at_every_sha
             failures.push(format!("{name}: not exported: {}", m["error"]));
             continue;
         }
-        let opts = BuildOptions { profiles: vec![profile(m)], ..Default::default() };
+        let opts = BuildOptions { profiles: vec![profile(m)], varying_sizes, ..Default::default() };
         let result = build_file(&dir.join(m["file"].as_str().unwrap()), &opts)
             .and_then(|built| Ok(Engine::from_bytes(&built.engine)?))
             .and_then(|engine| recorded::worst_error(&engine, m, dir));
@@ -67,7 +81,7 @@ fn models_with_symbolic_dimensions_build_once_and_match_onnxruntime_at_every_sha
     for f in &failures {
         println!("FAIL {f}");
     }
-    println!("dynamic models: {passed} passed, {} failed", failures.len());
+    println!("dynamic models ({varying_sizes:?}): {passed} passed, {} failed", failures.len());
     assert!(failures.is_empty(), "{} models failed:\n{}", failures.len(), failures.join("\n"));
 }
 

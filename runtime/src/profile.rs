@@ -238,9 +238,11 @@ pub fn select(profiles: &[Profile], plan: &Plan, shapes: &[&[usize]], chosen: Op
 
 /// The type of every tensor of `plan` when its input bindings have the
 /// types `inputs` (in binding order): weights keep theirs, every layer's
-/// outputs are inferred again from its inputs. Fails when a layer does not
-/// infer, or when a tensor would be larger than the memory plan made room
-/// for.
+/// outputs are inferred again from its inputs. A layer sized by the data
+/// (or by values computed at run time) and every layer after it keep their
+/// planned types (their room): the executors infer them as they run. Fails
+/// when a layer does not infer, or when a tensor would be larger than the
+/// memory plan made room for.
 pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
     let mut types: Vec<TensorType> = plan.tensors.iter().map(|t| t.ty.clone()).collect();
     if inputs.len() != plan.inputs.len() {
@@ -256,8 +258,11 @@ pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         fits(plan, id, ty)?;
         types[id] = ty.clone();
     }
+    let sized = plan.data_sized();
     for layer in &plan.layers {
-        infer_layer(plan, layer, &mut types)?;
+        if !layer.outputs.iter().any(|&o| sized[o]) {
+            infer_layer(plan, layer, &mut types)?;
+        }
     }
     Ok(types)
 }

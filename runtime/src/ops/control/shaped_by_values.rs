@@ -2,7 +2,7 @@
 //! TensorRT's shape tensors: TopK with a computed `k`, Reshape and Expand to
 //! a computed shape, ConstantOfShape of a computed shape, Range and Slice
 //! with computed bounds, Resize to computed sizes or scales, Pad by
-//! computed pads. A detector computes those values from the sizes of
+//! computed pads, Tile by computed repeats. A detector computes those values from the sizes of
 //! tensors sized by the data (`k = min(1000, number of candidates)`), or
 //! from its input image's sizes in an engine that reads them at run time
 //! (resize by `min(800 / shorter side, 1333 / longer side)`, pad to a
@@ -15,7 +15,7 @@
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::movement::reshape::resolve_reshape;
-use crate::ops::movement::{resize_scales_and_sizes, AspectPolicy, Expand, Pad, PadMode, Resize, ResizeBy, Slice};
+use crate::ops::movement::{resize_scales_and_sizes, AspectPolicy, Expand, Pad, PadMode, Resize, ResizeBy, Slice, Tile};
 use crate::ops::reduce::TopK;
 use crate::ops::util::broadcast_shapes;
 use crate::ops::{input, Op, OpImpl};
@@ -46,6 +46,8 @@ pub enum ValueShapedOp {
     /// Inputs: data, the constant value (optional), pads (`[begins...,
     /// ends...]` over `axes`, ONNX's order).
     Pad { mode: PadMode, axes: Vec<usize> },
+    /// Inputs: data, repeats (one per axis).
+    Tile,
 }
 
 /// A [`ValueShapedOp`] and the room its outputs have in the memory plan.
@@ -78,6 +80,7 @@ impl ValueShapedOp {
             ValueShapedOp::Range => "Range",
             ValueShapedOp::Resize { .. } => "Resize",
             ValueShapedOp::Pad { .. } => "Pad",
+            ValueShapedOp::Tile => "Tile",
         }
     }
 
@@ -129,6 +132,10 @@ impl ValueShapedOp {
         let values = &all[0];
         Ok(match self {
             ValueShapedOp::Range | ValueShapedOp::Resize { .. } => bail_op!("{name}: not a shape list"),
+            ValueShapedOp::Tile => {
+                let x = data()?;
+                vec![Tile { repeats: sizes(values, "Tile's repeats")? }.infer(&[Some(x)])?.remove(0)]
+            }
             ValueShapedOp::Pad { mode, axes } => {
                 let x = data()?;
                 vec![TensorType::new(x.dtype, self.pad_at(*mode, axes, x, values)?.infer(&[Some(x)])?.remove(0).shape)]
@@ -235,6 +242,9 @@ impl ShapedByValues {
             (ValueShapedOp::Range, None) => Ok(vec![range(values[0], values[1], values[2])?]),
             (ValueShapedOp::Resize { template, .. }, Some(x)) => {
                 Op::from(self.op.resize_at(template, &x.ty(), values[0])?).eval_views(&[Some(x)])
+            }
+            (ValueShapedOp::Tile, Some(x)) => {
+                Op::from(Tile { repeats: sizes(&ints(values[0], "Tile's repeats")?, "Tile's repeats")? }).eval_views(&[Some(x)])
             }
             (ValueShapedOp::Pad { mode, axes }, Some(x)) => {
                 let pads = ints(values[0], "Pad's pads")?;

@@ -166,6 +166,12 @@ fn tile(ctx: &mut Ctx) -> Result<Vec<Port>> {
         r[axis(a, rank)?] = t;
         r
     } else {
+        // Repeats computed at run time (a class token tiled per batch row).
+        if ctx.const_input(1).is_none() {
+            if let Some(outs) = shaped_by_values(ctx, ValueShapedOp::Tile)? {
+                return Ok(outs);
+            }
+        }
         ctx.require_const(1, "repeats")?.to_i64_vec()?
     };
     let repeats = dims(&repeats, "repeats")?;
