@@ -16,7 +16,9 @@ and one image none at all (when one of the candidates does).
 Output, in `testdata/detection/`: `NAME.onnx` (legacy exporter, opset 17,
 input `images` [3, 64, 64]), and per image `NAME.K.npz` holding the input
 and onnxruntime's outputs under `out:NAME` (CPU provider, ORT_DISABLE_ALL,
-1 thread). `manifest.json` lists the models, the count of detections of each
+1 thread). Faster R-CNN and FCOS are also exported as `NAME_dynamic.onnx`
+with a symbolic image height and width, recorded at four image sizes, with
+the profile to build them with. `manifest.json` lists the models, the count of detections of each
 image and how far onnxruntime is from torch. Same versions as
 `export_models.py` (`requirements.txt`); run with
 `/tmp/tdvenv/bin/python testdata/export_detection.py`.
@@ -173,8 +175,63 @@ def main() -> int:
         print(f"{name}: detections {[c['detections'] for c in cases]}, "
               f"worst ort-vs-torch {max(c['max_abs_diff_ort_vs_torch'] for c in cases):.2e}, "
               f"{path.stat().st_size // 1024} KiB")
+    for name, model in models(thresh).items():
+        if name in DYNAMIC:
+            model.eval()
+            manifest["models"].append(export_dynamic(name, model, thresh[name]))
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return 0
+
+
+# The detectors also exported with the image's height and width symbolic:
+# their transform resizes by a scale computed from the image's sizes and
+# pads to a multiple of 32 (a pad that vanishes at some sizes), which trtc
+# computes at run time. SSD resizes to a fixed size and is left out.
+DYNAMIC = ("faster_rcnn", "fcos")
+DYNAMIC_PROFILE = {"images": {"min": [3, 32, 32], "opt": [3, 64, 64], "max": [3, 96, 96]}}
+DYNAMIC_SIZES = [(48, 64), (96, 96), (57, 83), (32, 40)]
+
+
+def export_dynamic(name: str, model, thresh: float) -> dict:
+    path = OUT / f"{name}_dynamic.onnx"
+    rng = np.random.default_rng(1)
+    example = [torch.from_numpy(rng.random((3, *DYNAMIC_SIZES[0]), dtype=np.float32))]
+    with torch.no_grad():
+        names = list(model(example)[0].keys())
+        torch.onnx.export(model, (example,), str(path), opset_version=17, dynamo=False,
+                          input_names=["images"], output_names=names,
+                          dynamic_axes={"images": {1: "height", 2: "width"}})
+    m = onnx.load(str(path))
+    em.strip_bulky_metadata(m)
+    onnx.save_model(m, str(path))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    cases = []
+    for k, (h, w) in enumerate(DYNAMIC_SIZES):
+        # An image where onnxruntime and torch keep the same boxes (a score
+        # at the threshold's last bits may fall on either side).
+        for _ in range(20):
+            image = rng.random((3, h, w), dtype=np.float32)
+            got = sess.run(None, {"images": image})
+            with torch.no_grad():
+                eager = model([torch.from_numpy(image)])[0]
+            if all(g.shape == eager[o.name].shape for o, g in zip(sess.get_outputs(), got)):
+                break
+        else:
+            raise SystemExit(f"{name}_dynamic: onnxruntime and torch keep different counts at {h}x{w}")
+        diff = max((float(np.max(np.abs(g - eager[o.name].numpy()))) if g.size else 0.0)
+                   for o, g in zip(sess.get_outputs(), got))
+        arrays = {"images": image}
+        arrays.update({f"out:{o.name}": g for o, g in zip(sess.get_outputs(), got)})
+        np.savez(OUT / f"{name}_dynamic.{k}.npz", **arrays)
+        cases.append({"file": f"{name}_dynamic.{k}.npz", "shape": list(image.shape),
+                      "detections": int(got[0].shape[0]), "max_abs_diff_ort_vs_torch": diff})
+    print(f"{name}_dynamic: detections {[c['detections'] for c in cases]} at {DYNAMIC_SIZES}, "
+          f"{path.stat().st_size // 1024} KiB")
+    return {"name": f"{name}_dynamic", "file": path.name, "score_thresh": thresh, "profile": DYNAMIC_PROFILE,
+            "ops": sorted({n.op_type for n in m.graph.node}), "cases": cases}
 
 
 if __name__ == "__main__":

@@ -624,8 +624,25 @@ fn print_build_report(a: &BuildArgs, built: &build::Built) {
             k.cubin_bytes / 1024,
             k.compile_time.as_secs_f64()
         );
-        for (layer, why) in &k.host_layers {
+        // Every layer after one sized by the data runs on the host too: those
+        // are counted, the others listed (the first few; `trtc inspect` shows
+        // every layer).
+        const LISTED: usize = 12;
+        let (after, others): (Vec<_>, Vec<_>) = k.host_layers.iter().partition(|(_, why)| why.ends_with("is sized by the data"));
+        for (layer, why) in others.iter().take(LISTED) {
             eprintln!("  on the host: {layer}: {why}");
+        }
+        if others.len() > LISTED {
+            eprintln!("  on the host: {} more layers (trtc inspect lists them)", others.len() - LISTED);
+        }
+        if !after.is_empty() {
+            eprintln!("  on the host: {} layers whose inputs are sized by the data", after.len());
+        }
+        if after.len() > k.device_layers {
+            eprintln!(
+                "warning: most layers run on the host: their sizes depend on the data (a detector's kept boxes), or on sizes \
+                 the model computes from input shapes at run time (then an engine per shape, --shape, runs them on the GPU)"
+            );
         }
         for (tactic, bytes) in &k.spills {
             eprintln!("  warning: kernel {tactic} spills {bytes} bytes of registers");
