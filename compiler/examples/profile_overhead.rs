@@ -9,12 +9,14 @@
 //!   that stay at each, per run (the difference is the re-binding: every
 //!   tensor's shape inferred again).
 //!
-//! Medians of `ROUNDS` rounds of `RUNS` runs each.
-//! `cargo run --release -p trtc --example profile_overhead [FILTER]`
+//! Medians of `ROUNDS` rounds of `RUNS` runs each. With `--at-run-time`,
+//! the profile engines compute their sizes at run time
+//! (`VaryingSizes::AtRunTime`, the fallback where no rule generalizes).
+//! `cargo run --release -p trtc --example profile_overhead [--at-run-time] [FILTER]`
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use trtc::build::{build_file, BuildOptions, ShapeProfile};
+use trtc::build::{build_file, BuildOptions, ShapeProfile, VaryingSizes};
 use trtc_runtime::math::Math;
 use trtc_runtime::{Engine, ExecutionContext, Tensor};
 
@@ -74,7 +76,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> anyhow::Result<()> {
-    let filter = std::env::args().nth(1).unwrap_or_default();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let varying_sizes =
+        if args.iter().any(|a| a == "--at-run-time") { VaryingSizes::AtRunTime } else { VaryingSizes::Generalized };
+    let filter = args.iter().find(|a| !a.starts_with("--")).cloned().unwrap_or_default();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/dynamic");
     let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
     println!("| model | opt shape | static ms | profile ms | profile/static | other shape | stay opt ms | stay other ms | alternate ms | switch cost us |");
@@ -86,7 +91,7 @@ fn main() -> anyhow::Result<()> {
         }
         let path = dir.join(m["file"].as_str().unwrap());
         let profile = ShapeProfile::from_flags(&at(m, "min"), &at(m, "opt"), &at(m, "max"))?;
-        let dynamic = engine(&path, &BuildOptions { profiles: vec![profile], ..Default::default() })?;
+        let dynamic = engine(&path, &BuildOptions { profiles: vec![profile], varying_sizes, ..Default::default() })?;
         let mut fixed_opts = BuildOptions::default();
         for (n, d) in at(m, "opt") {
             fixed_opts.import.shapes.insert(n, d);

@@ -414,6 +414,8 @@ pub struct Built {
     pub calibration: Option<(CalibrationCache, bool)>,
     /// For GPU targets, what the kernel table holds.
     pub kernels: Option<crate::cuda::kernel_table::KernelReport>,
+    /// See [`Imported::sizes_at_run_time`] (set by [`build_file`]).
+    pub sizes_at_run_time: Option<String>,
     pub engine: Vec<u8>,
 }
 
@@ -623,13 +625,14 @@ pub fn build_graph(mut graph: Graph, opts: &BuildOptions) -> Result<Built> {
     };
     let engine =
         Engine::serialize_with_profiles(opts.target.clone(), flags, &lowered.plan, &lowered.weights, table.as_ref(), &profiles)?;
-    Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, engine })
+    Ok(Built { graph, reference, imported_nodes, pass_stats, precision, calibration, kernels, sizes_at_run_time: None, engine })
 }
 
 /// Compiles an ONNX file into engine bytes.
 pub fn build_file(model: &Path, opts: &BuildOptions) -> Result<Built> {
-    let graph = import(&ModelSource::File(model.to_path_buf()), opts)?;
-    build_graph(graph, opts)
+    let imported = import_reporting(&ModelSource::File(model.to_path_buf()), opts)?;
+    let built = build_graph(imported.graph, opts)?;
+    Ok(Built { sizes_at_run_time: imported.sizes_at_run_time, ..built })
 }
 
 fn import_at(model: &ModelSource, opts: &ImportOptions) -> Result<Graph> {
@@ -653,32 +656,60 @@ fn import_at(model: &ModelSource, opts: &ImportOptions) -> Result<Graph> {
 /// [`check_sized_at_run_time`]); if that fails too, the build is refused,
 /// naming the node.
 pub fn import(model: &ModelSource, opts: &BuildOptions) -> Result<Graph> {
+    import_reporting(model, opts).map(|i| i.graph)
+}
+
+/// What [`import`] gives, and how it found the sizes.
+pub struct Imported {
+    pub graph: Graph,
+    /// Why the sizes are computed at run time (`trtc build` says so), when
+    /// they are: what no profile rule generalized, or that
+    /// [`VaryingSizes::AtRunTime`] asked for it.
+    pub sizes_at_run_time: Option<String>,
+}
+
+/// [`import`], reporting how the sizes were found.
+pub fn import_reporting(model: &ModelSource, opts: &BuildOptions) -> Result<Imported> {
     check_profiles(&opts.profiles)?;
     let planned = envelope(&opts.profiles);
+    let generalized = |graph| Imported { graph, sizes_at_run_time: None };
     if !shapes_vary(&opts.profiles) {
-        return import_at(model, &with_shapes(&opts.import, &planned));
+        return import_at(model, &with_shapes(&opts.import, &planned)).map(generalized);
     }
     // Identity reshapes are kept so that each shape gives the same nodes.
     let import = ImportOptions { keep_identity_reshapes: true, ..opts.import.clone() };
     if opts.varying_sizes == VaryingSizes::AtRunTime {
         let kept = ImportOptions { keep_loops: true, ..import };
-        return import_sized_at_run_time(model, opts, &planned, &kept);
+        let graph = import_sized_at_run_time(model, opts, &planned, &kept)?;
+        return Ok(Imported { graph, sizes_at_run_time: Some("asked for".into()) });
     }
     // A model whose loops unroll to other iteration counts at other shapes
     // gives other nodes at each; with its loops kept as layers (which run
     // their bodies at run time) it may give the same.
     let unrolled = match import_generalized(model, opts, &planned, &import) {
         Err(unrolled) => unrolled,
-        ok => return ok,
+        ok => return ok.map(generalized),
     };
     let kept = ImportOptions { keep_loops: true, ..import };
     if let Ok(g) = import_generalized(model, opts, &planned, &kept) {
-        return Ok(g);
+        return Ok(generalized(g));
     }
     // What no rule generalizes is computed at run time from the bound
     // input shapes, as the sizes of tensors sized by the data are.
-    import_sized_at_run_time(model, opts, &planned, &kept)
-        .map_err(|e| anyhow::anyhow!("{unrolled:#}; computing its sizes at run time instead: {e:#}"))
+    match import_sized_at_run_time(model, opts, &planned, &kept) {
+        Ok(graph) => Ok(Imported { graph, sizes_at_run_time: Some(generalizer_reason(&unrolled)) }),
+        Err(e) => Err(anyhow::anyhow!("{unrolled:#}; computing its sizes at run time instead: {e:#}")),
+    }
+}
+
+/// What the generalizer could not keep symbolic: its refusal without the
+/// advice to build one engine per shape (the sizes are computed at run
+/// time instead).
+fn generalizer_reason(e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    let advice = [", so its shapes cannot vary in one engine", "; the model's shapes cannot vary in one engine"];
+    let end = advice.iter().filter_map(|a| text.find(a)).min().unwrap_or(text.len());
+    text[..end].to_string()
 }
 
 /// The graph of a model whose profiles' shapes vary, imported once at the

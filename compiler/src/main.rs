@@ -531,7 +531,11 @@ impl TryFrom<&BuildArgs> for BuildOptions {
 fn cmd_build(a: BuildArgs) -> Result<()> {
     let opts = BuildOptions::try_from(&a)?;
     let start = std::time::Instant::now();
-    let graph = build::import(&build::ModelSource::File(a.model.clone()), &opts)?;
+    let imported = build::import_reporting(&build::ModelSource::File(a.model.clone()), &opts)?;
+    if let Some(why) = &imported.sizes_at_run_time {
+        eprintln!("note: the model's sizes are computed at run time from each run's input shapes ({why})");
+    }
+    let graph = imported.graph;
     if let Some(dir) = &a.dump_graph {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         trtc_runtime::file::write(&dir.join("imported.dot"), graph.to_dot().as_bytes())?;

@@ -66,7 +66,17 @@ fn every_model_matches_onnxruntime(varying_sizes: VaryingSizes) {
         }
         let opts = BuildOptions { profiles: vec![profile(m)], varying_sizes, ..Default::default() };
         let result = build_file(&dir.join(m["file"].as_str().unwrap()), &opts)
-            .and_then(|built| Ok(Engine::from_bytes(&built.engine)?))
+            .and_then(|built| {
+                // Every model here generalizes: a regression in the
+                // generalizer must not hide behind the fallback.
+                let at_run_time = built.sizes_at_run_time.is_some();
+                anyhow::ensure!(
+                    at_run_time == (varying_sizes == VaryingSizes::AtRunTime),
+                    "sizes computed at run time: {:?}",
+                    built.sizes_at_run_time
+                );
+                Ok(Engine::from_bytes(&built.engine)?)
+            })
             .and_then(|engine| recorded::worst_error(&engine, m, dir));
         let cases = m["cases"].as_array().unwrap().len();
         match result {

@@ -239,10 +239,12 @@ pub fn select(profiles: &[Profile], plan: &Plan, shapes: &[&[usize]], chosen: Op
 /// The type of every tensor of `plan` when its input bindings have the
 /// types `inputs` (in binding order): weights keep theirs, every layer's
 /// outputs are inferred again from its inputs. A layer sized by the data
-/// (or by values computed at run time) and every layer after it keep their
-/// planned types (their room): the executors infer them as they run. Fails
-/// when a layer does not infer, or when a tensor would be larger than the
-/// memory plan made room for.
+/// (or by values computed at run time) and every layer after it get their
+/// rooms at these shapes where those infer, else keep their planned types:
+/// the executors infer their actual types as they run (and keep a tensor
+/// that outgrows its room on the heap). Fails when any other layer does
+/// not infer, or when its output would be larger than the memory plan made
+/// room for.
 pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
     let mut types: Vec<TensorType> = plan.tensors.iter().map(|t| t.ty.clone()).collect();
     if inputs.len() != plan.inputs.len() {
@@ -260,7 +262,11 @@ pub fn bind(plan: &Plan, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
     }
     let sized = plan.data_sized();
     for layer in &plan.layers {
-        if !layer.outputs.iter().any(|&o| sized[o]) {
+        if layer.outputs.iter().any(|&o| sized[o]) {
+            // A room that does not infer (a room-sized value meeting a
+            // tensor of the bound size) keeps the planned one.
+            let _ = infer_layer_types(layer, &mut types);
+        } else {
             infer_layer(plan, layer, &mut types)?;
         }
     }
