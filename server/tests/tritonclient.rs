@@ -52,11 +52,15 @@ fn types_model() -> Vec<u8> {
     ))
 }
 
-/// A chain of 512x512 MatMuls with Relu, slow enough on the CPU executor
-/// (tens of milliseconds) that requests are still in flight when the server
-/// is told to stop.
+/// A chain of MatMuls by 512x512 weights with Relu over 1536 rows, slow
+/// enough on the CPU executor that all eight requests of the shutdown
+/// check reach the server while the first runs, even on a loaded machine
+/// (with 512 rows, a third of the work, the check sometimes saw fewer than
+/// seven queued). Its 3 MiB input stays under gRPC's default
+/// 4 MiB message limit, which another check exceeds on purpose.
 fn slow_model(layers: usize) -> Vec<u8> {
     let n = 512;
+    let rows = 1536;
     let mut nodes = Vec::new();
     let mut init = Vec::new();
     let mut x = "x".to_string();
@@ -74,12 +78,7 @@ fn slow_model(layers: usize) -> Vec<u8> {
         nodes.push(node("Relu", &r, &[&m], &[&r]));
         x = r;
     }
-    encode(&model(
-        nodes,
-        vec![value_info("x", FLOAT, &[n as i64, n as i64])],
-        vec![value_info("y", FLOAT, &[n as i64, n as i64])],
-        init,
-    ))
+    encode(&model(nodes, vec![value_info("x", FLOAT, &[rows, n as i64])], vec![value_info("y", FLOAT, &[rows, n as i64])], init))
 }
 
 struct Repo {
