@@ -12,11 +12,23 @@
 mod recorded;
 
 use recorded::{manifest, profile, testdata, worst_error};
-use trtc::build::{build_file, BuildOptions};
+use trtc::build::{build_file, BuildOptions, VaryingSizes};
 use trtc_runtime::Engine;
 
 #[test]
 fn models_with_run_time_control_flow_match_onnxruntime_on_every_path() {
+    every_model_matches_onnxruntime(VaryingSizes::Generalized);
+}
+
+/// The three with profiles again, with their sizes computed at run time
+/// (the fallback where no profile rule generalizes): branches and loop
+/// bodies then take tensors sized at run time.
+#[test]
+fn models_with_run_time_control_flow_and_sizes_computed_at_run_time_match_onnxruntime() {
+    every_model_matches_onnxruntime(VaryingSizes::AtRunTime);
+}
+
+fn every_model_matches_onnxruntime(varying_sizes: VaryingSizes) {
     let dir = testdata("control_flow");
     let manifest = manifest(&dir);
     let models = manifest["models"].as_array().unwrap();
@@ -29,7 +41,11 @@ fn models_with_run_time_control_flow_match_onnxruntime_on_every_path() {
             continue;
         }
         let path = dir.join(m["file"].as_str().unwrap());
-        let opts = BuildOptions { profiles: profile(m).into_iter().collect(), ..BuildOptions::default() };
+        let profiles: Vec<_> = profile(m).into_iter().collect();
+        if varying_sizes == VaryingSizes::AtRunTime && profiles.is_empty() {
+            continue;
+        }
+        let opts = BuildOptions { profiles, varying_sizes, ..BuildOptions::default() };
         let result = build_file(&path, &opts)
             .and_then(|built| Ok(Engine::from_bytes(&built.engine)?))
             .and_then(|engine| worst_error(&engine, m, &dir));
@@ -42,7 +58,7 @@ fn models_with_run_time_control_flow_match_onnxruntime_on_every_path() {
             Err(e) => failures.push(format!("{name}: {e:#}")),
         }
     }
-    eprintln!("control-flow models: {passed} passed, {} failed", failures.len());
+    eprintln!("control-flow models ({varying_sizes:?}): {passed} passed, {} failed", failures.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
