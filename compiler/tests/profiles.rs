@@ -178,37 +178,68 @@ fn sizes_computed_at_run_time_that_a_layer_fixed_at_the_imported_shape_are_refus
     assert!(err.contains("layer halves (Split) does not take these input shapes"), "{err}");
 }
 
-#[test]
-fn sizes_a_layer_fixed_at_the_imported_shape_that_run_wrong_elsewhere_are_refused() {
-    // `x + length` computes sizes at run time, but the pooling's SAME
-    // padding is fixed at the largest length when imported (one pad at
-    // length 8, two at length 5): the engine would give a shorter output at
-    // odd lengths. The check against the model imported at the profile's
-    // other points refuses it, naming the output and both shapes.
+/// `x + length`, which makes the sizes computed at run time, then `op` (a
+/// 1-D window of 3, stride 2, SAME_UPPER padding) over it.
+fn length_then_same_window(op: &str, extra: Vec<pb::AttributeProto>) -> Vec<u8> {
     use pb::tensor_shape_proto::dimension::Value;
     let mut gather = node("Gather", "gather", &["sh", "two"], &["n"]);
     gather.attribute.push(int_attr("axis", 0));
     let mut cast = node("Cast", "cast", &["n"], &["nf"]);
     cast.attribute.push(int_attr("to", F32 as i64));
-    let mut pool = node("MaxPool", "pool", &["y"], &["z"]);
-    pool.attribute.push(ints_attr("kernel_shape", &[3]));
-    pool.attribute.push(ints_attr("strides", &[2]));
-    pool.attribute.push(pb::AttributeProto {
+    let inputs: &[&str] = if op == "Conv" { &["y", "w"] } else { &["y"] };
+    let mut window = node(op, "window", inputs, &["z"]);
+    window.attribute.push(ints_attr("kernel_shape", &[3]));
+    window.attribute.push(ints_attr("strides", &[2]));
+    window.attribute.push(pb::AttributeProto {
         name: "auto_pad".into(),
         r#type: 3,
         s: b"SAME_UPPER".to_vec(),
         ..Default::default()
     });
+    window.attribute.extend(extra);
     let dims = || vec![Value::DimValue(1), Value::DimValue(1), Value::DimParam("L".into())];
-    let model = encode(&model(
-        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"]), pool],
+    encode(&model(
+        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"]), window],
         vec![value_info_dims("x", F32, dims())],
         vec![value_info_dims("z", F32, dims())],
-        vec![i64_tensor("two", &[1], &[2])],
-    ));
+        vec![i64_tensor("two", &[1], &[2]), f32_tensor("w", &[1, 1, 3], &[0.5, -1.0, 2.0])],
+    ))
+}
+
+fn length_profile() -> BuildOptions {
     let at = |n: usize| vec![("x".to_string(), vec![1, 1, n])];
-    let opts = BuildOptions { profiles: vec![ShapeProfile::from_flags(&at(4), &at(5), &at(8)).unwrap()], ..Default::default() };
-    let err = format!("{:#}", build(&model, &opts).unwrap_err());
+    BuildOptions { profiles: vec![ShapeProfile::from_flags(&at(4), &at(5), &at(8)).unwrap()], ..Default::default() }
+}
+
+#[test]
+fn same_padding_over_sizes_computed_at_run_time_pads_each_length_as_the_model_does() {
+    // One pad at length 8, two at length 5: the pads are computed from each
+    // run's length (TensorFlow exports with symbolic sizes keep SAME).
+    for (op, extra) in [("Conv", vec![]), ("MaxPool", vec![]), ("AveragePool", vec![int_attr("count_include_pad", 1)])] {
+        let model = length_then_same_window(op, extra);
+        let engine = build(&model, &length_profile()).unwrap();
+        let mut ctx = engine.create_context().unwrap();
+        for n in [5usize, 8, 4, 7, 6] {
+            let x = Tensor::from_vec(vec![1, 1, n], values(n, 11)).unwrap();
+            let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+            let fixed = at_shape(&model, "x", vec![1, 1, n]);
+            let want = fixed.create_context().unwrap().run(&[("x", &x)]).unwrap().remove(0).1;
+            assert_eq!(got.shape(), &[1, 1, n.div_ceil(2)], "{op} at length {n}");
+            assert_eq!(got, want, "{op} at length {n}");
+        }
+    }
+}
+
+#[test]
+fn sizes_a_layer_fixed_at_the_imported_shape_that_run_wrong_elsewhere_are_refused() {
+    // An average that leaves SAME padding out of its count cannot pad its
+    // input instead, so its pads stay fixed at the largest length when
+    // imported (one pad at length 8, two at length 5): the engine would
+    // give a shorter output at odd lengths. The check against the model
+    // imported at the profile's other points refuses it, naming the output
+    // and both shapes.
+    let model = length_then_same_window("AveragePool", vec![]);
+    let err = format!("{:#}", build(&model, &length_profile()).unwrap_err());
     assert!(err.contains("computing its sizes at run time instead: at x:1x1x5, inside the profile"), "{err}");
     assert!(err.contains("gives output 'z' the shape [1, 1, 2] where the model gives it [1, 1, 3]"), "{err}");
 }

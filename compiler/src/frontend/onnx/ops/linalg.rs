@@ -10,11 +10,15 @@ use super::Registry;
 use crate::frontend::onnx::ctx::Ctx;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, ensure, Result};
+use trtc_runtime::ops::control::ValueShapedOp;
+use trtc_runtime::ops::elementwise::{Binary, BinaryKind, Unary, UnaryKind};
 use trtc_runtime::ops::linalg::{
     Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, Einsum, Gemm, MatMul, MatMulInteger, MaxUnpool, NonMaxSuppression,
     Pool, PoolKind, RoiAlign, Window,
 };
+use trtc_runtime::ops::movement::{Concat, DimOf, PadMode, SizeOf};
 use trtc_runtime::ops::reduce::{Reduce, ReduceKind, ReduceOp};
+use trtc_runtime::{DType, Tensor};
 
 pub fn register(r: &mut Registry) {
     r.add("MatMul", matmul);
@@ -110,6 +114,60 @@ fn window(ctx: &Ctx, kernel_shape: Vec<usize>, input: &[usize]) -> Result<Window
     Ok(w)
 }
 
+/// What SAME padding pads with when its pads are computed at run time.
+#[derive(Clone, Copy, PartialEq)]
+enum SamePadValue {
+    Zero,
+    NegativeInfinity,
+}
+
+/// For an input whose sizes are read at run time and SAME padding whose
+/// pads depend on those sizes (a stride above 1): the input padded by pads
+/// computed from its sizes when the layer runs (`ShapedByValues` Pad), so
+/// that the window itself pads nothing. `None` where the pads the window
+/// holds are right at every size.
+fn same_padded_at_run_time(ctx: &mut Ctx, x: Port, w: &Window, value: SamePadValue) -> Result<Option<Port>> {
+    let mode = auto_pad(ctx)?;
+    if !ctx.graph.is_data_sized(x) || !matches!(mode.as_str(), "SAME_UPPER" | "SAME_LOWER") || w.strides.iter().all(|&s| s == 1) {
+        return Ok(None);
+    }
+    let ty = ctx.ty(x).clone();
+    let (rank, n) = (ty.shape.len(), w.kernel_shape.len());
+    let ints = |v: Vec<i64>| Tensor::from_vec(vec![v.len()], v);
+    // out = ceil(in / stride); total = max((out - 1) * stride + span - in, 0).
+    let dims = (rank - n..rank).map(|axis| DimOf { input: 0, axis }).collect();
+    let sizes = ctx.op1(SizeOf { dtype: DType::I64, dims, scalar: false }, &[Some(x)])?;
+    ctx.set_room_value(sizes, ints(ty.shape[rank - n..].iter().map(|&d| d as i64).collect())?);
+    let strides: Vec<i64> = w.strides.iter().map(|&s| s as i64).collect();
+    let spans: Vec<i64> = (0..n).map(|d| w.span(d) as i64).collect();
+    let binary = |ctx: &mut Ctx, kind: BinaryKind, a: Port, b: Tensor| -> Result<Port> {
+        let b = ctx.constant(b);
+        ctx.op1(Binary { kind }, &[Some(a), Some(b)])
+    };
+    let t = binary(ctx, BinaryKind::Add, sizes, ints(strides.iter().map(|s| s - 1).collect())?)?;
+    let out = binary(ctx, BinaryKind::Div, t, ints(strides.clone())?)?;
+    let t = binary(ctx, BinaryKind::Sub, out, ints(vec![1; n])?)?;
+    let t = binary(ctx, BinaryKind::Mul, t, ints(strides)?)?;
+    let t = binary(ctx, BinaryKind::Add, t, ints(spans)?)?;
+    let minus_in = ctx.op1(Unary { kind: UnaryKind::Neg }, &[Some(sizes)])?;
+    let t = ctx.op1(Binary { kind: BinaryKind::Add }, &[Some(t), Some(minus_in)])?;
+    let total = binary(ctx, BinaryKind::Max, t, ints(vec![0; n])?)?;
+    let small = binary(ctx, BinaryKind::Div, total, ints(vec![2; n])?)?;
+    let minus_small = ctx.op1(Unary { kind: UnaryKind::Neg }, &[Some(small)])?;
+    let large = ctx.op1(Binary { kind: BinaryKind::Add }, &[Some(total), Some(minus_small)])?;
+    let (begin, end) = if mode == "SAME_UPPER" { (small, large) } else { (large, small) };
+    let lead = ctx.constant(ints(vec![0; rank - n])?);
+    let pads = ctx.op1(Concat { axis: 0 }, &[Some(lead), Some(begin), Some(lead), Some(end)])?;
+    let value = match value {
+        SamePadValue::Zero => None,
+        SamePadValue::NegativeInfinity => {
+            Some(ctx.constant(super::movement::tensor_from_f64(ty.dtype, vec![], &[f64::NEG_INFINITY])?))
+        }
+    };
+    let op = ValueShapedOp::Pad { mode: PadMode::Constant, axes: (0..rank).collect() };
+    Ok(super::movement::shaped_by_values_of(ctx, op, &[Some(x), value, Some(pads)])?.map(|o| o[0]))
+}
+
 /// `kernel_shape` from the attribute, or else from the weight's shape.
 fn kernel_shape(ctx: &Ctx, weight: usize) -> Result<Vec<usize>> {
     match ctx.attrs.ints("kernel_shape")? {
@@ -139,8 +197,18 @@ pub(super) fn conv_op(ctx: &Ctx, input: usize, weight: usize) -> Result<Conv> {
 }
 
 fn conv(ctx: &mut Ctx) -> Result<Vec<Port>> {
-    let op = conv_op(ctx, 0, 1)?;
-    let (x, w, b) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    let mut op = conv_op(ctx, 0, 1)?;
+    let (mut x, w, b) = (ctx.input(0)?, ctx.input(1)?, ctx.opt_input(2));
+    let window = Window {
+        kernel_shape: op.kernel_shape.clone(),
+        strides: op.strides.clone(),
+        pads: op.pads.clone(),
+        dilations: op.dilations.clone(),
+    };
+    if let Some(padded) = same_padded_at_run_time(ctx, x, &window, SamePadValue::Zero)? {
+        x = padded;
+        op.pads.iter_mut().for_each(|p| *p = 0);
+    }
     Ok(vec![ctx.op1(op, &[Some(x), Some(w), b])?])
 }
 
@@ -243,8 +311,22 @@ fn pool(ctx: &mut Ctx, kind: PoolKind, indices: bool) -> Result<Vec<Port>> {
         .into_iter()
         .map(|k| usize::try_from(k).map_err(|_| anyhow!("negative kernel_shape")))
         .collect::<Result<_>>()?;
-    let w = window(ctx, kernel, &spatial(ctx, 0)?)?;
+    let mut w = window(ctx, kernel, &spatial(ctx, 0)?)?;
     let same = matches!(auto_pad(ctx)?.as_str(), "SAME_UPPER" | "SAME_LOWER");
+    let mut x = ctx.input(0)?;
+    // Padding the input gives what the window's own padding gives, except
+    // for an average that leaves the padding out of its count.
+    let value = match kind {
+        PoolKind::Max => Some(SamePadValue::NegativeInfinity),
+        PoolKind::Average { count_include_pad: false } => None,
+        _ => Some(SamePadValue::Zero),
+    };
+    if let Some(value) = value.filter(|_| !indices) {
+        if let Some(padded) = same_padded_at_run_time(ctx, x, &w, value)? {
+            x = padded;
+            w.pads.iter_mut().for_each(|p| *p = 0);
+        }
+    }
     let op = Pool {
         kind,
         kernel_shape: w.kernel_shape,
@@ -255,7 +337,7 @@ fn pool(ctx: &mut Ctx, kind: PoolKind, indices: bool) -> Result<Vec<Port>> {
         indices,
         column_major_indices: ctx.attrs.int_or("storage_order", 0)? != 0,
     };
-    ctx.op(op, &[Some(ctx.input(0)?)])
+    ctx.op(op, &[Some(x)])
 }
 
 fn wants_output(ctx: &Ctx, i: usize) -> bool {

@@ -170,7 +170,7 @@ fn check_constant_size(len: usize, dtype: DType) -> Result<()> {
 
 /// A tensor of `dtype` from f64 values (rounded toward zero for integers,
 /// non-zero for booleans).
-fn tensor_from_f64(dtype: DType, shape: Vec<usize>, values: &[f64]) -> Result<Tensor> {
+pub(crate) fn tensor_from_f64(dtype: DType, shape: Vec<usize>, values: &[f64]) -> Result<Tensor> {
     use half::{bf16, f16};
     let t = match dtype {
         DType::F32 => Tensor::from_vec(shape, values.iter().map(|&v| v as f32).collect()),
