@@ -231,6 +231,40 @@ fn same_padding_over_sizes_computed_at_run_time_pads_each_length_as_the_model_do
 }
 
 #[test]
+fn an_upsample_of_sizes_computed_at_run_time_follows_each_length() {
+    // Opset 9's Upsample (a Resize by constant scales) after `x + length`.
+    use pb::tensor_shape_proto::dimension::Value;
+    let mut gather = node("Gather", "gather", &["sh", "two"], &["n"]);
+    gather.attribute.push(int_attr("axis", 0));
+    let mut cast = node("Cast", "cast", &["n"], &["nf"]);
+    cast.attribute.push(int_attr("to", F32 as i64));
+    let dims = || vec![Value::DimValue(1), Value::DimValue(1), Value::DimParam("L".into())];
+    let mut m = model(
+        vec![
+            node("Shape", "shape", &["x"], &["sh"]),
+            gather,
+            cast,
+            node("Add", "add", &["x", "nf"], &["y"]),
+            node("Upsample", "up", &["y", "scales"], &["z"]),
+        ],
+        vec![value_info_dims("x", F32, dims())],
+        vec![value_info_dims("z", F32, dims())],
+        vec![i64_tensor("two", &[1], &[2]), f32_tensor("scales", &[3], &[1.0, 1.0, 2.0])],
+    );
+    m.opset_import[0].version = 9;
+    let model = encode(&m);
+    let engine = build(&model, &length_profile()).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for n in [5usize, 8, 4] {
+        let x = Tensor::from_vec(vec![1, 1, n], values(n, 3)).unwrap();
+        let got = ctx.run(&[("x", &x)]).unwrap().remove(0).1;
+        let want: Vec<f32> = x.as_slice::<f32>().unwrap().iter().flat_map(|v| [v + n as f32; 2]).collect();
+        assert_eq!(got.shape(), &[1, 1, 2 * n]);
+        assert_eq!(got.as_slice::<f32>().unwrap(), want.as_slice(), "length {n}");
+    }
+}
+
+#[test]
 fn sizes_a_layer_fixed_at_the_imported_shape_that_run_wrong_elsewhere_are_refused() {
     // An average that leaves SAME padding out of its count cannot pad its
     // input instead, so its pads stay fixed at the largest length when

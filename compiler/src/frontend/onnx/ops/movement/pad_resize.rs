@@ -10,6 +10,7 @@ use trtc_runtime::ops::control::ValueShapedOp;
 use trtc_runtime::ops::movement::{
     resize_scales_and_sizes, AspectPolicy, CoordinateMode, NearestMode, Pad, PadMode, Resize, ResizeBy, ResizeMode,
 };
+use trtc_runtime::Tensor;
 
 pub fn register(r: &mut Registry) {
     r.add("Pad", pad);
@@ -281,8 +282,7 @@ fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
         opt_floats(ctx, 1, "scales")?
     };
     let ax: Vec<usize> = (0..shape.len()).collect();
-    let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, None, AspectPolicy::Stretch)?;
-    let op = Resize {
+    let template = Resize {
         mode,
         coordinate_mode: CoordinateMode::Asymmetric,
         nearest_mode: NearestMode::Floor,
@@ -290,9 +290,23 @@ fn upsample(ctx: &mut Ctx) -> Result<Vec<Port>> {
         exclude_outside: false,
         extrapolation_value: 0.0,
         antialias: false,
-        scales,
-        sizes,
+        scales: vec![],
+        sizes: vec![],
         roi: vec![],
     };
-    Ok(vec![ctx.op1(op, &[Some(x)])?])
+    if let (Some(s), true) = (&scales, ctx.graph.is_data_sized(x)) {
+        // An input whose sizes are read at run time: its output sizes too.
+        let values = ctx.constant(Tensor::from_vec(vec![s.len()], s.iter().map(|&v| v as f32).collect())?);
+        let op = ValueShapedOp::Resize {
+            template: template.clone(),
+            axes: ax.clone(),
+            by_sizes: false,
+            policy: AspectPolicy::Stretch,
+        };
+        if let Some(outs) = shaped_by_values_of(ctx, op, &[Some(x), Some(values)])? {
+            return Ok(outs);
+        }
+    }
+    let (scales, sizes) = scales_and_sizes(&shape, &ax, scales, None, AspectPolicy::Stretch)?;
+    Ok(vec![ctx.op1(Resize { scales, sizes, ..template }, &[Some(x)])?])
 }
