@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 mod core;
 mod elementwise;
-mod linalg;
 mod movement;
+mod linalg;
 mod quant;
 mod recurrent;
 mod reduce;
