@@ -113,7 +113,7 @@ pub fn text(engine: &Engine) -> String {
         }
         let _ = writeln!(
             s,
-            "  (sizes depend on the data after layer{} {names}: the shapes above are the most there can be)",
+            "  (sizes depend on the data after layer{} {names}: the shapes above are the rooms the engine plans, a run's may differ)",
             if data_sized.len() == 1 { "" } else { "s" },
         );
     }
