@@ -394,7 +394,8 @@ impl Graph {
 
     /// Marks input `input` (a position in [`Graph::inputs`]) as sized by
     /// the data: a sub-plan's capture of a tensor whose size depends on the
-    /// data around it.
+    /// data around it, or a model input whose sizes are read at run time
+    /// (`ImportOptions::sized_at_run_time`).
     pub fn mark_data_sized(&mut self, input: usize) {
         self.data_sized.insert(self.inputs[input]);
     }

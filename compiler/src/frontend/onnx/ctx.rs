@@ -101,9 +101,10 @@ impl<'a> Ctx<'a> {
 
     /// The value input `i` has in the *room world*: a tensor computed at run
     /// time from the sizes of tensors sized by the data (the number of
-    /// boxes NonZero kept, read by `Shape`) takes there the value it has
-    /// when every such tensor fills the room the memory plan gives it (every
-    /// element non-zero, every box kept). Ops that read shapes from such
+    /// boxes NonZero kept, read by `Shape`; an input's sizes read at run
+    /// time) takes there the value it has when every such tensor fills the
+    /// room the memory plan gives it (every element non-zero, every box
+    /// kept, every input at its planned shape). Ops that read shapes from such
     /// values (TopK's `k`, Reshape's shape) become layers sized by the data
     /// whose room is their output in that world, so the layers after them
     /// see the same consistent shapes at build time. A constant input is
