@@ -36,10 +36,11 @@ import onnx
 import onnxruntime as ort
 import torch
 import torch.nn as nn
-from torchvision.models.detection import FCOS, FasterRCNN, RetinaNet
+from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.ssd import SSD
 from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 from torchvision.ops import MultiScaleRoIAlign
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -89,7 +90,15 @@ def models(thresh: dict[str, float]):
     torch.manual_seed(3)
     ssd = SSD(Backbone(two_levels=True), DefaultBoxGenerator([[2], [2, 3]]), (SIZE, SIZE), CLASSES,
               score_thresh=thresh["ssd"], topk_candidates=60, detections_per_img=40)
-    detectors = {"faster_rcnn": faster, "retinanet": retina, "fcos": fcos, "ssd": ssd}
+    torch.manual_seed(4)
+    mask = MaskRCNN(
+        Backbone(), num_classes=None, rpn_anchor_generator=anchors(),
+        box_roi_pool=MultiScaleRoIAlign(["0"], 7, 2), box_head=TwoMLPHead(32 * 49, 32),
+        box_predictor=FastRCNNPredictor(32, CLASSES), box_score_thresh=thresh["mask_rcnn"],
+        mask_roi_pool=MultiScaleRoIAlign(["0"], 14, 2), mask_head=MaskRCNNHeads(32, [16], 1),
+        mask_predictor=MaskRCNNPredictor(16, 8, CLASSES),
+        rpn_pre_nms_top_n_test=200, rpn_post_nms_top_n_test=50, box_detections_per_img=20, **common)
+    detectors = {"faster_rcnn": faster, "retinanet": retina, "fcos": fcos, "ssd": ssd, "mask_rcnn": mask}
     # torchvision's initialization gives RetinaNet and FCOS one prior score
     # everywhere (ties at every anchor): spread the weights so that scores
     # differ from box to box.
@@ -135,7 +144,7 @@ def threshold(model) -> tuple[float, list[np.ndarray]]:
 def main() -> int:
     OUT.mkdir(exist_ok=True)
     manifest = {"generator": "testdata/export_detection.py", "models": []}
-    zero = {name: 0.0 for name in ("faster_rcnn", "retinanet", "fcos", "ssd")}
+    zero = {name: 0.0 for name in ("faster_rcnn", "retinanet", "fcos", "ssd", "mask_rcnn")}
     thresh, recorded_images = {}, {}
     for name, model in models(zero).items():
         model.eval()

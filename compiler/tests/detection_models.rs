@@ -1,4 +1,4 @@
-//! torchvision's detectors (Faster R-CNN, RetinaNet, FCOS, SSD), scaled
+//! torchvision's detectors (Faster R-CNN, RetinaNet, FCOS, SSD, Mask R-CNN), scaled
 //! down by `testdata/export_detection.py` but keeping their whole
 //! post-processing: score filters (NonZero), top-k whose `k` is read from
 //! the filtered tensor's shape, ConstantOfShape / Reshape / Range sized by
@@ -60,6 +60,15 @@ fn same_detections(ours: &HashMap<String, Tensor>, reference: &HashMap<String, T
             )
         })?;
         used[j] = true;
+        // Mask R-CNN: each detection's mask, pasted into the image.
+        if let (Some(rm), Some(om)) = (reference.get("masks"), ours.get("masks")) {
+            let n = rm.len() / rs.len().max(1);
+            let (rm, om) = (f32s(rm), f32s(om));
+            let worst = (0..n).map(|k| (rm[i * n + k] - om[j * n + k]).abs()).fold(0f32, f32::max);
+            if worst > 1e-4 {
+                return Err(format!("{what}: the mask of onnxruntime's detection {i} differs by {worst} from ours"));
+            }
+        }
     }
     Ok(())
 }
@@ -67,7 +76,7 @@ fn same_detections(ours: &HashMap<String, Tensor>, reference: &HashMap<String, T
 #[test]
 fn torchvision_detectors_build_once_and_match_onnxruntime_on_every_image() {
     let models = detectors(false);
-    assert_eq!(models.len(), 4, "expected the 4 detectors of testdata/export_detection.py");
+    assert_eq!(models.len(), 5, "expected the 5 detectors of testdata/export_detection.py");
     check_detectors(&models);
 }
 

@@ -49,10 +49,15 @@ impl Importer<'_> {
 
     /// Imports `g` as a sub-plan whose inputs are `inputs` (name and type,
     /// in order) followed by the captured values.
+    /// `sized` lists the inputs whose shapes change from one run of the body
+    /// to the next (a loop-carried value that grows): they are imported as
+    /// sized by the data.
+    #[allow(clippy::too_many_arguments)]
     fn sub_plan(
         &self,
         g: &pb::GraphProto,
         inputs: &[(String, TensorType)],
+        sized: &[usize],
         captures: &Captures,
         prefix: &str,
         depth: usize,
@@ -65,15 +70,37 @@ impl Importer<'_> {
             keep_loops: self.keep_loops,
             keep_identity_reshapes: self.keep_identity_reshapes,
             room_values: HashMap::new(),
+            in_body: true,
         };
         let mut scope: HashMap<String, Port> = HashMap::new();
-        for (name, ty) in inputs {
-            scope.insert(name.clone(), sub.graph.add_input(name, ty.clone()));
+        // The body's room world (see `Ctx::room_value`): each small input
+        // (a loop's iteration number and carried values, a scan's slice) and
+        // each small capture computed at run time holds zeros there, or the
+        // capture's own room value. Sizes the body computes from them (a
+        // mask resized to its box's size, then padded to the image) are then
+        // those of one actual execution, so the body's layers see
+        // consistent rooms at build time; each run computes its own.
+        let zeros =
+            |ty: &TensorType| (ty.len() <= super::ctx::ROOM_VALUE_ELEMENTS).then(|| Tensor::zeros(ty.clone()).ok()).flatten();
+        for (k, (name, ty)) in inputs.iter().enumerate() {
+            let p = sub.graph.add_input(name, ty.clone());
+            if sized.contains(&k) {
+                sub.graph.mark_data_sized(k);
+            }
+            if let Some(z) = zeros(ty) {
+                sub.room_values.insert(p, z);
+            }
+            scope.insert(name.clone(), p);
         }
         for (name, &p) in captures.names.iter().zip(&captures.ports) {
-            scope.insert(name.clone(), sub.graph.add_input(name, self.graph.ty(p).clone()));
+            let ty = self.graph.ty(p).clone();
+            let inner = sub.graph.add_input(name, ty.clone());
+            scope.insert(name.clone(), inner);
             if self.graph.is_data_sized(p) {
                 sub.graph.mark_data_sized(sub.graph.inputs().len() - 1);
+            }
+            if let Some(v) = self.room_values.get(&p).cloned().or_else(|| zeros(&ty)) {
+                sub.room_values.insert(inner, v);
             }
         }
         for (name, t) in &captures.constants {
@@ -103,7 +130,7 @@ impl Importer<'_> {
         let captures = self.captures(node, values);
         let branch = |which: &str| -> Result<SubPlan> {
             let g = if_branch(node, which)?;
-            self.sub_plan(g, &[], &captures, &format!("{name}/{which}/"), depth).with_context(|| format!("in its {which}"))
+            self.sub_plan(g, &[], &[], &captures, &format!("{name}/{which}/"), depth).with_context(|| format!("in its {which}"))
         };
         let (then_branch, else_branch) = (branch("then_branch")?, branch("else_branch")?);
         if then_branch.outputs.len() < node.output.len() {
@@ -140,17 +167,35 @@ impl Importer<'_> {
             body_inputs.push((vi.name.clone(), self.graph.ty(p).clone()));
         }
         let captures = self.captures(node, values);
-        let sub = self.sub_plan(body, &body_inputs, &captures, &format!("{name}/body/"), depth).context("in its body")?;
+        let prefix = format!("{name}/body/");
+        let mut sub = self.sub_plan(body, &body_inputs, &[], &captures, &prefix, depth).context("in its body")?;
         // The body is imported at the carried values' first shapes, which
         // its converters may have read (a Shape folded to a constant): a
-        // body that changes them would be wrong from the second iteration.
-        for (k, (entering, leaving)) in sub.input_types().skip(2).zip(sub.output_types().skip(1)).enumerate() {
-            if entering != leaving {
-                bail!(
-                    "loop-carried value {k} ('{}') enters the body as {entering} and leaves it as {leaving}; \
-                     trtc runs loops whose carried values keep their shapes",
-                    body.input[2 + k].name
-                );
+        // body that changes them (a list of masks that grows by one each
+        // iteration) is imported again with those values sized by the data,
+        // whose sizes are read at run time.
+        let changing = |sub: &SubPlan| -> Vec<usize> {
+            sub.input_types()
+                .skip(2)
+                .zip(sub.output_types().skip(1))
+                .enumerate()
+                .filter(|(_, (i, o))| i != o)
+                .map(|(k, _)| 2 + k)
+                .collect()
+        };
+        let sized = changing(&sub);
+        if !sized.is_empty() {
+            sub = self.sub_plan(body, &body_inputs, &sized, &captures, &prefix, depth).context("in its body")?;
+            let types: Vec<(TensorType, TensorType)> =
+                sub.input_types().skip(2).zip(sub.output_types().skip(1)).map(|(i, o)| (i.clone(), o.clone())).collect();
+            for (k, (entering, leaving)) in types.iter().enumerate() {
+                if entering.dtype != leaving.dtype || entering.shape.len() != leaving.shape.len() {
+                    bail!(
+                        "loop-carried value {k} ('{}') enters the body as {entering} and leaves it as {leaving}; \
+                         trtc runs loops whose carried values keep their types and ranks",
+                        body.input[2 + k].name
+                    );
+                }
             }
         }
         let trips = inputs.first().copied().flatten();
@@ -198,7 +243,8 @@ impl Importer<'_> {
             body_inputs.push((vi.name.clone(), TensorType::new(t.dtype, shape)));
         }
         let captures = self.captures(node, values);
-        let sub = self.sub_plan(body, &body_inputs, &captures, &format!("{name}/body/"), spec.depth).context("in its body")?;
+        let sub =
+            self.sub_plan(body, &body_inputs, &[], &captures, &format!("{name}/body/"), spec.depth).context("in its body")?;
         for (k, (entering, leaving)) in sub.input_types().zip(sub.output_types()).take(spec.n).enumerate() {
             if entering != leaving {
                 bail!(

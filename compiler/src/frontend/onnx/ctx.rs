@@ -24,11 +24,15 @@ pub struct Ctx<'a> {
     pub keep_identity_reshapes: bool,
     /// See [`Ctx::room_value`].
     pub(super) room_values: &'a mut HashMap<Port, Tensor>,
+    /// Whether the node is in a branch or loop body, whose room world
+    /// starts from guessed inputs (zeros): a room the guess makes invalid
+    /// (a resize by a scale of 0) is then replaced by another guess.
+    pub in_body: bool,
 }
 
 /// The most elements a tensor may have to be given a room value (shape
 /// arithmetic works on a few integers).
-const ROOM_VALUE_ELEMENTS: usize = 4096;
+pub(super) const ROOM_VALUE_ELEMENTS: usize = 4096;
 
 impl<'a> Ctx<'a> {
     /// The node's name (never empty: unnamed nodes get one at import).

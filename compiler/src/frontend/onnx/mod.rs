@@ -375,6 +375,7 @@ pub fn import_model(model: &pb::ModelProto, root: ExternalDataRoot, opts: &Impor
         keep_loops: opts.keep_loops,
         keep_identity_reshapes: opts.keep_identity_reshapes,
         room_values: HashMap::new(),
+        in_body: false,
     };
     importer.nodes(gp, &mut values, "", 0)?;
     let mut graph = importer.graph;
@@ -409,6 +410,8 @@ struct Importer<'a> {
     /// from the sizes of tensors sized by the data hold when each of those
     /// fills its room.
     room_values: HashMap<Port, Tensor>,
+    /// Whether this imports a branch or loop body (`Ctx::in_body`).
+    in_body: bool,
 }
 
 impl Importer<'_> {
@@ -456,6 +459,7 @@ impl Importer<'_> {
                     added: 0,
                     keep_identity_reshapes: self.keep_identity_reshapes,
                     room_values: &mut self.room_values,
+                    in_body: self.in_body,
                 };
                 convert(&mut ctx).with_context(|| format!("node '{name}' ({})", node.op_type))?
             };

@@ -156,7 +156,14 @@ pub(crate) fn shaped_by_values_of(ctx: &mut Ctx, op: ValueShapedOp, inputs: &[Op
     };
     let views: Vec<_> = values.iter().map(Tensor::view).collect();
     let data_ty = data.map(|x| ctx.ty(x).clone());
-    let room = op.output_types(data_ty.as_ref(), &views).map_err(|e| anyhow!("at the largest sizes: {e}"))?;
+    let room = match (op.output_types(data_ty.as_ref(), &views), &data_ty) {
+        (Ok(room), _) => room,
+        // In a body whose inputs are guessed, a guess that gives no valid
+        // room (a keypoint heatmap resized by a box's size of 0) takes the
+        // data's own: each run computes the actual output anyway.
+        (Err(_), Some(d)) if ctx.in_body && op.shape_input() > 0 && !matches!(op, ValueShapedOp::TopK { .. }) => vec![d.clone()],
+        (Err(e), _) => bail!("at the largest sizes: {e}"),
+    };
     ctx.op(ShapedByValues { op, room }, inputs).map(Some)
 }
 

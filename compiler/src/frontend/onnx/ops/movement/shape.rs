@@ -8,7 +8,7 @@ use crate::frontend::onnx::ops::Registry;
 use crate::ir::Port;
 use anyhow::{anyhow, bail, Result};
 use trtc_runtime::ops::control::ValueShapedOp;
-use trtc_runtime::ops::movement::{DimOf, Expand, SizeOf, Tile, Transpose};
+use trtc_runtime::ops::movement::{DimOf, DynamicReshape, Expand, ReshapeDim, SizeOf, Tile, Transpose};
 use trtc_runtime::ops::reduce::{Reduce, ReduceKind};
 use trtc_runtime::ops::util::broadcast_shapes;
 use trtc_runtime::{DType, Tensor};
@@ -71,6 +71,11 @@ fn squeeze(ctx: &mut Ctx) -> Result<Vec<Port>> {
             if let Some(&bad) = a.iter().find(|&&i| s[i] != 1) {
                 bail!("cannot squeeze axis {bad} of size {} in {s:?}", s[bad]);
             }
+            if ctx.graph.is_data_sized(x) {
+                // Sized at run time: the kept axes copied, whatever their sizes.
+                let dims = (0..s.len()).filter(|i| !a.contains(i)).map(ReshapeDim::Copy).collect();
+                return Ok(vec![ctx.op1(DynamicReshape { dims }, &[Some(x)])?]);
+            }
             s.iter().enumerate().filter(|(i, _)| !a.contains(i)).map(|(_, &d)| d).collect()
         }
     };
@@ -86,6 +91,22 @@ fn unsqueeze(ctx: &mut Ctx) -> Result<Vec<Port>> {
     let mut rest = s.iter();
     let shape = (0..rank).map(|i| if a.contains(&i) { Some(1) } else { rest.next().copied() }).collect::<Option<Vec<_>>>();
     let shape = shape.ok_or_else(|| anyhow!("bad axes for Unsqueeze"))?;
+    if ctx.graph.is_data_sized(x) {
+        // Sized at run time: every input axis copied (one of size 1 in the
+        // room may be larger in a run), the new ones of size 1.
+        let mut next = 0;
+        let dims = (0..rank)
+            .map(|i| {
+                if a.contains(&i) {
+                    ReshapeDim::Fixed(1)
+                } else {
+                    next += 1;
+                    ReshapeDim::Copy(next - 1)
+                }
+            })
+            .collect();
+        return Ok(vec![ctx.op1(DynamicReshape { dims }, &[Some(x)])?]);
+    }
     Ok(vec![reshape_to(ctx, x, shape)?])
 }
 
