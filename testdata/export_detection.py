@@ -141,6 +141,41 @@ def threshold(model) -> tuple[float, list[np.ndarray]]:
     return t, chosen
 
 
+def export(model, path: Path, example: np.ndarray, dynamic_axes):
+    """Exports `model` (legacy exporter, opset 17) to `path` without bulky
+    metadata; the ONNX model and an onnxruntime session of it (CPU,
+    ORT_DISABLE_ALL, 1 thread)."""
+    with torch.no_grad():
+        names = list(model([torch.from_numpy(example)])[0].keys())
+        torch.onnx.export(model, ([torch.from_numpy(example)],), str(path), opset_version=17, dynamo=False,
+                          input_names=["images"], output_names=names, dynamic_axes=dynamic_axes)
+    m = onnx.load(str(path))
+    em.strip_bulky_metadata(m)
+    onnx.save_model(m, str(path))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    return m, ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def record(sess, model, image: np.ndarray, file: str) -> dict | None:
+    """Runs `image` through onnxruntime and torch and, when both keep the
+    same detections, saves the image and onnxruntime's outputs to `file`
+    (`out:NAME`); the manifest's case. `None` when the counts differ."""
+    got = sess.run(None, {"images": image})
+    with torch.no_grad():
+        eager = model([torch.from_numpy(image)])[0]
+    if any(g.shape != eager[o.name].shape for o, g in zip(sess.get_outputs(), got)):
+        return None
+    diff = max((float(np.max(np.abs(g - eager[o.name].numpy()))) if g.size else 0.0)
+               for o, g in zip(sess.get_outputs(), got))
+    arrays = {"images": image}
+    arrays.update({f"out:{o.name}": g for o, g in zip(sess.get_outputs(), got)})
+    np.savez(OUT / file, **arrays)
+    return {"file": file, "shape": list(image.shape), "detections": int(got[0].shape[0]),
+            "max_abs_diff_ort_vs_torch": diff}
+
+
 def main() -> int:
     OUT.mkdir(exist_ok=True)
     manifest = {"generator": "testdata/export_detection.py", "models": []}
@@ -152,32 +187,13 @@ def main() -> int:
     for name, model in models(thresh).items():
         model.eval()
         path = OUT / f"{name}.onnx"
-        example = [torch.from_numpy(recorded_images[name][0])]
-        with torch.no_grad():
-            names = list(model(example)[0].keys())
-            torch.onnx.export(model, (example,), str(path), opset_version=17, dynamo=False,
-                              input_names=["images"], output_names=names)
-        m = onnx.load(str(path))
-        em.strip_bulky_metadata(m)
-        onnx.save_model(m, str(path))
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.intra_op_num_threads = 1
-        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        m, sess = export(model, path, recorded_images[name][0], dynamic_axes=None)
         cases = []
         for k, image in enumerate(recorded_images[name]):
-            got = sess.run(None, {"images": image})
-            with torch.no_grad():
-                eager = model([torch.from_numpy(image)])[0]
-            if any(g.shape != eager[o.name].shape for o, g in zip(sess.get_outputs(), got)):
+            case = record(sess, model, image, f"{name}.{k}.npz")
+            if case is None:
                 raise SystemExit(f"{name}: onnxruntime and torch keep different counts for image {k}")
-            diff = max((float(np.max(np.abs(g - eager[o.name].numpy()))) if g.size else 0.0)
-                       for o, g in zip(sess.get_outputs(), got))
-            arrays = {"images": image}
-            arrays.update({f"out:{o.name}": g for o, g in zip(sess.get_outputs(), got)})
-            np.savez(OUT / f"{name}.{k}.npz", **arrays)
-            cases.append({"file": f"{name}.{k}.npz", "detections": int(got[0].shape[0]),
-                          "max_abs_diff_ort_vs_torch": diff})
+            cases.append(case)
         ops = sorted({n.op_type for n in m.graph.node})
         manifest["models"].append({"name": name, "file": path.name, "score_thresh": thresh[name],
                                    "ops": ops, "cases": cases})
@@ -204,39 +220,19 @@ DYNAMIC_SIZES = [(48, 64), (96, 96), (57, 83), (32, 40)]
 def export_dynamic(name: str, model, thresh: float) -> dict:
     path = OUT / f"{name}_dynamic.onnx"
     rng = np.random.default_rng(1)
-    example = [torch.from_numpy(rng.random((3, *DYNAMIC_SIZES[0]), dtype=np.float32))]
-    with torch.no_grad():
-        names = list(model(example)[0].keys())
-        torch.onnx.export(model, (example,), str(path), opset_version=17, dynamo=False,
-                          input_names=["images"], output_names=names,
-                          dynamic_axes={"images": {1: "height", 2: "width"}})
-    m = onnx.load(str(path))
-    em.strip_bulky_metadata(m)
-    onnx.save_model(m, str(path))
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    example = rng.random((3, *DYNAMIC_SIZES[0]), dtype=np.float32)
+    m, sess = export(model, path, example, dynamic_axes={"images": {1: "height", 2: "width"}})
     cases = []
     for k, (h, w) in enumerate(DYNAMIC_SIZES):
         # An image where onnxruntime and torch keep the same boxes (a score
         # at the threshold's last bits may fall on either side).
         for _ in range(20):
-            image = rng.random((3, h, w), dtype=np.float32)
-            got = sess.run(None, {"images": image})
-            with torch.no_grad():
-                eager = model([torch.from_numpy(image)])[0]
-            if all(g.shape == eager[o.name].shape for o, g in zip(sess.get_outputs(), got)):
+            case = record(sess, model, rng.random((3, h, w), dtype=np.float32), f"{name}_dynamic.{k}.npz")
+            if case is not None:
+                cases.append(case)
                 break
         else:
             raise SystemExit(f"{name}_dynamic: onnxruntime and torch keep different counts at {h}x{w}")
-        diff = max((float(np.max(np.abs(g - eager[o.name].numpy()))) if g.size else 0.0)
-                   for o, g in zip(sess.get_outputs(), got))
-        arrays = {"images": image}
-        arrays.update({f"out:{o.name}": g for o, g in zip(sess.get_outputs(), got)})
-        np.savez(OUT / f"{name}_dynamic.{k}.npz", **arrays)
-        cases.append({"file": f"{name}_dynamic.{k}.npz", "shape": list(image.shape),
-                      "detections": int(got[0].shape[0]), "max_abs_diff_ort_vs_torch": diff})
     print(f"{name}_dynamic: detections {[c['detections'] for c in cases]} at {DYNAMIC_SIZES}, "
           f"{path.stat().st_size // 1024} KiB")
     return {"name": f"{name}_dynamic", "file": path.name, "score_thresh": thresh, "profile": DYNAMIC_PROFILE,

@@ -47,7 +47,7 @@ use crate::lower;
 use anyhow::{bail, Result};
 use petgraph::stable_graph::NodeIndex;
 use trtc_runtime::ops::control::{ControlOp, If, Loop, Scan, SubPlan};
-use trtc_runtime::ops::linalg::{LinalgOp, PoolKind};
+use trtc_runtime::ops::linalg::LinalgOp;
 use trtc_runtime::ops::movement::{
     AtShapes, DimOf, DynamicExpand, DynamicReshape, DynamicResize, DynamicSlice, DynamicTile, GridAxis, GridValue, IndexGrid,
     MovementOp, ReshapeDim, Resize, ResizeSize, SignedDim, SizeOf, Slice, SliceLike,
@@ -444,13 +444,7 @@ fn global_pool_rule(graphs: &[Graph], _order: &Order, n: NodeIndex) -> Result<Re
             && p.dilations.iter().all(|&v| v == 1)
             && !p.indices
             && g.node(n).outputs.len() == 1;
-        let k = match p.kind {
-            PoolKind::Max => Some(ReduceKind::Max),
-            PoolKind::Average { .. } => Some(ReduceKind::Mean),
-            PoolKind::Lp { p: 1.0 } => Some(ReduceKind::L1),
-            PoolKind::Lp { p: 2.0 } => Some(ReduceKind::L2),
-            PoolKind::Lp { .. } => None,
-        };
+        let k = ReduceKind::of_global_pool(&p.kind);
         if !whole || k.is_none() || (kind.is_some() && kind != k) {
             return Err(refusal(name, why.into()));
         }

@@ -69,13 +69,19 @@ fn shape_chain() -> Vec<u8> {
 }
 
 /// y = x + (the batch size, as a float): a value computed from the shape.
-fn shape_as_data() -> Vec<u8> {
-    let mut gather = node("Gather", "gather", &["sh", "zero"], &["n"]);
+/// `y = x + float(shape(x)[index])` (`index` names a one-element int64
+/// initializer): a value the model computes from its input's size.
+fn plus_size(index: &str) -> Vec<pb::NodeProto> {
+    let mut gather = node("Gather", "gather", &["sh", index], &["n"]);
     gather.attribute.push(int_attr("axis", 0));
     let mut cast = node("Cast", "cast", &["n"], &["nf"]);
     cast.attribute.push(int_attr("to", F32 as i64));
+    vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"])]
+}
+
+fn shape_as_data() -> Vec<u8> {
     encode(&model(
-        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"])],
+        plus_size("zero"),
         vec![value_info_dims("x", F32, batch_dims(&[2]))],
         vec![value_info_dims("y", F32, batch_dims(&[2]))],
         vec![i64_tensor("zero", &[1], &[0])],
@@ -160,14 +166,10 @@ fn sizes_computed_at_run_time_that_a_layer_fixed_at_the_imported_shape_are_refus
     // `x + batch` computes sizes at run time, but Split's equal halves of
     // the batch are fixed at the largest shape when imported: the engine
     // is refused instead of failing (or running wrong) at other shapes.
-    let mut gather = node("Gather", "gather", &["sh", "zero"], &["n"]);
-    gather.attribute.push(int_attr("axis", 0));
-    let mut cast = node("Cast", "cast", &["n"], &["nf"]);
-    cast.attribute.push(int_attr("to", F32 as i64));
     let mut split = node("Split", "halves", &["y"], &["a", "b"]);
     split.attribute.push(int_attr("axis", 0));
     let model = encode(&model(
-        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"]), split],
+        [plus_size("zero"), vec![split]].concat(),
         vec![value_info_dims("x", F32, batch_dims(&[2]))],
         vec![value_info_dims("a", F32, batch_dims(&[2])), value_info_dims("b", F32, batch_dims(&[2]))],
         vec![i64_tensor("zero", &[1], &[0])],
@@ -182,10 +184,6 @@ fn sizes_computed_at_run_time_that_a_layer_fixed_at_the_imported_shape_are_refus
 /// 1-D window of 3, stride 2, SAME_UPPER padding) over it.
 fn length_then_same_window(op: &str, extra: Vec<pb::AttributeProto>) -> Vec<u8> {
     use pb::tensor_shape_proto::dimension::Value;
-    let mut gather = node("Gather", "gather", &["sh", "two"], &["n"]);
-    gather.attribute.push(int_attr("axis", 0));
-    let mut cast = node("Cast", "cast", &["n"], &["nf"]);
-    cast.attribute.push(int_attr("to", F32 as i64));
     let inputs: &[&str] = if op == "Conv" { &["y", "w"] } else { &["y"] };
     let mut window = node(op, "window", inputs, &["z"]);
     window.attribute.push(ints_attr("kernel_shape", &[3]));
@@ -199,7 +197,7 @@ fn length_then_same_window(op: &str, extra: Vec<pb::AttributeProto>) -> Vec<u8> 
     window.attribute.extend(extra);
     let dims = || vec![Value::DimValue(1), Value::DimValue(1), Value::DimParam("L".into())];
     encode(&model(
-        vec![node("Shape", "shape", &["x"], &["sh"]), gather, cast, node("Add", "add", &["x", "nf"], &["y"]), window],
+        [plus_size("two"), vec![window]].concat(),
         vec![value_info_dims("x", F32, dims())],
         vec![value_info_dims("z", F32, dims())],
         vec![i64_tensor("two", &[1], &[2]), f32_tensor("w", &[1, 1, 3], &[0.5, -1.0, 2.0])],
@@ -234,19 +232,9 @@ fn same_padding_over_sizes_computed_at_run_time_pads_each_length_as_the_model_do
 fn an_upsample_of_sizes_computed_at_run_time_follows_each_length() {
     // Opset 9's Upsample (a Resize by constant scales) after `x + length`.
     use pb::tensor_shape_proto::dimension::Value;
-    let mut gather = node("Gather", "gather", &["sh", "two"], &["n"]);
-    gather.attribute.push(int_attr("axis", 0));
-    let mut cast = node("Cast", "cast", &["n"], &["nf"]);
-    cast.attribute.push(int_attr("to", F32 as i64));
     let dims = || vec![Value::DimValue(1), Value::DimValue(1), Value::DimParam("L".into())];
     let mut m = model(
-        vec![
-            node("Shape", "shape", &["x"], &["sh"]),
-            gather,
-            cast,
-            node("Add", "add", &["x", "nf"], &["y"]),
-            node("Upsample", "up", &["y", "scales"], &["z"]),
-        ],
+        [plus_size("two"), vec![node("Upsample", "up", &["y", "scales"], &["z"])]].concat(),
         vec![value_info_dims("x", F32, dims())],
         vec![value_info_dims("z", F32, dims())],
         vec![i64_tensor("two", &[1], &[2]), f32_tensor("scales", &[3], &[1.0, 1.0, 2.0])],

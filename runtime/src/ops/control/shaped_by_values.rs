@@ -138,7 +138,10 @@ impl ValueShapedOp {
             }
             ValueShapedOp::Pad { mode, axes } => {
                 let x = data()?;
-                vec![TensorType::new(x.dtype, self.pad_at(*mode, axes, x, values)?.infer(&[Some(x)])?.remove(0).shape)]
+                vec![TensorType::new(
+                    x.dtype,
+                    Pad::over_axes(*mode, x.shape.len(), axes, values)?.infer(&[Some(x)])?.remove(0).shape,
+                )]
             }
             ValueShapedOp::Slice { axes, steps } => {
                 let x = data()?;
@@ -204,21 +207,6 @@ impl ValueShapedOp {
         );
         Ok(Resize { scales, sizes, ..template.clone() })
     }
-
-    /// The Pad for data of type `x` when the pads input holds `values[0]`
-    /// (over `axes`, begins then ends).
-    fn pad_at(&self, mode: PadMode, axes: &[usize], x: &TensorType, values: &[i64]) -> Result<Pad> {
-        let rank = x.shape.len();
-        let n = axes.len();
-        ensure_op!(axes.iter().all(|&a| a < rank), "Pad: axes {axes:?} out of range for rank {rank}");
-        ensure_op!(values.len() == 2 * n, "Pad: {} pads for {n} axes", values.len());
-        let mut pads = vec![0i64; 2 * rank];
-        for (i, &a) in axes.iter().enumerate() {
-            pads[a] = values[i];
-            pads[rank + a] = values[n + i];
-        }
-        Ok(Pad { pads, mode })
-    }
 }
 
 impl ShapedByValues {
@@ -250,7 +238,7 @@ impl ShapedByValues {
                 let pads = ints(values[0], "Pad's pads")?;
                 let value = inputs.get(1).copied().flatten();
                 let value = if *mode == PadMode::Constant { value } else { None };
-                Op::from(self.op.pad_at(*mode, axes, &x.ty(), &pads)?).eval_views(&[Some(x), value])
+                Op::from(Pad::over_axes(*mode, x.shape.len(), axes, &pads)?).eval_views(&[Some(x), value])
             }
             (ValueShapedOp::ConstantOfShape { value, .. }, None) => {
                 let n = types[0].len();

@@ -25,6 +25,22 @@ pub struct Pad {
     pub mode: PadMode,
 }
 
+impl Pad {
+    /// The Pad of a rank-`rank` input by ONNX's `pads` over `axes` (all
+    /// begins, then all ends); the other axes are not padded.
+    pub fn over_axes(mode: PadMode, rank: usize, axes: &[usize], pads: &[i64]) -> Result<Pad> {
+        let n = axes.len();
+        ensure_op!(axes.iter().all(|&a| a < rank), "Pad: axes {axes:?} out of range for rank {rank}");
+        ensure_op!(pads.len() == 2 * n, "{} pads for {n} axes", pads.len());
+        let mut full = vec![0i64; 2 * rank];
+        for (i, &a) in axes.iter().enumerate() {
+            full[a] = pads[i];
+            full[rank + a] = pads[n + i];
+        }
+        Ok(Pad { pads: full, mode })
+    }
+}
+
 /// One axis: elements cropped at the start, elements kept, and padding added
 /// before and after the kept region.
 #[derive(Clone, Copy, Debug)]

@@ -32,6 +32,22 @@ pub enum ReduceKind {
     SumSquare,
 }
 
+impl ReduceKind {
+    /// The reduction over the spatial axes that a pool of `kind` whose
+    /// window is its whole input computes (a global pool); `None` for an Lp
+    /// pool of a `p` other than 1 or 2.
+    pub fn of_global_pool(kind: &crate::ops::linalg::PoolKind) -> Option<ReduceKind> {
+        use crate::ops::linalg::PoolKind;
+        match kind {
+            PoolKind::Max => Some(ReduceKind::Max),
+            PoolKind::Average { .. } => Some(ReduceKind::Mean),
+            PoolKind::Lp { p: 1.0 } => Some(ReduceKind::L1),
+            PoolKind::Lp { p: 2.0 } => Some(ReduceKind::L2),
+            PoolKind::Lp { .. } => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Reduce {
     pub kind: ReduceKind,

@@ -372,14 +372,7 @@ fn global_pool(ctx: &mut Ctx, kind: PoolKind) -> Result<Vec<Port>> {
     if ctx.graph.is_data_sized(x) {
         // Its window is the whole input, whose sizes are read at run time:
         // the reduction over the spatial axes.
-        let reduce = match kind {
-            PoolKind::Max => Some(ReduceKind::Max),
-            PoolKind::Average { .. } => Some(ReduceKind::Mean),
-            PoolKind::Lp { p: 1.0 } => Some(ReduceKind::L1),
-            PoolKind::Lp { p: 2.0 } => Some(ReduceKind::L2),
-            PoolKind::Lp { .. } => None,
-        };
-        if let Some(kind) = reduce {
+        if let Some(kind) = ReduceKind::of_global_pool(&kind) {
             let rank = kernel.len() + 2;
             return ctx.op(ReduceOp::Reduce(Reduce::new(kind, (2..rank).collect(), true)), &[Some(x)]);
         }

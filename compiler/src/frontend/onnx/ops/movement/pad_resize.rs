@@ -62,16 +62,8 @@ fn pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
         Some(a) => axes(&a, rank)?,
         None => (0..rank).collect(),
     };
-    let n = ax.len();
-    if given.len() != 2 * n {
-        bail!("{} pads for {n} axes", given.len());
-    }
-    let mut pads = vec![0i64; 2 * rank];
-    for (i, &a) in ax.iter().enumerate() {
-        pads[a] = given[i];
-        pads[rank + a] = given[n + i];
-    }
-    if pads.iter().all(|&p| p == 0) {
+    let op = Pad::over_axes(mode, rank, &ax, &given).map_err(|e| anyhow!("{e}"))?;
+    if op.pads.iter().all(|&p| p == 0) {
         return Ok(vec![x]);
     }
     // The constant value only matters in constant mode.
@@ -82,7 +74,7 @@ fn pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
             bail!("constant_value is {}, data is {}", vt.dtype, ty.dtype);
         }
     }
-    Ok(vec![ctx.op1(Pad { pads, mode }, &[Some(x), value])?])
+    Ok(vec![ctx.op1(op, &[Some(x), value])?])
 }
 
 fn center_crop_pad(ctx: &mut Ctx) -> Result<Vec<Port>> {
