@@ -133,9 +133,11 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         Op::Fused(trtc_runtime::ops::fused::FusedOp::Pointwise(p)) => pointwise::candidates(p, &io, limits),
         Op::Fused(trtc_runtime::ops::fused::FusedOp::Attention(_)) => attention::candidates(&io, limits),
         Op::Fused(trtc_runtime::ops::fused::FusedOp::Linear(_)) | Op::Linalg(_) => match op {
-            Op::Linalg(trtc_runtime::ops::linalg::LinalgOp::Pool(_) | trtc_runtime::ops::linalg::LinalgOp::RoiAlign(_)) => {
-                reduce::candidates(&io, limits)
-            }
+            Op::Linalg(
+                trtc_runtime::ops::linalg::LinalgOp::Pool(_)
+                | trtc_runtime::ops::linalg::LinalgOp::RoiAlign(_)
+                | trtc_runtime::ops::linalg::LinalgOp::NonMaxSuppression(_),
+            ) => reduce::candidates(&io, limits),
             _ => linear::candidates(&io, limits),
         },
         Op::Precision(PrecisionOp::Int8Linear(_) | PrecisionOp::Fp8Linear(_)) => linear::candidates(&io, limits),

@@ -104,7 +104,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
             }
             copy::candidates(&MovementOp::Slice(slice), &data_only(io), limits)
         }
-        MovementOp::NonZero(_) => unsupported("NonZero: its output size depends on the data"),
+        MovementOp::NonZero(_) => unsupported("NonZero: no kernel counts its output"),
     }
 }
 

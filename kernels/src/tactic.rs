@@ -168,6 +168,8 @@ pub enum Tactic {
     /// LSTM, GRU or RNN, one block per batch entry and direction:
     /// `recurrent b256`.
     Recurrent { block: u32 },
+    /// NonMaxSuppression, one block per batch entry and class: `nms b256`.
+    Nms { block: u32 },
 }
 
 impl fmt::Display for Tactic {
@@ -195,6 +197,7 @@ impl fmt::Display for Tactic {
             Tactic::NormBatch { block } => write!(f, "norm_batch b{block}"),
             Tactic::NormLrn { block } => write!(f, "norm_lrn b{block}"),
             Tactic::Recurrent { block } => write!(f, "recurrent b{block}"),
+            Tactic::Nms { block } => write!(f, "nms b{block}"),
         }
     }
 }
@@ -268,6 +271,7 @@ fn parse(s: &str) -> Option<Tactic> {
         ("norm_batch", [b]) => Some(Tactic::NormBatch { block: one(b, "b")? }),
         ("norm_lrn", [b]) => Some(Tactic::NormLrn { block: one(b, "b")? }),
         ("recurrent", [b]) => Some(Tactic::Recurrent { block: one(b, "b")? }),
+        ("nms", [b]) => Some(Tactic::Nms { block: one(b, "b")? }),
         // The team count follows from the size; a name with another
         // count is not one this trtc writes.
         (f, ["rows", shape]) if !f.is_empty() => {
@@ -322,6 +326,7 @@ mod tests {
             Tactic::NormBatch { block: 64 },
             Tactic::NormLrn { block: 256 },
             Tactic::Recurrent { block: 128 },
+            Tactic::Nms { block: 256 },
         ];
         for t in all {
             let name = t.to_string();

@@ -171,6 +171,47 @@ fn roi_aligns_compile() {
 }
 
 #[test]
+fn nms_compiles() {
+    use trtc_runtime::ops::linalg::NonMaxSuppression;
+    // A YOLO-style head (8,400 boxes, 80 classes, both box layouts, every
+    // optional input) and torchvision's batched NMS (one class, 27,000
+    // boxes, no constant maximum): every tactic, every SM, arguments
+    // checked against the cubins' parameters.
+    let scalar = |d: DType| Some(TensorType::new(d, [1]));
+    let mut layers = Vec::new();
+    for center in [false, true] {
+        let op = NonMaxSuppression { center_point_box: center, max_per_class: Some(100) };
+        let inputs = vec![
+            Some(TensorType::new(DType::F32, [1, 8400, 4])),
+            Some(TensorType::new(DType::F32, [1, 80, 8400])),
+            scalar(DType::I64),
+            scalar(DType::F32),
+            scalar(DType::F32),
+        ];
+        layers.push(Layer::infer(op.into(), inputs));
+    }
+    let op = NonMaxSuppression { center_point_box: false, max_per_class: None };
+    let inputs = vec![Some(TensorType::new(DType::F32, [1, 27000, 4])), Some(TensorType::new(DType::F32, [1, 1, 27000])), None];
+    layers.push(Layer::infer(op.into(), inputs));
+    for layer in &layers {
+        let candidates = layer.candidates();
+        assert_eq!(candidates.len(), 3, "{candidates:?}");
+        for c in &candidates {
+            assert!(c.tactic.to_string().starts_with("nms b"), "{}", c.tactic);
+            let counts: Vec<&KernelArg> =
+                c.launches.iter().flat_map(|l| &l.args).filter(|a| matches!(a, KernelArg::Counts(_))).collect();
+            assert_eq!(counts.len(), 2, "both launches share the layer's counters");
+            common::compile(c, &SMS, true);
+        }
+    }
+    // More boxes than shared memory holds a bit each: the host runs it.
+    let op = NonMaxSuppression { center_point_box: false, max_per_class: Some(10) };
+    let big = vec![Some(TensorType::new(DType::F32, [1, 400_000, 4])), Some(TensorType::new(DType::F32, [1, 1, 400_000]))];
+    let r = Layer::infer(op.into(), big);
+    assert!(r.refused().contains("shared memory"), "{}", r.refused());
+}
+
+#[test]
 fn pools_compile() {
     let mut layers = Vec::new();
     for dtype in [DType::F32, DType::F16] {

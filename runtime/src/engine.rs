@@ -48,10 +48,11 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// Slice whose shapes come from values computed at run time) and
 /// DynamicReshape's merged axes (`ReshapeDim::Merge`). Version 12 appended
 /// ShapedByValues' Resize and Pad (sizes, scales and pads computed at run
-/// time: engines whose sizes are read from each run's input shapes). An
-/// older runtime refuses a newer engine by its version instead of failing
-/// to decode it.
-pub const FORMAT_VERSION: u32 = 12;
+/// time: engines whose sizes are read from each run's input shapes). Version
+/// 13 appended the `Counts` kernel argument (a GPU layer whose output size
+/// depends on the data: NonMaxSuppression's kernels). An older runtime
+/// refuses a newer engine by its version instead of failing to decode it.
+pub const FORMAT_VERSION: u32 = 13;
 /// The oldest format this runtime reads. A version-2 engine decodes as it
 /// did: new op variants only ever go at the end of a family, so the old
 /// variants keep their encoding (`runtime/tests/engine_encoding.rs` pins it).

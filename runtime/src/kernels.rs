@@ -59,7 +59,18 @@ pub enum KernelArg {
     I32(i32),
     I64(i64),
     F32(f32),
+    /// The device address of `n` u64 counters private to the layer and
+    /// shared by its launches (not cleared between runs: the kernels write a
+    /// counter before they read it). The first is the number of rows of the
+    /// layer's output 0 in this run: a layer whose output size depends on
+    /// the data (NonMaxSuppression) runs on the GPU, the executor reads that
+    /// count back after its launches, and the layers after it run on the
+    /// host at that size.
+    Counts(u32),
 }
+
+/// The most counters a layer may ask for ([`KernelArg::Counts`]).
+pub const MAX_COUNTERS: u32 = 1 << 24;
 
 /// One kernel launch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -176,6 +187,9 @@ impl KernelTable {
                     return bad(format!("layer {} {m}", layer.name));
                 }
             }
+            if let Err(m) = counters(layer, launches) {
+                return bad(format!("layer {} {m}", layer.name));
+            }
         }
         Ok(())
     }
@@ -200,6 +214,15 @@ impl KernelTable {
             let ok = match *a {
                 KernelArg::Input(k) => (k as usize) < layer.inputs.len(),
                 KernelArg::Output(k) => (k as usize) < layer.outputs.len(),
+                KernelArg::Counts(n) => {
+                    if !(1..=MAX_COUNTERS).contains(&n) {
+                        return Err(format!("asks for {n} counters"));
+                    }
+                    if !layer.op.as_impl().data_dependent() {
+                        return Err("counts rows of an output whose size does not depend on the data".into());
+                    }
+                    true
+                }
                 _ => true,
             };
             if !ok {
@@ -231,6 +254,7 @@ impl KernelTable {
                 let outputs: Vec<&TensorType> = layer.outputs.iter().map(|&o| ty(o)).collect();
                 let planned = planner.launches(self, index, layer, &inputs, &outputs).and_then(|ls| {
                     ls.iter().try_for_each(|l| self.check_launch(layer, l))?;
+                    counters(layer, &ls)?;
                     Ok(ls)
                 });
                 match planned {
@@ -248,6 +272,26 @@ impl KernelTable {
             LayerKernels::Device(_) => None,
         })
     }
+}
+
+/// How many counters the launches of a device layer share
+/// ([`KernelArg::Counts`]; 0 for none): every launch that passes them asks
+/// for the same number, and the layer has an output whose first axis they
+/// count.
+pub fn counters(layer: &Layer, launches: &[Launch]) -> std::result::Result<u32, String> {
+    let mut n = 0;
+    for a in launches.iter().flat_map(|l| &l.args) {
+        if let KernelArg::Counts(k) = *a {
+            if n != 0 && k != n {
+                return Err(format!("asks for {n} and {k} counters"));
+            }
+            n = k;
+        }
+    }
+    if n != 0 && layer.outputs.is_empty() {
+        return Err("counts the rows of an output it does not have".into());
+    }
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -278,6 +322,34 @@ mod tests {
         assert_eq!(table.modules[0].digest, 0);
         assert!(table.tactics.is_empty());
         assert_eq!(table.layers[0], LayerKernels::Device(vec![launch]));
+    }
+
+    /// Counters go only to a layer whose output size depends on the data,
+    /// and its launches share one number of them.
+    #[test]
+    fn counters_belong_to_layers_that_size_their_output() {
+        use crate::ops::elementwise::{Unary, UnaryKind};
+        use crate::ops::linalg::NonMaxSuppression;
+        let launch = |args: Vec<KernelArg>| Launch { module: 0, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, args };
+        let layer = |op: crate::ops::Op| Layer { name: "l".into(), op, inputs: vec![Some(0), Some(1)], outputs: vec![2] };
+        let nms = layer(NonMaxSuppression { center_point_box: false, max_per_class: None }.into());
+        let relu = layer(Unary::new(UnaryKind::Relu).into());
+        let table = KernelTable {
+            modules: vec![KernelModule { entry: "k".into(), tactic: String::new(), cubin: vec![], digest: 0 }],
+            ..Default::default()
+        };
+        let counted = [launch(vec![KernelArg::Output(0), KernelArg::Counts(3)]), launch(vec![KernelArg::Counts(3)])];
+        assert!(counted.iter().all(|l| table.check_launch(&nms, l).is_ok()));
+        assert_eq!(counters(&nms, &counted), Ok(3));
+        assert_eq!(counters(&nms, &[launch(vec![KernelArg::Output(0)])]), Ok(0));
+        let err = table.check_launch(&relu, &counted[0]).unwrap_err();
+        assert!(err.contains("does not depend on the data"), "{err}");
+        for bad in [0, MAX_COUNTERS + 1] {
+            let err = table.check_launch(&nms, &launch(vec![KernelArg::Counts(bad)])).unwrap_err();
+            assert!(err.contains("counters"), "{err}");
+        }
+        let mixed = [launch(vec![KernelArg::Counts(3)]), launch(vec![KernelArg::Counts(4)])];
+        assert_eq!(counters(&nms, &mixed), Err("asks for 3 and 4 counters".to_string()));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use trtc_kernels::Candidate;
 use trtc_kernels::{KernelSource, LayerIo, SmLimits};
-use trtc_runtime::kernels::{source_digest, KernelModule, KernelTable, Launch, LayerKernels};
+use trtc_runtime::kernels::{source_digest, KernelArg, KernelModule, KernelTable, Launch, LayerKernels};
 use trtc_runtime::plan::{Layer, Plan};
 use trtc_runtime::profile::Profile;
 use trtc_runtime::TensorType;
@@ -175,32 +175,31 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
     // Module indices follow first use, so they (and so the engine bytes)
     // depend only on the plan and the choices.
     let mut index: HashMap<(String, String), u32> = HashMap::new();
-    // Tensors whose size depends on the data: their layers run on the
-    // host, which sizes them in each run (the kernels' launch geometry is
-    // fixed).
+    // Tensors whose size depends on the data: the layers that read them run
+    // on the host, which sizes them in each run (the kernels' launch
+    // geometry is fixed). A layer that sizes its output itself runs on the
+    // GPU where its family counts the rows there (NonMaxSuppression).
     let sized = plan.data_sized();
     for layer in &plan.layers {
-        let after = layer.inputs.iter().flatten().find(|&&id| sized[id]);
-        if layer.op.as_impl().data_dependent() || after.is_some() {
-            let reason = match after {
-                Some(&id) => format!("its input '{}' is sized by the data", plan.tensors[id].name),
-                None => "its output sizes depend on the data".to_string(),
-            };
-            out.host_layers.push((layer.name.clone(), reason.clone()));
-            out.layers.push(LayerKernels::Host { reason });
-            out.tactics.push(String::new());
-            continue;
-        }
-        let io = layer_io(plan, layer);
         let host = |out: &mut Selected, why: String| {
             out.host_layers.push((layer.name.clone(), why.clone()));
             out.layers.push(LayerKernels::Host { reason: why });
             out.tactics.push(String::new());
         };
+        if let Some(&id) = layer.inputs.iter().flatten().find(|&&id| sized[id]) {
+            host(&mut out, format!("its input '{}' is sized by the data", plan.tensors[id].name));
+            continue;
+        }
+        let io = layer_io(plan, layer);
+        let sizes_itself = layer.op.as_impl().data_dependent();
         let base = match trtc_kernels::candidates(&io, &limits) {
             Ok(c) if !c.is_empty() => c,
             Ok(_) => {
                 host(&mut out, "no valid tactic".into());
+                continue;
+            }
+            Err(why) if sizes_itself => {
+                host(&mut out, format!("its output sizes depend on the data ({why})"));
                 continue;
             }
             Err(why) => {
@@ -208,6 +207,11 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
                 continue;
             }
         };
+        let counts = |c: &Candidate| c.launches.iter().flat_map(|l| &l.args).any(|a| matches!(a, KernelArg::Counts(_)));
+        if sizes_itself && !base.iter().all(counts) {
+            host(&mut out, "its output sizes depend on the data, which its kernels do not count".into());
+            continue;
+        }
         let mut offered = Offered { base, varying: Vec::new(), opt_varies: false };
         let mut refused = None;
         for (k, types) in points.iter().enumerate() {

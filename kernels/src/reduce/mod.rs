@@ -24,6 +24,7 @@
 //! | MaxPool, AveragePool, LpPool | `pool_window.cu` | 1-3 spatial dims, strides, pads, dilations, ceil_mode (in the output shape), count_include_pad, MaxPool Indices (row- or column-major), i8/u8 MaxPool | more spatial dims |
 //! | Global pools (window = whole plane, no pads) | `reduce_axis.cu` | f32/f16 Max, Average, Lp (with Indices or on i8/u8: the window kernel) | |
 //! | RoiAlign | `pool_roi_align.cu` | f32/f16, avg and max, both coordinate modes, fixed or adaptive sampling, i32/i64 batch indices (out of range: `__trap()`) | |
+//! | NonMaxSuppression | `nms.cu` | f32 boxes and scores, both box layouts, every optional input; output rows counted on the GPU and read back (`KernelArg::Counts`) | more boxes than shared memory holds a bit each (393,216) |
 //! | CumSum, TopK | | | scans and sorts have no kernel |
 //!
 //! Every op rejects empty tensors (the host does nothing for them) and
@@ -50,6 +51,7 @@ mod axis;
 mod norm;
 mod pool;
 mod roi_align;
+mod nms;
 
 use crate::{unsupported, LayerIo, Selection, SmLimits, Unsupported};
 use trtc_runtime::ops::linalg::LinalgOp;
@@ -80,6 +82,7 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         },
         Op::Linalg(LinalgOp::Pool(op)) => pool::pool(op, io),
         Op::Linalg(LinalgOp::RoiAlign(op)) => roi_align::roi_align(op, io, limits),
+        Op::Linalg(LinalgOp::NonMaxSuppression(op)) => nms::nms(op, io, limits),
         _ => unsupported("not a reduce-family op"),
     };
     r.map_err(|Unsupported(why)| Unsupported(format!("{}: {why}", io.op.name())))

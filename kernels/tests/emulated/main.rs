@@ -45,7 +45,7 @@ use trtc_runtime::ops::elementwise::*;
 use trtc_runtime::ops::fused::{
     Activation, Attention, Epilogue, Instr, Linear, LinearKind, Pointwise, PointwiseBinary, ScoreScale,
 };
-use trtc_runtime::ops::linalg::{Conv, ConvTranspose, DeformConv, Gemm, MatMul, Pool, PoolKind, RoiAlign};
+use trtc_runtime::ops::linalg::{Conv, ConvTranspose, DeformConv, Gemm, MatMul, NonMaxSuppression, Pool, PoolKind, RoiAlign};
 use trtc_runtime::ops::movement::*;
 use trtc_runtime::ops::precision::{Fp8Linear, Fp8Output, HalfIo, Int8Linear, Int8Output};
 use trtc_runtime::ops::quant::{DequantizeLinear, QuantizeLinear};
@@ -688,8 +688,12 @@ fn job_arg(a: &KernelArg, inputs: &[Option<Tensor>]) -> String {
         KernelArg::I32(v) => format!("i4:{v}"),
         KernelArg::I64(v) => format!("i8:{v}"),
         KernelArg::F32(v) => format!("f:{:08x}", v.to_bits()),
+        KernelArg::Counts(_) => format!("b{COUNTERS}"),
     }
 }
+
+/// The job's buffer of a layer's counters (`KernelArg::Counts`).
+const COUNTERS: usize = 63;
 
 /// Runs one candidate of a case; `expected` are the reference outputs.
 fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], programs: &[Program], dir: &Path) -> Outcome {
@@ -717,6 +721,18 @@ fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], prog
             Outcome::Fail("no launches for a non-empty output".into())
         };
     }
+    // A layer whose output size depends on the data writes into the room
+    // the engine plans (`infer`) and counts its rows in counter 0.
+    let counters = run.launches.iter().flat_map(|(_, l)| &l.args).find_map(|a| match a {
+        KernelArg::Counts(n) => Some(*n as usize),
+        _ => None,
+    });
+    let rooms: Vec<TensorType> = if case.op.as_impl().data_dependent() {
+        let types: Vec<Option<&TensorType>> = case.inputs.iter().map(|t| t.as_ref().map(|t| t.ty())).collect();
+        case.op.infer(&types).unwrap()
+    } else {
+        expected.iter().map(|t| t.ty().clone()).collect()
+    };
     std::fs::create_dir_all(dir).unwrap();
     for (k, t) in case.inputs.iter().enumerate() {
         if let Some(t) = t {
@@ -736,8 +752,11 @@ fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], prog
                 writeln!(job, "buf {k} {} in {} {align}", t.bytes().len(), dir.join(format!("in{k}.bin")).display()).unwrap();
             }
         }
-        for (k, t) in expected.iter().enumerate() {
-            writeln!(job, "buf {} {} out {align}", 32 + k, t.bytes().len()).unwrap();
+        for (k, t) in rooms.iter().enumerate() {
+            writeln!(job, "buf {} {} out {align}", 32 + k, t.bytes()).unwrap();
+        }
+        if let Some(n) = counters {
+            writeln!(job, "buf {COUNTERS} {} out {align}", n * 8).unwrap();
         }
         for (m, l) in &run.launches {
             let args: Vec<String> = l.args.iter().map(|a| job_arg(a, &case.inputs)).collect();
@@ -749,6 +768,9 @@ fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], prog
         }
         for k in 0..expected.len() {
             writeln!(job, "save {} {}", 32 + k, dir.join(format!("out{k}.{pass}.bin")).display()).unwrap();
+        }
+        if counters.is_some() {
+            writeln!(job, "save {COUNTERS} {}", dir.join(format!("counts.{pass}.bin")).display()).unwrap();
         }
     }
     let job_path = dir.join("job.txt");
@@ -768,7 +790,19 @@ fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], prog
     let mut notes = notes;
     for (pass, order) in ["", " (threads in reverse order)"].iter().enumerate() {
         for (k, want) in expected.iter().enumerate() {
-            let bytes = std::fs::read(dir.join(format!("out{k}.{pass}.bin"))).unwrap();
+            let mut bytes = std::fs::read(dir.join(format!("out{k}.{pass}.bin"))).unwrap();
+            if counters.is_some() && k == 0 {
+                // The rows counted, which must be the reference's.
+                let counts = std::fs::read(dir.join(format!("counts.{pass}.bin"))).unwrap();
+                let rows = u64::from_le_bytes(counts[..8].try_into().unwrap());
+                if rows != want.shape()[0] as u64 {
+                    return Outcome::Fail(format!(
+                        "output {k}{order}: {rows} rows counted, the reference has {}",
+                        want.shape()[0]
+                    ));
+                }
+                bytes.truncate(want.bytes().len());
+            }
             let got = Tensor::from_bytes(want.ty().clone(), &bytes).unwrap();
             match compare(want, &got, &run.tactic, case.int_slack) {
                 Err(e) => return Outcome::Fail(format!("output {k}{order}: {e}")),
@@ -794,7 +828,7 @@ fn kernels_compute_what_the_cpu_reference_computes() {
 
     // Reference outputs, candidates, distinct sources.
     let mut modules: Vec<Module> = Vec::new();
-    let mut by_source: HashMap<String, usize> = HashMap::new();
+    let mut by_source: HashMap<(String, String), usize> = HashMap::new();
     let mut runs: Vec<Run> = Vec::new();
     let mut expected: Vec<Vec<Tensor>> = Vec::new();
     let mut layer_skips: Vec<(usize, String)> = Vec::new();
@@ -837,7 +871,14 @@ fn kernels_compute_what_the_cpu_reference_computes() {
             }
         };
         let in_types: Vec<Option<TensorType>> = case.inputs.iter().map(|t| t.as_ref().map(|t| t.ty().clone())).collect();
-        let out_types: Vec<TensorType> = want.iter().map(|t| t.ty().clone()).collect();
+        // A layer whose output size depends on the data is given the room
+        // the engine plans for it.
+        let out_types: Vec<TensorType> = if case.op.as_impl().data_dependent() {
+            let types: Vec<Option<&TensorType>> = in_types.iter().map(Option::as_ref).collect();
+            case.op.infer(&types).unwrap()
+        } else {
+            want.iter().map(|t| t.ty().clone()).collect()
+        };
         let io =
             LayerIo { op: &case.op, inputs: in_types.iter().map(|t| t.as_ref()).collect(), outputs: out_types.iter().collect() };
         expected.push(want);
@@ -854,7 +895,7 @@ fn kernels_compute_what_the_cpu_reference_computes() {
             let c = &cands[i];
             let mut launches = Vec::new();
             for l in &c.launches {
-                let m = *by_source.entry(l.kernel.source.clone()).or_insert_with(|| {
+                let m = *by_source.entry((l.kernel.entry.clone(), l.kernel.source.clone())).or_insert_with(|| {
                     modules.push(Module {
                         entry: l.kernel.entry.clone(),
                         code: rewrite(&l.kernel.source),

@@ -210,4 +210,71 @@ pub(crate) fn reduce_cases(b: &mut Builder) {
     let p = pool(PoolKind::Average { count_include_pad: false }, &[3, 3], &[2, 2], &[1, 1, 1, 1], &[1, 1], true);
     b.add(fam, "AveragePool f16", half(p), vec![Some(x.clone())], Pick::Sample(1));
     b.add(fam, "GlobalMaxPool f16", half(Pool::new(PoolKind::Max, vec![9, 9])), vec![Some(x)], Pick::Sample(2));
+    nms_cases(b);
+}
+
+/// NonMaxSuppression: clustered boxes in both layouts (corners given in
+/// any order), scores with ties, NaN and signed zeros, every combination
+/// of the optional inputs, a planned room smaller than the boxes, and more
+/// boxes than the block has threads times 32 (each thread several words of
+/// candidate bits).
+fn nms_cases(b: &mut Builder) {
+    let fam = "reduce";
+    let scalar_i64 = |v: i64| Tensor::from_vec(vec![1], vec![v]).unwrap();
+    let scalar_f32 = |v: f32| Tensor::from_vec(vec![1], vec![v]).unwrap();
+    // `n` boxes per batch entry around `clusters` centres, sized 1 to 11.
+    let boxes = |b: &mut Builder, batches: usize, n: usize, clusters: usize, center: bool| -> Tensor {
+        let centres: Vec<(f64, f64)> = (0..clusters).map(|_| (b.rng.range(0.0, 100.0), b.rng.range(0.0, 100.0))).collect();
+        let mut v = Vec::with_capacity(batches * n * 4);
+        for i in 0..batches * n {
+            let (cx, cy) = centres[i % clusters];
+            let (x, y) = (cx + b.rng.range(-3.0, 3.0), cy + b.rng.range(-3.0, 3.0));
+            let (w, h) = (b.rng.range(1.0, 11.0), if i % 23 == 5 { 0.0 } else { b.rng.range(1.0, 11.0) });
+            let row = if center {
+                [x, y, w, h]
+            } else if i % 2 == 0 {
+                [y - h / 2.0, x - w / 2.0, y + h / 2.0, x + w / 2.0]
+            } else {
+                [y + h / 2.0, x + w / 2.0, y - h / 2.0, x - w / 2.0]
+            };
+            v.extend(row.map(|c| c as f32));
+        }
+        Tensor::from_vec(vec![batches, n, 4], v).unwrap()
+    };
+    // Scores in tenths (many ties), some NaN and signed zeros.
+    let scores = |b: &mut Builder, batches: usize, classes: usize, n: usize| -> Tensor {
+        let mut v: Vec<f32> = (0..batches * classes * n).map(|_| (b.rng.unit() * 10.0).floor() as f32 / 10.0).collect();
+        for (k, i) in (3..v.len()).step_by(37).enumerate() {
+            v[i] = match k % 3 {
+                0 => f32::NAN,
+                1 => -0.0,
+                _ => 0.0,
+            };
+        }
+        Tensor::from_vec(vec![batches, classes, n], v).unwrap()
+    };
+    for (center, batches, classes, n) in [(false, 2, 3, 150), (true, 1, 2, 70)] {
+        let x = boxes(b, batches, n, 6, center);
+        let s = scores(b, batches, classes, n);
+        let all = vec![Some(x.clone()), Some(s.clone()), Some(scalar_i64(10)), Some(scalar_f32(0.4)), Some(scalar_f32(0.25))];
+        let op = NonMaxSuppression { center_point_box: center, max_per_class: Some(10) };
+        b.add(fam, format!("NonMaxSuppression center={center} all inputs"), op.clone(), all, Pick::All);
+        // No score threshold (NaN scores take part) and a run-time maximum
+        // above the room's; an IoU threshold of 0 (any overlap suppresses);
+        // no maximum at all (nothing is selected).
+        let op = NonMaxSuppression { center_point_box: center, max_per_class: None };
+        let inputs = vec![Some(x.clone()), Some(s.clone()), Some(scalar_i64(1000)), Some(scalar_f32(0.6))];
+        b.add(fam, format!("NonMaxSuppression center={center} no score threshold"), op.clone(), inputs, Pick::Sample(1));
+        let inputs = vec![Some(x.clone()), Some(s.clone()), Some(scalar_i64(7))];
+        b.add(fam, format!("NonMaxSuppression center={center} IoU 0"), op.clone(), inputs, Pick::Sample(1));
+        let inputs = vec![Some(x), Some(s), None, Some(scalar_f32(0.5)), Some(scalar_f32(0.1))];
+        b.add(fam, format!("NonMaxSuppression center={center} no maximum"), op, inputs, Pick::Sample(1));
+    }
+    // 9,000 boxes of one class in many clusters: 282 words of candidate
+    // bits, more than a 256-thread block's threads.
+    let x = boxes(b, 1, 9000, 400, false);
+    let s = b.uniform(DType::F32, &[1, 1, 9000], 0.0, 1.0);
+    let inputs = vec![Some(x), Some(s), Some(scalar_i64(60)), Some(scalar_f32(0.5)), Some(scalar_f32(0.05))];
+    let op = NonMaxSuppression { center_point_box: false, max_per_class: Some(100) };
+    b.add(fam, "NonMaxSuppression 9000 boxes", op, inputs, Pick::Sample(2));
 }

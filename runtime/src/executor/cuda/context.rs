@@ -7,7 +7,7 @@ use super::driver::{cuda_error, DeviceBuffer};
 use super::{CudaEngine, SHAPE_CACHE};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::kernels::{KernelArg, LayerKernels};
+use crate::kernels::{counters, KernelArg, LayerKernels};
 use crate::plan::{Layer, Plan, Storage, TensorId};
 use crate::tensor::{Tensor, TensorType, TensorView};
 use cudarc::driver::{result, sys, CudaEvent, CudaGraph, CudaStream};
@@ -99,6 +99,12 @@ struct Bound {
     types: Option<Arc<Vec<TensorType>>>,
     /// Per plan layer: its launches, or `None` for a host layer.
     layers: Vec<Option<Vec<PreparedLaunch>>>,
+    /// Per plan layer: for a device layer whose output size its kernels
+    /// compute (`KernelArg::Counts`), the device address of the counter that
+    /// holds output 0's rows after its launches.
+    counted: Vec<Option<u64>>,
+    /// The counters of those layers; launches hold their addresses.
+    _counters: Option<DeviceBuffer>,
     /// Layers the kernel table runs on the GPU that run on the host at these
     /// shapes (no kernel compiled for them), with the reason.
     fallbacks: Vec<(String, String)>,
@@ -109,6 +115,12 @@ struct Bound {
 impl Bound {
     fn has_host_layers(&self) -> bool {
         self.layers.iter().any(|l| l.is_none())
+    }
+
+    /// Whether a run must stop on the host between layers: a host layer, or
+    /// a device layer whose output size is read back.
+    fn waits_on_host(&self) -> bool {
+        self.has_host_layers() || self.counted.iter().any(Option::is_some)
     }
 }
 
@@ -129,10 +141,11 @@ pub struct CudaExecutionContext<'a> {
     /// their shapes.
     profile: Option<usize>,
     /// The types, in the current run, of tensors sized by the data (by
-    /// tensor id; empty until a host layer gives one): an output of a
-    /// layer whose size depends on the data (NonMaxSuppression, an If whose
-    /// branches differ) and every tensor after it, all computed by host
-    /// layers (the kernel table puts them there).
+    /// tensor id; empty until a layer gives one): an output of a layer
+    /// whose size depends on the data (NonMaxSuppression, whose kernels
+    /// count its rows; an If whose branches differ, on the host) and every
+    /// tensor after it, computed by host layers (the kernel table puts them
+    /// there).
     sized: Vec<Option<TensorType>>,
 }
 
@@ -190,15 +203,35 @@ impl<'a> CudaExecutionContext<'a> {
             (Some(_), None) => return Err(Error::Device("this engine's shapes vary: load it with a launch planner".into())),
         };
         let address = |id: TensorId| tensor_address(plan, self.arena.ptr(), engine.weights_ptr(), id);
+        // The counters of layers whose kernels size their output, 8 bytes
+        // each, at these offsets.
+        let mut counter_offsets: Vec<Option<u64>> = vec![None; plan.layers.len()];
+        let mut counter_bytes = 0u64;
+        for (li, (layer, kernels)) in plan.layers.iter().zip(kernels.iter()).enumerate() {
+            if let LayerKernels::Device(launches) = kernels {
+                let n = counters(layer, launches).map_err(|m| Error::invalid(format!("layer {}: {m}", layer.name)))?;
+                if n > 0 {
+                    counter_offsets[li] = Some(counter_bytes);
+                    counter_bytes += n as u64 * 8;
+                }
+            }
+        }
+        let counter_buffer = match counter_bytes {
+            0 => None,
+            n => Some(DeviceBuffer::alloc(engine.context(), n as usize, "the counters of layers sized on the GPU")?),
+        };
+        let counter_base = counter_buffer.as_ref().map_or(0, |b| b.ptr());
         let mut bound = Bound {
             inputs,
             types,
             layers: Vec::with_capacity(plan.layers.len()),
+            counted: vec![None; plan.layers.len()],
+            _counters: None,
             fallbacks: Vec::new(),
             launch_count: 0,
             graph: None,
         };
-        for ((layer, kernels), built) in plan.layers.iter().zip(kernels.iter()).zip(&table.layers) {
+        for (li, ((layer, kernels), built)) in plan.layers.iter().zip(kernels.iter()).zip(&table.layers).enumerate() {
             let launches = match kernels {
                 LayerKernels::Device(launches) => launches,
                 LayerKernels::Host { reason } => {
@@ -239,6 +272,10 @@ impl<'a> CudaExecutionContext<'a> {
                         KernelArg::I32(v) => v as u32 as u64,
                         KernelArg::I64(v) => v as u64,
                         KernelArg::F32(v) => v.to_bits() as u64,
+                        KernelArg::Counts(_) => match counter_offsets[li] {
+                            Some(offset) => counter_base + offset,
+                            None => return Err(bad("passes counters it was not given".into())),
+                        },
                     });
                 }
                 prepared.push(PreparedLaunch::new(l.module, module.function(), l, values));
@@ -251,9 +288,11 @@ impl<'a> CudaExecutionContext<'a> {
                 None => {
                     bound.launch_count += prepared.len();
                     bound.layers.push(Some(prepared));
+                    bound.counted[li] = counter_offsets[li].map(|offset| counter_base + offset);
                 }
             }
         }
+        bound._counters = counter_buffer;
         Ok(bound)
     }
 
@@ -386,10 +425,11 @@ impl<'a> CudaExecutionContext<'a> {
     }
 
     /// Whether runs replay a CUDA graph: it is on, and at the shapes bound
-    /// now the plan has no host layer and at least one launch.
+    /// now the plan has no host layer, no layer whose output size is read
+    /// back, and at least one launch.
     pub fn cuda_graph(&self) -> bool {
         let b = &self.bound[0];
-        self.use_graph && !b.has_host_layers() && b.launch_count > 0
+        self.use_graph && !b.waits_on_host() && b.launch_count > 0
     }
 
     /// The context's stream, for callers that order their own work with it
@@ -449,6 +489,7 @@ impl<'a> CudaExecutionContext<'a> {
             let outputs = if self.bound[0].layers[li].is_some() {
                 self.launch_layer(li)?;
                 self.sync(|| format!("layer {} failed on the GPU", describe_layer(layer)))?;
+                self.read_count(li)?;
                 let mut outputs = Vec::with_capacity(layer.outputs.len());
                 for &o in &layer.outputs {
                     match self.download_as(o, &self.actual(o)) {
@@ -571,6 +612,7 @@ impl<'a> CudaExecutionContext<'a> {
             for li in 0..self.bound[0].layers.len() {
                 if self.bound[0].layers[li].is_some() {
                     self.launch_layer(li)?;
+                    self.read_count(li)?;
                 } else {
                     self.run_host_layer(li)?;
                 }
@@ -649,6 +691,41 @@ impl<'a> CudaExecutionContext<'a> {
                 )
             })?;
         }
+        Ok(())
+    }
+
+    /// For a device layer whose kernels count its output's rows: waits for
+    /// them, reads the count back and records output 0's type in this run in
+    /// `sized` (the layers after it run on the host at that size). Does
+    /// nothing for other layers.
+    fn read_count(&mut self, li: usize) -> Result<()> {
+        let Some(at) = self.bound[0].counted[li] else { return Ok(()) };
+        let plan = self.engine.engine().plan();
+        let layer = &plan.layers[li];
+        let mut bytes = [0u8; 8];
+        // SAFETY: `at` is the address of one of this bound's counters (8
+        // bytes, in a buffer it owns); `bytes` outlives the wait just below.
+        let copied = unsafe { result::memcpy_dtoh_async(&mut bytes[..], at, self.stream.cu_stream()) };
+        let waited = self.sync(|| format!("layer {} on the GPU", describe_layer(layer)));
+        copied.map_err(|e| cuda_error(format!("reading the row count of layer {}", describe_layer(layer)), e))?;
+        waited?;
+        let rows = u64::from_le_bytes(bytes);
+        let o = layer.outputs[0];
+        let mut ty = self.bound_type(o);
+        match ty.shape.first_mut() {
+            Some(first) if rows <= *first as u64 => *first = rows as usize,
+            _ => {
+                return Err(Error::Device(format!(
+                    "layer {}: its kernels counted {rows} rows of output '{}', which the engine planned as {ty}",
+                    describe_layer(layer),
+                    plan.tensors[o].name
+                )))
+            }
+        }
+        if self.sized.len() < plan.tensors.len() {
+            self.sized.resize(plan.tensors.len(), None);
+        }
+        self.sized[o] = Some(ty);
         Ok(())
     }
 
