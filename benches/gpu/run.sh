@@ -58,9 +58,12 @@ log "GPU tests: testdata models (fp32, fp16, int8), CUDA vs CPU executor, heuris
 limit=100; quick && limit=70
 deadline=$(( $(date +%s) + limit ))
 # The cases new since the last device run first (shapes that vary, mode
-# dyn), so that the time limit cannot skip them.
+# dyn, among them a detector whose NMS counts its rows on the GPU; control
+# flow whose branches and loop bodies run as kernels), so that the time
+# limit cannot skip them.
 trtc gpu-check --list > /tmp/cases_all.txt
-{ grep ' dyn$' /tmp/cases_all.txt; grep -v ' dyn$' /tmp/cases_all.txt; } > /tmp/cases.txt
+new=' dyn$\|control_flow/'
+{ grep "$new" /tmp/cases_all.txt; grep -v "$new" /tmp/cases_all.txt; } > /tmp/cases.txt
 export deadline
 xargs -P 6 -L 1 sh -c 'if [ "$(date +%s)" -ge $deadline ]; then echo "SKIPPED (time): $0 $1"; exit 0; fi
     out=$(timeout 60 trtc gpu-check --opt-level 0 --filter "$0 $1" 2>&1); rc=$?

@@ -123,6 +123,7 @@ fn first_bad_layer(engine: &Engine, inputs: &[(String, Tensor)], tol: f64) -> Re
                         ls.iter().map(|x| table.modules[x.module as usize].tactic.clone()).collect::<Vec<_>>().join(" + ")
                     }
                     trtc_runtime::kernels::LayerKernels::Host { .. } => "host".into(),
+                    trtc_runtime::kernels::LayerKernels::Control(_) => "sub-plans on the GPU".into(),
                 };
                 found = Some(format!("layer {i} {} ({}, {tactic}): error {err:.3e}", l.name, l.op.display_name()));
             }

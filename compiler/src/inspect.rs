@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use std::fmt::Write;
-use trtc_runtime::kernels::LayerKernels;
+use trtc_runtime::kernels::{BodyKernels, KernelTable, LayerKernels};
 use trtc_runtime::ops::control::{ControlOp, SubPlan};
 use trtc_runtime::plan::Storage;
 use trtc_runtime::Engine;
@@ -25,6 +25,7 @@ fn execution(engine: &Engine, layer: usize) -> (String, Vec<String>) {
                 .collect();
             (if tactics.is_empty() { "no launch".into() } else { tactics.join(" + ") }, geometry)
         }
+        LayerKernels::Control(_) => ("control on the host, sub-plans on the GPU".into(), Vec::new()),
     }
 }
 
@@ -180,8 +181,16 @@ pub fn text(engine: &Engine) -> String {
         for g in geometry {
             let _ = writeln!(s, "         {g}");
         }
-        for (what, sub) in sub_plans(&l.op) {
-            let _ = writeln!(s, "         {what}: {}", describe_sub_plan(sub));
+        let bodies = match engine.kernels().map(|k| (k, &k.layers[i])) {
+            Some((k, LayerKernels::Control(bodies))) => Some((k, bodies)),
+            _ => None,
+        };
+        for (b, (what, sub)) in sub_plans(&l.op).into_iter().enumerate() {
+            let line = match bodies {
+                Some((k, bodies)) => describe_device_sub_plan(sub, &bodies[b], k),
+                None => describe_sub_plan(sub),
+            };
+            let _ = writeln!(s, "         {what}: {line}");
         }
     }
     s
@@ -215,6 +224,24 @@ fn describe_sub_plan(sub: &SubPlan) -> String {
         .collect();
     let n = sub.steps.len();
     format!("{n} step{} on the host, f32 ({})", if n == 1 { "" } else { "s" }, ops.join(", "))
+}
+
+/// A sub-plan whose steps run as kernels in one line: each step's op and
+/// tactic.
+fn describe_device_sub_plan(sub: &SubPlan, kernels: &BodyKernels, table: &KernelTable) -> String {
+    let steps: Vec<String> = sub
+        .steps
+        .iter()
+        .zip(&kernels.steps)
+        .map(|(step, launches)| {
+            let mut tactics: Vec<&str> = launches.iter().map(|l| table.modules[l.module as usize].tactic.as_str()).collect();
+            tactics.dedup();
+            let tactics = if tactics.is_empty() { "no launch".to_string() } else { tactics.join(" + ") };
+            format!("{} [{tactics}]", step.op.display_name())
+        })
+        .collect();
+    let n = sub.steps.len();
+    format!("{n} step{} on the GPU ({})", if n == 1 { "" } else { "s" }, steps.join(", "))
 }
 
 /// One binding in the JSON report.

@@ -90,3 +90,45 @@ fn branches_are_optimized_like_the_model() {
     let trtc_runtime::Op::Control(ControlOp::If(op)) = &layer.op else { unreachable!() };
     assert_eq!(names(&op.then_branch), ["Conv", "Relu"]);
 }
+
+/// On GPU targets an If's branches and a Loop's body run as kernels (the
+/// control decided on the host) where the layer's outputs keep their
+/// planned sizes: `gate`'s If and `decoder`'s Loop. A body with a nested If
+/// (`halving`) or a branch sized by the data (`vad`) keeps the layer on the
+/// host. The engines load (their kernel tables validate) and the CPU
+/// executor runs them as it runs CPU engines. Needs libnvrtc (no GPU).
+#[test]
+fn gpu_targets_run_sub_plans_as_kernels_where_sizes_are_fixed() {
+    use trtc_runtime::kernels::LayerKernels;
+    assert!(trtc::cuda::nvrtc::available(), "NVRTC is needed: run scripts/test.sh ({:?})", trtc::cuda::nvrtc::library().err());
+    let dir = testdata("control_flow");
+    let manifest = manifest(&dir);
+    let models = manifest["models"].as_array().unwrap();
+    let gpu = BuildOptions { target: trtc_runtime::Target::Cuda { sm: 90, gpu_name: None }, ..Default::default() };
+    for (name, op, on_gpu) in [("gate", "If", true), ("decoder", "Loop", true), ("halving", "Loop", false), ("vad", "If", false)]
+    {
+        let m = models.iter().find(|m| m["name"] == name).unwrap_or_else(|| panic!("{name} in the manifest"));
+        let built = build_file(&dir.join(m["file"].as_str().unwrap()), &gpu).unwrap();
+        let engine = Engine::from_bytes(&built.engine).unwrap();
+        let index = engine.plan().layers.iter().position(|l| l.op.name() == op).unwrap_or_else(|| panic!("{name}: an {op}"));
+        let kernels = &engine.kernels().expect("a GPU engine has kernels").layers[index];
+        match (kernels, on_gpu) {
+            (LayerKernels::Control(bodies), true) => {
+                let steps: usize = bodies.iter().map(|b| b.steps.len()).sum();
+                let launches: usize = bodies.iter().flat_map(|b| &b.steps).map(Vec::len).sum();
+                assert!(steps > 0 && launches >= steps, "{name}: {steps} steps, {launches} launches");
+            }
+            (LayerKernels::Host { reason }, false) => {
+                let expected = if name == "halving" { "has no kernel" } else { "depend on the data" };
+                assert!(reason.contains(expected), "{name}: {reason}");
+            }
+            (other, _) => panic!("{name}: {other:?}"),
+        }
+        let err = worst_error(&engine, m, &dir).unwrap();
+        assert!(err <= 1e-4, "{name}: error {err:.2e} of scale on the CPU executor");
+    }
+    let built = build_file(&dir.join("gate.onnx"), &gpu).unwrap();
+    let text = trtc::inspect::text(&Engine::from_bytes(&built.engine).unwrap());
+    assert!(text.contains("control on the host, sub-plans on the GPU"), "{text}");
+    assert!(text.contains("then_branch: 1 step on the GPU (FusedConv [conv_"), "{text}");
+}

@@ -144,7 +144,9 @@ pub fn candidates(io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
         Op::Reduce(_) => reduce::candidates(&io, limits),
         Op::Movement(_) => movement::candidates(&io, limits),
         Op::Precision(PrecisionOp::HalfIo(_)) => unsupported("nested HalfIo"),
-        // Branches and loop bodies run on the host, control decided there.
+        // Control flow has no kernel of its own: the kernel table runs the
+        // steps of an If's branches or a Loop's body as kernels where it
+        // can, the control decided on the host.
         Op::Control(_) => unsupported(format!("{}: control flow decided at run time runs on the host", op.name())),
     }
 }

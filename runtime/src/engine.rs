@@ -50,7 +50,9 @@ pub const MAGIC: &[u8; 8] = b"TRTCENG\0";
 /// ShapedByValues' Resize and Pad (sizes, scales and pads computed at run
 /// time: engines whose sizes are read from each run's input shapes). Version
 /// 13 appended the `Counts` kernel argument (a GPU layer whose output size
-/// depends on the data: NonMaxSuppression's kernels). An older runtime
+/// depends on the data: NonMaxSuppression's kernels) and the `Control`
+/// layer kernels (an If's branches or a Loop's body as kernels, the control
+/// decided on the host). An older runtime
 /// refuses a newer engine by its version instead of failing to decode it.
 pub const FORMAT_VERSION: u32 = 13;
 /// The oldest format this runtime reads. A version-2 engine decodes as it

@@ -92,6 +92,44 @@ pub enum LayerKernels {
     /// The CPU reference op on host copies of the layer's tensors: correct
     /// but slow, and it splits the CUDA graph. `inspect` lists these layers.
     Host { reason: String },
+    /// A control-flow layer (If, Loop) whose sub-plans run as kernels with
+    /// the control decided on the host, like TensorRT's conditional and
+    /// loop layers: one entry per sub-plan (If: then, else; Loop: body).
+    Control(Vec<BodyKernels>),
+}
+
+impl LayerKernels {
+    /// Every launch: the layer's own, or its sub-plans' steps'.
+    pub fn launches(&self) -> Vec<&Launch> {
+        match self {
+            LayerKernels::Device(launches) => launches.iter().collect(),
+            LayerKernels::Host { .. } => Vec::new(),
+            LayerKernels::Control(bodies) => bodies.iter().flat_map(|b| b.steps.iter().flatten()).collect(),
+        }
+    }
+}
+
+/// The kernels of one sub-plan of a [`LayerKernels::Control`] layer: per
+/// step, its launches, whose `Input(k)`/`Output(k)` arguments name the
+/// step's own inputs and outputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BodyKernels {
+    pub steps: Vec<Vec<Launch>>,
+}
+
+/// A layer's sub-plans that [`LayerKernels::Control`] may run on the GPU:
+/// an If's branches or a Loop's body, when the op's outputs have their
+/// planned sizes in every run (no scan outputs, carried values that keep
+/// their shapes, no step sized by the data); `None` otherwise.
+pub fn device_bodies(op: &crate::ops::Op) -> Option<Vec<&crate::ops::control::SubPlan>> {
+    use crate::ops::control::ControlOp;
+    use crate::ops::Op;
+    let bodies = match op {
+        Op::Control(ControlOp::If(i)) => vec![&*i.then_branch, &*i.else_branch],
+        Op::Control(ControlOp::Loop(l)) => vec![&*l.body],
+        _ => return None,
+    };
+    (!op.as_impl().data_dependent()).then_some(bodies)
 }
 
 /// The KERNELS section of an engine built for a GPU.
@@ -181,14 +219,44 @@ impl KernelTable {
             return bad(format!("{} tactics for {} layers", self.tactics.len(), self.layers.len()));
         }
         for (layer, kernels) in plan.layers.iter().zip(&self.layers) {
-            let LayerKernels::Device(launches) = kernels else { continue };
-            for l in launches {
-                if let Err(m) = self.check_launch(layer, l) {
-                    return bad(format!("layer {} {m}", layer.name));
-                }
-            }
-            if let Err(m) = counters(layer, launches) {
+            let checked = match kernels {
+                LayerKernels::Host { .. } => Ok(()),
+                LayerKernels::Device(launches) => launches
+                    .iter()
+                    .try_for_each(|l| self.check_launch(layer, l))
+                    .and_then(|_| counters(layer, launches).map(|_| ())),
+                LayerKernels::Control(bodies) => self.check_bodies(layer, bodies),
+            };
+            if let Err(m) = checked {
                 return bad(format!("layer {} {m}", layer.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// The checks of [`KernelTable::validate`] on a control layer's
+    /// sub-plans: an op that may run them on the GPU, one entry per
+    /// sub-plan and per step, launches checked against each step's own
+    /// inputs and outputs, no counters.
+    fn check_bodies(&self, layer: &Layer, bodies: &[BodyKernels]) -> std::result::Result<(), String> {
+        let Some(plans) = device_bodies(&layer.op) else {
+            return Err(format!("runs the sub-plans of a {} on the GPU, which cannot", layer.op.name()));
+        };
+        if plans.len() != bodies.len() {
+            return Err(format!("has kernels for {} sub-plans of {}", bodies.len(), plans.len()));
+        }
+        for (plan, body) in plans.iter().zip(bodies) {
+            if plan.steps.len() != body.steps.len() {
+                return Err(format!("has kernels for {} steps of a sub-plan of {}", body.steps.len(), plan.steps.len()));
+            }
+            for (step, launches) in plan.steps.iter().zip(&body.steps) {
+                for l in launches {
+                    self.check_launch_io(&step.op, step.inputs.len(), step.outputs.len(), l)
+                        .map_err(|m| format!("step {} {m}", step.name))?;
+                    if l.args.iter().any(|a| matches!(a, KernelArg::Counts(_))) {
+                        return Err(format!("step {} asks for counters", step.name));
+                    }
+                }
             }
         }
         Ok(())
@@ -196,6 +264,12 @@ impl KernelTable {
 
     /// The checks of [`KernelTable::validate`] on one launch of `layer`.
     pub fn check_launch(&self, layer: &Layer, l: &Launch) -> std::result::Result<(), String> {
+        self.check_launch_io(&layer.op, layer.inputs.len(), layer.outputs.len(), l)
+    }
+
+    /// [`KernelTable::check_launch`] for a launch of `op` with `inputs`
+    /// inputs and `outputs` outputs (a layer's, or a sub-plan step's).
+    fn check_launch_io(&self, op: &crate::ops::Op, inputs: usize, outputs: usize, l: &Launch) -> std::result::Result<(), String> {
         if l.module as usize >= self.modules.len() {
             return Err(format!("launches module {} of {}", l.module, self.modules.len()));
         }
@@ -212,13 +286,13 @@ impl KernelTable {
         }
         for a in &l.args {
             let ok = match *a {
-                KernelArg::Input(k) => (k as usize) < layer.inputs.len(),
-                KernelArg::Output(k) => (k as usize) < layer.outputs.len(),
+                KernelArg::Input(k) => (k as usize) < inputs,
+                KernelArg::Output(k) => (k as usize) < outputs,
                 KernelArg::Counts(n) => {
                     if !(1..=MAX_COUNTERS).contains(&n) {
                         return Err(format!("asks for {n} counters"));
                     }
-                    if !layer.op.as_impl().data_dependent() {
+                    if !op.as_impl().data_dependent() {
                         return Err("counts rows of an output whose size does not depend on the data".into());
                     }
                     true
@@ -245,10 +319,16 @@ impl KernelTable {
             .zip(&self.layers)
             .enumerate()
             .map(|(index, (layer, kernels))| {
-                let LayerKernels::Device(_) = kernels else { return kernels.clone() };
                 let same = layer.inputs.iter().flatten().chain(&layer.outputs).all(|&id| *ty(id) == plan.tensors[id].ty);
-                if same {
-                    return kernels.clone();
+                match kernels {
+                    LayerKernels::Host { .. } => return kernels.clone(),
+                    _ if same => return kernels.clone(),
+                    LayerKernels::Control(_) => {
+                        // Sub-plans' kernels are compiled at the planned shapes only.
+                        let reason = "its sub-plans' kernels were compiled for other shapes".to_string();
+                        return LayerKernels::Host { reason };
+                    }
+                    LayerKernels::Device(_) => {}
                 }
                 let inputs: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(ty)).collect();
                 let outputs: Vec<&TensorType> = layer.outputs.iter().map(|&o| ty(o)).collect();
@@ -269,7 +349,7 @@ impl KernelTable {
     pub fn host_layers<'a>(&'a self, plan: &'a Plan) -> impl Iterator<Item = (&'a str, &'a str)> {
         plan.layers.iter().zip(&self.layers).filter_map(|(l, k)| match k {
             LayerKernels::Host { reason } => Some((l.name.as_str(), reason.as_str())),
-            LayerKernels::Device(_) => None,
+            LayerKernels::Device(_) | LayerKernels::Control(_) => None,
         })
     }
 }
@@ -350,6 +430,48 @@ mod tests {
         }
         let mixed = [launch(vec![KernelArg::Counts(3)]), launch(vec![KernelArg::Counts(4)])];
         assert_eq!(counters(&nms, &mixed), Err("asks for 3 and 4 counters".to_string()));
+    }
+
+    /// A control layer's kernels follow its sub-plans: one entry per
+    /// sub-plan and per step, arguments within each step's own tensors, no
+    /// counters, and only on an op whose outputs keep their sizes.
+    #[test]
+    fn control_kernels_follow_their_sub_plans() {
+        use crate::ops::control::{If, Step, SubPlan};
+        use crate::ops::elementwise::{Unary, UnaryKind};
+        use KernelArg::*;
+        let f32s = TensorType::new(crate::DType::F32, vec![2]);
+        let negation = || {
+            let values = vec![("x".to_string(), f32s.clone()), ("y".to_string(), f32s.clone())];
+            let step =
+                Step { name: "neg".into(), op: Unary::new(UnaryKind::Neg).into(), inputs: vec![Some(0)], outputs: vec![1] };
+            SubPlan::new(values, vec![0], vec![], vec![step], vec![1]).unwrap()
+        };
+        let layer = Layer {
+            name: "if".into(),
+            op: If::new(negation(), negation()).unwrap().into(),
+            inputs: vec![Some(0), Some(1)],
+            outputs: vec![2],
+        };
+        let module = KernelModule { entry: "k".into(), tactic: String::new(), cubin: vec![], digest: 0 };
+        let table = KernelTable { modules: vec![module], ..Default::default() };
+        let launch = |args: Vec<KernelArg>| Launch { module: 0, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, args };
+        let body = |args: Vec<KernelArg>| BodyKernels { steps: vec![vec![launch(args)]] };
+        let ok = vec![body(vec![Input(0), Output(0), I64(2)]); 2];
+        assert_eq!(table.check_bodies(&layer, &ok), Ok(()));
+        let cases = [
+            (vec![body(vec![Input(0), Output(0)])], "1 sub-plans of 2"),
+            (vec![body(vec![Input(1), Output(0)]), ok[1].clone()], "step neg passes a tensor it does not have"),
+            (vec![ok[0].clone(), BodyKernels { steps: vec![] }], "0 steps of a sub-plan of 1"),
+            (vec![ok[0].clone(), body(vec![Output(0), Counts(1)])], "step neg"),
+        ];
+        for (bodies, needle) in cases {
+            let err = table.check_bodies(&layer, &bodies).unwrap_err();
+            assert!(err.contains(needle), "{err}");
+        }
+        let relu = Layer { op: Unary::new(UnaryKind::Relu).into(), ..layer.clone() };
+        let err = table.check_bodies(&relu, &ok).unwrap_err();
+        assert!(err.contains("cannot"), "{err}");
     }
 
     #[test]

@@ -23,7 +23,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use trtc_kernels::Candidate;
 use trtc_kernels::{KernelSource, LayerIo, SmLimits};
-use trtc_runtime::kernels::{source_digest, KernelArg, KernelModule, KernelTable, Launch, LayerKernels};
+use trtc_runtime::kernels::{source_digest, BodyKernels, KernelArg, KernelModule, KernelTable, Launch, LayerKernels};
+use trtc_runtime::ops::control::SubPlan;
 use trtc_runtime::plan::{Layer, Plan};
 use trtc_runtime::profile::Profile;
 use trtc_runtime::TensorType;
@@ -191,6 +192,30 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
             continue;
         }
         let io = layer_io(plan, layer);
+        if let Some(bodies) = trtc_runtime::kernels::device_bodies(&layer.op) {
+            match control_candidates(layer, &bodies, &io, points, &limits, chooser)? {
+                Ok(chosen) => {
+                    let layer_bodies = chosen
+                        .iter()
+                        .map(|steps| BodyKernels {
+                            steps: steps
+                                .iter()
+                                .map(|(tactic, launches)| {
+                                    launches
+                                        .iter()
+                                        .map(|l| launch(l, module_index(&mut index, &mut out, l, tactic, &layer.name)))
+                                        .collect()
+                                })
+                                .collect(),
+                        })
+                        .collect();
+                    out.tactics.push(String::new());
+                    out.layers.push(LayerKernels::Control(layer_bodies));
+                }
+                Err(why) => host(&mut out, why),
+            }
+            continue;
+        }
         let sizes_itself = layer.op.as_impl().data_dependent();
         let base = match trtc_kernels::candidates(&io, &limits) {
             Ok(c) if !c.is_empty() => c,
@@ -248,17 +273,13 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
             .ok_or_else(|| anyhow!("layer {}: the tactic chooser picked candidate {chosen}, which does not exist", layer.name))?;
         let candidate =
             offered.base.iter().find(|c| c.tactic == tactic).expect("choosable tactics are offered at the plan's types");
-        let mut module_of = |l: &trtc_kernels::KernelLaunch, out: &mut Selected| -> u32 {
-            let key = (l.kernel.entry.clone(), l.kernel.source.clone());
-            *index.entry(key).or_insert_with(|| {
-                out.sources.push((l.kernel.clone(), tactic.to_string(), layer.name.clone()));
-                (out.sources.len() - 1) as u32
-            })
-        };
+        let tactic_name = tactic.to_string();
+        let mut module_of =
+            |l: &trtc_kernels::KernelLaunch, out: &mut Selected| module_index(&mut index, out, l, &tactic_name, &layer.name);
         let mut launches = Vec::with_capacity(candidate.launches.len());
         for l in &candidate.launches {
             let module = module_of(l, &mut out);
-            launches.push(Launch { module, grid: l.grid, block: l.block, shared_bytes: l.shared_bytes, args: l.args.clone() });
+            launches.push(launch(l, module));
         }
         // The sources the tactic uses at the other shapes, for the executor
         // to find when it computes launches there.
@@ -271,6 +292,77 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
         out.layers.push(LayerKernels::Device(launches));
     }
     Ok(out)
+}
+
+/// The module index of a launch's source, registering it in `out` (with the
+/// tactic and the layer that first uses it) when it is new.
+fn module_index(
+    index: &mut HashMap<(String, String), u32>,
+    out: &mut Selected,
+    l: &trtc_kernels::KernelLaunch,
+    tactic: &str,
+    layer: &str,
+) -> u32 {
+    let key = (l.kernel.entry.clone(), l.kernel.source.clone());
+    *index.entry(key).or_insert_with(|| {
+        out.sources.push((l.kernel.clone(), tactic.to_string(), layer.to_string()));
+        (out.sources.len() - 1) as u32
+    })
+}
+
+/// A family's launch as the kernel table stores it.
+fn launch(l: &trtc_kernels::KernelLaunch, module: u32) -> Launch {
+    Launch { module, grid: l.grid, block: l.block, shared_bytes: l.shared_bytes, args: l.args.clone() }
+}
+
+/// A sub-plan step's chosen tactic and its launches.
+type ChosenStep = (String, Vec<trtc_kernels::KernelLaunch>);
+
+/// The chosen candidate of every step of a control layer's sub-plans
+/// (`bodies`, see `device_bodies`), as (tactic, launches) per step per
+/// sub-plan; or why the layer runs on the host: a step without a kernel
+/// (a nested If or Loop, say), or types that vary with the profiles (the
+/// sub-plans' kernels are compiled at the planned shapes only). Steps are
+/// tuned like layers, under the name `LAYER/STEP`.
+fn control_candidates(
+    layer: &Layer,
+    bodies: &[&SubPlan],
+    io: &LayerIo<'_>,
+    points: &[Vec<TensorType>],
+    limits: &SmLimits,
+    chooser: &mut dyn TacticChooser,
+) -> Result<std::result::Result<Vec<Vec<ChosenStep>>, String>> {
+    for types in points {
+        let at = layer_io_at(layer, types);
+        if at.inputs != io.inputs || at.outputs != io.outputs {
+            return Ok(Err("its sub-plans' kernels are compiled at one shape, and its tensors' shapes vary".into()));
+        }
+    }
+    let mut chosen = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let mut steps = Vec::with_capacity(body.steps.len());
+        for step in &body.steps {
+            let step_io = LayerIo {
+                op: &step.op,
+                inputs: step.inputs.iter().map(|i| i.map(|v| &body.values[v].1)).collect(),
+                outputs: step.outputs.iter().map(|&v| &body.values[v].1).collect(),
+            };
+            let candidates = match trtc_kernels::candidates(&step_io, limits) {
+                Ok(c) if !c.is_empty() => c,
+                Ok(_) => return Ok(Err(format!("its step {} has no valid tactic", step.name))),
+                Err(why) => return Ok(Err(format!("its step {} has no kernel ({why})", step.name))),
+            };
+            let named =
+                Layer { name: format!("{}/{}", layer.name, step.name), op: step.op.clone(), inputs: vec![], outputs: vec![] };
+            let pick = chooser.choose(&named, &step_io, &candidates)?;
+            let c = candidates.into_iter().nth(pick).ok_or_else(|| {
+                anyhow!("step {}: the tactic chooser picked candidate {pick}, which does not exist", named.name)
+            })?;
+            steps.push((c.tactic.to_string(), c.launches));
+        }
+        chosen.push(steps);
+    }
+    Ok(Ok(chosen))
 }
 
 /// Chooses every layer's kernels and compiles them for `sm_<sm>` (and the

@@ -254,14 +254,7 @@ impl<'e> CudaEngine<'e> {
                 .map_err(|e| cuda_error(format!("uploading {} bytes of weights", weights_host.len()), e))?;
         }
         let has_host_layers = table.layers.iter().any(|l| matches!(l, LayerKernels::Host { .. }));
-        let launch_count = table
-            .layers
-            .iter()
-            .map(|l| match l {
-                LayerKernels::Device(v) => v.len(),
-                LayerKernels::Host { .. } => 0,
-            })
-            .sum();
+        let launch_count = table.layers.iter().map(|l| l.launches().len()).sum();
         Ok(CudaEngine { engine, device, modules, limits, planner, weights, has_host_layers, launch_count, ctx })
     }
 
@@ -368,8 +361,7 @@ fn load_modules(
         let mut max_threads: Option<(u64, &str)> = None;
         let mut max_shared: Option<(u32, &str)> = None;
         for (layer, kernels) in plan.layers.iter().zip(&table.layers) {
-            let LayerKernels::Device(launches) = kernels else { continue };
-            for l in launches.iter().filter(|l| l.module as usize == i) {
+            for l in kernels.launches().into_iter().filter(|l| l.module as usize == i) {
                 let threads = l.block.iter().map(|&b| b as u64).product::<u64>();
                 if max_threads.is_none_or(|(t, _)| threads > t) {
                     max_threads = Some((threads, &layer.name));

@@ -3,11 +3,13 @@
 //! an engine whose shapes vary, launches and a graph per set of input shapes
 //! bound (the most recent [`SHAPE_CACHE`]).
 
+mod control;
+
 use super::driver::{cuda_error, DeviceBuffer};
 use super::{CudaEngine, SHAPE_CACHE};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::kernels::{counters, KernelArg, LayerKernels};
+use crate::kernels::{counters, KernelArg, Launch, LayerKernels};
 use crate::plan::{Layer, Plan, Storage, TensorId};
 use crate::tensor::{Tensor, TensorType, TensorView};
 use cudarc::driver::{result, sys, CudaEvent, CudaGraph, CudaStream};
@@ -63,6 +65,72 @@ impl PreparedLaunch {
     }
 }
 
+impl PreparedLaunch {
+    /// Queues the launch on `stream`; `what` names it in an error.
+    fn launch(&mut self, stream: sys::CUstream, what: impl FnOnce() -> String) -> Result<()> {
+        debug_assert_eq!(self.values.len(), self.params.len());
+        // SAFETY: `function` belongs to a module the engine keeps loaded
+        // while a context borrows it; `params` has one pointer per kernel
+        // parameter, in order, each to an 8-byte slot holding the value
+        // (addresses inside the arena, the weights or a control layer's
+        // buffer, whose ranges were validated, or scalars), as the kernel
+        // table declares the kernel's signature; the geometry was validated
+        // (non-zero, within limits) at load and the block size and shared
+        // memory were checked against the kernel's attributes.
+        unsafe { result::launch_kernel(self.function, self.grid, self.block, self.shared_bytes, stream, &mut self.params) }
+            .map_err(|e| cuda_error(what(), e))
+    }
+}
+
+/// Resolves the arguments of `launches` with `arg` (which gives each tensor
+/// argument's address); `what` names them in errors. The inner error says
+/// why a launch cannot run on this GPU (more threads or shared memory than
+/// its kernel allows): the layer then runs on the host.
+fn prepare_launches(
+    engine: &CudaEngine<'_>,
+    launches: &[Launch],
+    what: &str,
+    mut arg: impl FnMut(&KernelArg) -> std::result::Result<u64, String>,
+) -> Result<std::result::Result<Vec<PreparedLaunch>, String>> {
+    let bad = |m: String| Error::invalid(format!("{what}: {m}"));
+    let mut prepared = Vec::with_capacity(launches.len());
+    for l in launches {
+        let module = engine.module(l.module).ok_or_else(|| bad(format!("launches module {} which does not exist", l.module)))?;
+        let limits = engine.module_limits(l.module).expect("one per module");
+        let threads = l.block.iter().map(|&b| b as u64).product::<u64>();
+        if threads > limits.max_threads || l.shared_bytes > limits.max_dynamic_shared {
+            return Ok(Err(format!(
+                "its launch of {threads} threads and {} bytes of shared memory exceeds what the kernel allows on this GPU",
+                l.shared_bytes
+            )));
+        }
+        let values = l
+            .args
+            .iter()
+            .map(|a| match *a {
+                KernelArg::I32(v) => Ok(v as u32 as u64),
+                KernelArg::I64(v) => Ok(v as u64),
+                KernelArg::F32(v) => Ok(v.to_bits() as u64),
+                _ => arg(a),
+            })
+            .collect::<std::result::Result<Vec<u64>, String>>()
+            .map_err(bad)?;
+        prepared.push(PreparedLaunch::new(l.module, module.function(), l, values));
+    }
+    Ok(Ok(prepared))
+}
+
+/// How a layer runs at the shapes bound.
+enum Prepared {
+    /// Kernel launches on the stream.
+    Launches(Vec<PreparedLaunch>),
+    /// The CPU reference op on host copies of its tensors.
+    Host,
+    /// An If or Loop whose sub-plans run as launches, the control decided
+    /// on the host.
+    Control(Box<control::PreparedControl>),
+}
+
 /// A captured CUDA graph of the plan's launches.
 struct Graph(CudaGraph);
 
@@ -97,8 +165,8 @@ struct Bound {
     inputs: Vec<Vec<usize>>,
     /// Every tensor's type at these shapes; `None` for the plan's own.
     types: Option<Arc<Vec<TensorType>>>,
-    /// Per plan layer: its launches, or `None` for a host layer.
-    layers: Vec<Option<Vec<PreparedLaunch>>>,
+    /// Per plan layer: how it runs.
+    layers: Vec<Prepared>,
     /// Per plan layer: for a device layer whose output size its kernels
     /// compute (`KernelArg::Counts`), the device address of the counter that
     /// holds output 0's rows after its launches.
@@ -113,14 +181,10 @@ struct Bound {
 }
 
 impl Bound {
-    fn has_host_layers(&self) -> bool {
-        self.layers.iter().any(|l| l.is_none())
-    }
-
-    /// Whether a run must stop on the host between layers: a host layer, or
-    /// a device layer whose output size is read back.
+    /// Whether a run must stop on the host between layers: a host layer, a
+    /// control layer, or a device layer whose output size is read back.
     fn waits_on_host(&self) -> bool {
-        self.has_host_layers() || self.counted.iter().any(Option::is_some)
+        self.layers.iter().any(|l| !matches!(l, Prepared::Launches(_))) || self.counted.iter().any(Option::is_some)
     }
 }
 
@@ -232,62 +296,48 @@ impl<'a> CudaExecutionContext<'a> {
             graph: None,
         };
         for (li, ((layer, kernels), built)) in plan.layers.iter().zip(kernels.iter()).zip(&table.layers).enumerate() {
-            let launches = match kernels {
-                LayerKernels::Device(launches) => launches,
+            let what = format!("layer {}", layer.name);
+            let prepared = match kernels {
                 LayerKernels::Host { reason } => {
-                    if matches!(built, LayerKernels::Device(_)) {
+                    if !matches!(built, LayerKernels::Host { .. }) {
                         bound.fallbacks.push((layer.name.clone(), reason.clone()));
                     }
-                    bound.layers.push(None);
+                    bound.layers.push(Prepared::Host);
                     continue;
                 }
+                LayerKernels::Device(launches) => prepare_launches(engine, launches, &what, |a| match *a {
+                    KernelArg::Input(k) => match layer.inputs.get(k as usize) {
+                        Some(Some(id)) => Ok(address(*id)),
+                        Some(None) => Ok(0),
+                        None => Err(format!("passes input {k} of {}", layer.inputs.len())),
+                    },
+                    KernelArg::Output(k) => match layer.outputs.get(k as usize) {
+                        Some(id) => Ok(address(*id)),
+                        None => Err(format!("passes output {k} of {}", layer.outputs.len())),
+                    },
+                    KernelArg::Counts(_) => match counter_offsets[li] {
+                        Some(offset) => Ok(counter_base + offset),
+                        None => Err("passes counters it was not given".into()),
+                    },
+                    _ => unreachable!("scalars are resolved by prepare_launches"),
+                })?
+                .map(Prepared::Launches),
+                LayerKernels::Control(bodies) => {
+                    control::PreparedControl::new(engine, layer, bodies, &address)?.map(|c| Prepared::Control(Box::new(c)))
+                }
             };
-            let mut prepared = Vec::with_capacity(launches.len());
-            let mut refused = None;
-            for l in launches {
-                let bad = |m: String| Error::invalid(format!("layer {}: {m}", layer.name));
-                let module =
-                    engine.module(l.module).ok_or_else(|| bad(format!("launches module {} which does not exist", l.module)))?;
-                let limits = engine.module_limits(l.module).expect("one per module");
-                let threads = l.block.iter().map(|&b| b as u64).product::<u64>();
-                if threads > limits.max_threads || l.shared_bytes > limits.max_dynamic_shared {
-                    refused = Some(format!(
-                        "its launch of {threads} threads and {} bytes of shared memory exceeds what the kernel allows on this GPU",
-                        l.shared_bytes
-                    ));
-                    break;
-                }
-                let mut values = Vec::with_capacity(l.args.len());
-                for a in &l.args {
-                    values.push(match *a {
-                        KernelArg::Input(k) => match layer.inputs.get(k as usize) {
-                            Some(Some(id)) => address(*id),
-                            Some(None) => 0,
-                            None => return Err(bad(format!("passes input {k} of {}", layer.inputs.len()))),
-                        },
-                        KernelArg::Output(k) => match layer.outputs.get(k as usize) {
-                            Some(id) => address(*id),
-                            None => return Err(bad(format!("passes output {k} of {}", layer.outputs.len()))),
-                        },
-                        KernelArg::I32(v) => v as u32 as u64,
-                        KernelArg::I64(v) => v as u64,
-                        KernelArg::F32(v) => v.to_bits() as u64,
-                        KernelArg::Counts(_) => match counter_offsets[li] {
-                            Some(offset) => counter_base + offset,
-                            None => return Err(bad("passes counters it was not given".into())),
-                        },
-                    });
-                }
-                prepared.push(PreparedLaunch::new(l.module, module.function(), l, values));
-            }
-            match refused {
-                Some(why) => {
+            match prepared {
+                Err(why) => {
                     bound.fallbacks.push((layer.name.clone(), why));
-                    bound.layers.push(None);
+                    bound.layers.push(Prepared::Host);
                 }
-                None => {
-                    bound.launch_count += prepared.len();
-                    bound.layers.push(Some(prepared));
+                Ok(p) => {
+                    bound.launch_count += match &p {
+                        Prepared::Launches(l) => l.len(),
+                        Prepared::Control(c) => c.launch_count(),
+                        Prepared::Host => 0,
+                    };
+                    bound.layers.push(p);
                     bound.counted[li] = counter_offsets[li].map(|offset| counter_base + offset);
                 }
             }
@@ -486,8 +536,9 @@ impl<'a> CudaExecutionContext<'a> {
         self.sized.clear();
         let plan = self.engine.engine().plan();
         for (li, layer) in plan.layers.iter().enumerate() {
-            let outputs = if self.bound[0].layers[li].is_some() {
+            let outputs = if !matches!(self.bound[0].layers[li], Prepared::Host) {
                 self.launch_layer(li)?;
+                self.run_control(li)?;
                 self.sync(|| format!("layer {} failed on the GPU", describe_layer(layer)))?;
                 self.read_count(li)?;
                 let mut outputs = Vec::with_capacity(layer.outputs.len());
@@ -610,11 +661,15 @@ impl<'a> CudaExecutionContext<'a> {
         self.sized.clear();
         if !self.cuda_graph() {
             for li in 0..self.bound[0].layers.len() {
-                if self.bound[0].layers[li].is_some() {
-                    self.launch_layer(li)?;
-                    self.read_count(li)?;
-                } else {
-                    self.run_host_layer(li)?;
+                match self.bound[0].layers[li] {
+                    Prepared::Launches(_) => {
+                        self.launch_layer(li)?;
+                        self.read_count(li)?;
+                    }
+                    Prepared::Control(_) => self.run_control(li)?,
+                    Prepared::Host => {
+                        self.run_host_layer(li)?;
+                    }
                 }
             }
             return Ok(());
@@ -658,36 +713,22 @@ impl<'a> CudaExecutionContext<'a> {
         Ok(())
     }
 
-    /// Queues a device layer's launches on the stream.
+    /// Queues a device layer's launches on the stream (nothing for other
+    /// layers).
     fn launch_layer(&mut self, li: usize) -> Result<()> {
         let engine = self.engine;
         let stream = self.stream.cu_stream();
         let layer = &engine.engine().plan().layers[li];
-        let Some(launches) = self.bound[0].layers[li].as_mut() else { return Ok(()) };
+        let Prepared::Launches(launches) = &mut self.bound[0].layers[li] else { return Ok(()) };
         let count = launches.len();
         for (k, l) in launches.iter_mut().enumerate() {
-            debug_assert_eq!(l.values.len(), l.params.len());
-            // SAFETY: `function` belongs to a module the engine keeps loaded
-            // while this context borrows it; `params` has one pointer per
-            // kernel parameter, in order, each to an 8-byte slot holding the
-            // value (addresses inside the arena or the weights, whose ranges
-            // were validated at load, or scalars), as the kernel table
-            // declares the kernel's signature; the geometry was validated
-            // (non-zero, within limits) at load and the block size and
-            // shared memory were checked against the kernel's attributes.
-            unsafe { result::launch_kernel(l.function, l.grid, l.block, l.shared_bytes, stream, &mut l.params) }.map_err(|e| {
-                let m = engine.kernel_table().modules.get(l.module as usize);
-                let (entry, tactic) = m.map(|m| (m.entry.as_str(), m.tactic.as_str())).unwrap_or(("?", "?"));
-                cuda_error(
-                    format!(
-                        "layer {}: launch {}/{count} of kernel {entry} ({tactic}) with grid {:?}, block {:?}, {} bytes of shared memory",
-                        describe_layer(layer),
-                        k + 1,
-                        l.grid,
-                        l.block,
-                        l.shared_bytes
-                    ),
-                    e,
+            let (module, grid, block, shared) = (l.module, l.grid, l.block, l.shared_bytes);
+            l.launch(stream, || {
+                format!(
+                    "layer {}: launch {}/{count} of {} with grid {grid:?}, block {block:?}, {shared} bytes of shared memory",
+                    describe_layer(layer),
+                    k + 1,
+                    describe_module(engine, module),
                 )
             })?;
         }
@@ -917,6 +958,13 @@ impl Drop for CudaExecutionContext<'_> {
         ctx.record_err(ctx.bind_to_thread());
         ctx.record_err(self.stream.synchronize());
     }
+}
+
+/// `kernel ENTRY (TACTIC)`, as errors name a launch's module.
+fn describe_module(engine: &CudaEngine<'_>, module: u32) -> String {
+    let m = engine.kernel_table().modules.get(module as usize);
+    let (entry, tactic) = m.map(|m| (m.entry.as_str(), m.tactic.as_str())).unwrap_or(("?", "?"));
+    format!("kernel {entry} ({tactic})")
 }
 
 /// `name (Op)`, as errors name a layer.
