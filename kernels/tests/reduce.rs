@@ -195,7 +195,7 @@ fn nms_compiles() {
     layers.push(Layer::infer(op.into(), inputs));
     for layer in &layers {
         let candidates = layer.candidates();
-        assert_eq!(candidates.len(), 3, "{candidates:?}");
+        assert_eq!(candidates.len(), 4, "{candidates:?}");
         for c in &candidates {
             assert!(c.tactic.to_string().starts_with("nms b"), "{}", c.tactic);
             let counts: Vec<&KernelArg> =
@@ -204,6 +204,15 @@ fn nms_compiles() {
             common::compile(c, &SMS, true);
         }
     }
+    // The heuristic block grows with the candidates' words: 8,400 boxes
+    // (263 words) take 256 threads, 27,000 boxes (844 words) 256 too, and
+    // 100,000 boxes (3,125 words) 1,024.
+    let heuristic = |n: usize| {
+        let op = NonMaxSuppression { center_point_box: false, max_per_class: Some(10) };
+        let inputs = vec![Some(TensorType::new(DType::F32, [1, n, 4])), Some(TensorType::new(DType::F32, [1, 1, n]))];
+        Layer::infer(op.into(), inputs).candidates()[0].tactic.to_string()
+    };
+    assert_eq!([heuristic(8400), heuristic(27_000), heuristic(100_000)], ["nms b256", "nms b256", "nms b1024"]);
     // More boxes than shared memory holds a bit each: the host runs it.
     let op = NonMaxSuppression { center_point_box: false, max_per_class: Some(10) };
     let big = vec![Some(TensorType::new(DType::F32, [1, 400_000, 4])), Some(TensorType::new(DType::F32, [1, 1, 400_000]))];

@@ -15,9 +15,17 @@ use trtc_runtime::DType;
 
 const NMS: &str = include_str!("../../cuda/nms.cu");
 
-/// Threads per block of the per-class launch the tactics offer, the
-/// heuristic first.
-const BLOCKS: [u32; 3] = [256, 128, 512];
+/// Threads per block of the per-class launch the tactics offer.
+const BLOCKS: [u32; 4] = [128, 256, 512, 1024];
+
+/// The heuristic block: 256 threads, or more where each of 256 threads
+/// would own more than 4 words of candidate bits (every round passes over
+/// all of them; a class of thousands of boxes runs as many rounds as it
+/// keeps boxes).
+fn heuristic_block(words: usize, max_threads: u32) -> u32 {
+    let wanted = (words.div_ceil(4) as u32).next_power_of_two().clamp(256, 1024);
+    wanted.min(max_threads)
+}
 
 pub fn nms(op: &NonMaxSuppression, io: &LayerIo<'_>, limits: &SmLimits) -> Selection {
     let boxes = input(io, 0)?;
@@ -69,9 +77,10 @@ pub fn nms(op: &NonMaxSuppression, io: &LayerIo<'_>, limits: &SmLimits) -> Selec
         shared_bytes: 0,
         args: vec![KernelArg::Output(0), counts, KernelArg::I64(groups as i64), KernelArg::I64(room as i64)],
     };
-    Ok(BLOCKS
-        .into_iter()
-        .filter(|&block| block <= limits.max_threads_per_block)
+    let first = heuristic_block(n.div_ceil(32), limits.max_threads_per_block);
+    let others = BLOCKS.into_iter().filter(|&b| b != first && b <= limits.max_threads_per_block);
+    Ok(std::iter::once(first)
+        .chain(others)
         .map(|block| {
             let mut launches = Vec::with_capacity(2);
             if groups > 0 {
