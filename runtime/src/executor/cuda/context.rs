@@ -566,8 +566,8 @@ impl<'a> CudaExecutionContext<'a> {
     /// Queues one run of the plan on the stream, without copies and without
     /// waiting, on whatever the input tensors' arena bytes hold (the last
     /// inputs copied in, unless later layers reused that memory): for timing
-    /// GPU compute alone, not for results. Host layers, if any, make it
-    /// synchronous.
+    /// GPU compute alone, not for results. Host layers, control-flow layers
+    /// and layers whose kernels count their rows make it wait on the GPU.
     pub fn enqueue(&mut self) -> Result<()> {
         self.engine.bind()?;
         self.execute()
