@@ -120,16 +120,44 @@ pub struct BodyKernels {
 /// A layer's sub-plans that [`LayerKernels::Control`] may run on the GPU:
 /// an If's branches or a Loop's body, when the op's outputs have their
 /// planned sizes in every run (no scan outputs, carried values that keep
-/// their shapes, no step sized by the data); `None` otherwise.
-pub fn device_bodies(op: &crate::ops::Op) -> Option<Vec<&crate::ops::control::SubPlan>> {
+/// their shapes, no step sized by the data) and the sub-plans declare the
+/// types of the layer's tensors (`inputs`, `outputs`) where they read or
+/// become them (their kernels are compiled at those). Otherwise why not.
+pub fn device_bodies<'a>(
+    op: &'a crate::ops::Op,
+    inputs: &[Option<&TensorType>],
+    outputs: &[&TensorType],
+) -> std::result::Result<Vec<&'a crate::ops::control::SubPlan>, String> {
     use crate::ops::control::ControlOp;
     use crate::ops::Op;
-    let bodies = match op {
-        Op::Control(ControlOp::If(i)) => vec![&*i.then_branch, &*i.else_branch],
-        Op::Control(ControlOp::Loop(l)) => vec![&*l.body],
-        _ => return None,
+    // Sub-plan input k (from `from` on) reads the layer's input `k +
+    // shift`; sub-plan output k (from `out_from` on) becomes the layer's
+    // output `k - out_from`.
+    let (bodies, from, shift, out_from) = match op {
+        Op::Control(ControlOp::If(i)) => (vec![&*i.then_branch, &*i.else_branch], 0, 1, 0),
+        Op::Control(ControlOp::Loop(l)) => (vec![&*l.body], 2, 0, 1),
+        _ => return Err(format!("{} has no sub-plans the GPU runs", op.name())),
     };
-    (!op.as_impl().data_dependent()).then_some(bodies)
+    if op.as_impl().data_dependent() {
+        return Err("its output sizes depend on the data".into());
+    }
+    for body in &bodies {
+        for (k, &v) in body.inputs.iter().enumerate().skip(from) {
+            let declared = &body.values[v].1;
+            if inputs.get(k + shift).copied().flatten() != Some(declared) {
+                return Err(format!("its sub-plan input {k} is declared {declared}, not as the layer's input"));
+            }
+        }
+        for (k, &v) in body.outputs.iter().enumerate().skip(out_from) {
+            let declared = &body.values[v].1;
+            if let Some(&t) = outputs.get(k - out_from) {
+                if t != declared {
+                    return Err(format!("its sub-plan output {k} is declared {declared}, the layer's output {t}"));
+                }
+            }
+        }
+    }
+    Ok(bodies)
 }
 
 /// The KERNELS section of an engine built for a GPU.
@@ -218,6 +246,7 @@ impl KernelTable {
         if !self.tactics.is_empty() && self.tactics.len() != self.layers.len() {
             return bad(format!("{} tactics for {} layers", self.tactics.len(), self.layers.len()));
         }
+        let types: Vec<TensorType> = plan.tensors.iter().map(|t| t.ty.clone()).collect();
         for (layer, kernels) in plan.layers.iter().zip(&self.layers) {
             let checked = match kernels {
                 LayerKernels::Host { .. } => Ok(()),
@@ -225,7 +254,7 @@ impl KernelTable {
                     .iter()
                     .try_for_each(|l| self.check_launch(layer, l))
                     .and_then(|_| counters(layer, launches).map(|_| ())),
-                LayerKernels::Control(bodies) => self.check_bodies(layer, bodies),
+                LayerKernels::Control(bodies) => self.check_bodies(layer, &types, bodies),
             };
             if let Err(m) = checked {
                 return bad(format!("layer {} {m}", layer.name));
@@ -238,10 +267,11 @@ impl KernelTable {
     /// sub-plans: an op that may run them on the GPU, one entry per
     /// sub-plan and per step, launches checked against each step's own
     /// inputs and outputs, no counters.
-    fn check_bodies(&self, layer: &Layer, bodies: &[BodyKernels]) -> std::result::Result<(), String> {
-        let Some(plans) = device_bodies(&layer.op) else {
-            return Err(format!("runs the sub-plans of a {} on the GPU, which cannot", layer.op.name()));
-        };
+    fn check_bodies(&self, layer: &Layer, types: &[TensorType], bodies: &[BodyKernels]) -> std::result::Result<(), String> {
+        let inputs: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(|id| &types[id])).collect();
+        let outputs: Vec<&TensorType> = layer.outputs.iter().map(|&o| &types[o]).collect();
+        let plans = device_bodies(&layer.op, &inputs, &outputs)
+            .map_err(|why| format!("runs the sub-plans of a {} on the GPU, which cannot: {why}", layer.op.name()))?;
         if plans.len() != bodies.len() {
             return Err(format!("has kernels for {} sub-plans of {}", bodies.len(), plans.len()));
         }
@@ -458,7 +488,9 @@ mod tests {
         let launch = |args: Vec<KernelArg>| Launch { module: 0, grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 0, args };
         let body = |args: Vec<KernelArg>| BodyKernels { steps: vec![vec![launch(args)]] };
         let ok = vec![body(vec![Input(0), Output(0), I64(2)]); 2];
-        assert_eq!(table.check_bodies(&layer, &ok), Ok(()));
+        let bool1 = TensorType::new(crate::DType::Bool, vec![]);
+        let types = [bool1, f32s.clone(), f32s.clone()];
+        assert_eq!(table.check_bodies(&layer, &types, &ok), Ok(()));
         let cases = [
             (vec![body(vec![Input(0), Output(0)])], "1 sub-plans of 2"),
             (vec![body(vec![Input(1), Output(0)]), ok[1].clone()], "step neg passes a tensor it does not have"),
@@ -466,12 +498,16 @@ mod tests {
             (vec![ok[0].clone(), body(vec![Output(0), Counts(1)])], "step neg"),
         ];
         for (bodies, needle) in cases {
-            let err = table.check_bodies(&layer, &bodies).unwrap_err();
+            let err = table.check_bodies(&layer, &types, &bodies).unwrap_err();
             assert!(err.contains(needle), "{err}");
         }
         let relu = Layer { op: Unary::new(UnaryKind::Relu).into(), ..layer.clone() };
-        let err = table.check_bodies(&relu, &ok).unwrap_err();
+        let err = table.check_bodies(&relu, &types, &ok).unwrap_err();
         assert!(err.contains("cannot"), "{err}");
+        // Branches compiled for f32[2] on an f32[3] input.
+        let other = [types[0].clone(), TensorType::new(crate::DType::F32, vec![3]), f32s.clone()];
+        let err = table.check_bodies(&layer, &other, &ok).unwrap_err();
+        assert!(err.contains("sub-plan input 0 is declared f32[2]"), "{err}");
     }
 
     #[test]

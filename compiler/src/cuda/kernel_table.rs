@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use trtc_kernels::Candidate;
 use trtc_kernels::{KernelSource, LayerIo, SmLimits};
 use trtc_runtime::kernels::{source_digest, BodyKernels, KernelArg, KernelModule, KernelTable, Launch, LayerKernels};
-use trtc_runtime::ops::control::SubPlan;
+use trtc_runtime::ops::control::{ControlOp, SubPlan};
+use trtc_runtime::ops::Op;
 use trtc_runtime::plan::{Layer, Plan};
 use trtc_runtime::profile::Profile;
 use trtc_runtime::TensorType;
@@ -192,7 +193,14 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
             continue;
         }
         let io = layer_io(plan, layer);
-        if let Some(bodies) = trtc_runtime::kernels::device_bodies(&layer.op) {
+        if let Op::Control(ControlOp::If(_) | ControlOp::Loop(_)) = &layer.op {
+            let bodies = match trtc_runtime::kernels::device_bodies(&layer.op, &io.inputs, &io.outputs) {
+                Ok(bodies) => bodies,
+                Err(why) => {
+                    host(&mut out, why);
+                    continue;
+                }
+            };
             match control_candidates(layer, &bodies, &io, points, &limits, chooser)? {
                 Ok(chosen) => {
                     let layer_bodies = chosen

@@ -62,10 +62,16 @@ impl PreparedControl {
         outer: &dyn Fn(TensorId) -> u64,
     ) -> Result<std::result::Result<PreparedControl, String>> {
         let bad = |m: String| Error::invalid(format!("layer {}: {m}", layer.name));
-        let (kind, plans) = match (&layer.op, device_bodies(&layer.op)) {
-            (Op::Control(ControlOp::If(_)), Some(p)) => (Kind::If, p),
-            (Op::Control(ControlOp::Loop(l)), Some(p)) => (Kind::Loop { carried: l.carried }, p),
-            _ => return Err(bad(format!("a {} cannot run its sub-plans on the GPU", layer.op.name()))),
+        let tensors = &engine.engine().plan().tensors;
+        let inputs: Vec<_> = layer.inputs.iter().map(|i| i.map(|id| &tensors[id].ty)).collect();
+        let outputs: Vec<_> = layer.outputs.iter().map(|&o| &tensors[o].ty).collect();
+        let plans = match device_bodies(&layer.op, &inputs, &outputs) {
+            Ok(plans) => plans,
+            Err(why) => return Ok(Err(why)),
+        };
+        let kind = match &layer.op {
+            Op::Control(ControlOp::Loop(l)) => Kind::Loop { carried: l.carried },
+            _ => Kind::If,
         };
         if plans.len() != bodies.len() {
             return Err(bad(format!("kernels for {} sub-plans of {}", bodies.len(), plans.len())));
