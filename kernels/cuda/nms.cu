@@ -27,7 +27,15 @@ struct TrtcNmsBox {
     float x1, y1, x2, y2, area;
 };
 
-__device__ __forceinline__ TrtcNmsBox trtc_nms_box(const float* v) {
+// A box's four coordinates, read with one 16-byte load (plan tensors are
+// 64-byte aligned and a box is 16 bytes).
+struct __align__(16) TrtcNmsRaw {
+    float v[4];
+};
+
+__device__ __forceinline__ TrtcNmsBox trtc_nms_box(const float* at) {
+    const TrtcNmsRaw raw = *(const TrtcNmsRaw*)at;
+    const float* v = raw.v;
     TrtcNmsBox b;
     if (CENTER) {
         const float hw = __fdiv_rn(v[2], 2.0f), hh = __fdiv_rn(v[3], 2.0f);

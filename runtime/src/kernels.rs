@@ -246,7 +246,6 @@ impl KernelTable {
         if !self.tactics.is_empty() && self.tactics.len() != self.layers.len() {
             return bad(format!("{} tactics for {} layers", self.tactics.len(), self.layers.len()));
         }
-        let types: Vec<TensorType> = plan.tensors.iter().map(|t| t.ty.clone()).collect();
         for (layer, kernels) in plan.layers.iter().zip(&self.layers) {
             let checked = match kernels {
                 LayerKernels::Host { .. } => Ok(()),
@@ -254,7 +253,12 @@ impl KernelTable {
                     .iter()
                     .try_for_each(|l| self.check_launch(layer, l))
                     .and_then(|_| counters(layer, launches).map(|_| ())),
-                LayerKernels::Control(bodies) => self.check_bodies(layer, &types, bodies),
+                LayerKernels::Control(bodies) => {
+                    let inputs: Vec<Option<&TensorType>> =
+                        layer.inputs.iter().map(|i| i.map(|id| &plan.tensors[id].ty)).collect();
+                    let outputs: Vec<&TensorType> = layer.outputs.iter().map(|&o| &plan.tensors[o].ty).collect();
+                    self.check_bodies(layer, &inputs, &outputs, bodies)
+                }
             };
             if let Err(m) = checked {
                 return bad(format!("layer {} {m}", layer.name));
@@ -264,13 +268,18 @@ impl KernelTable {
     }
 
     /// The checks of [`KernelTable::validate`] on a control layer's
-    /// sub-plans: an op that may run them on the GPU, one entry per
-    /// sub-plan and per step, launches checked against each step's own
-    /// inputs and outputs, no counters.
-    fn check_bodies(&self, layer: &Layer, types: &[TensorType], bodies: &[BodyKernels]) -> std::result::Result<(), String> {
-        let inputs: Vec<Option<&TensorType>> = layer.inputs.iter().map(|i| i.map(|id| &types[id])).collect();
-        let outputs: Vec<&TensorType> = layer.outputs.iter().map(|&o| &types[o]).collect();
-        let plans = device_bodies(&layer.op, &inputs, &outputs)
+    /// sub-plans, its tensors of types `inputs` and `outputs`: an op that may
+    /// run them on the GPU ([`device_bodies`]), one entry per sub-plan and
+    /// per step, launches checked against each step's own inputs and outputs
+    /// (no counters: no step's size depends on the data).
+    fn check_bodies(
+        &self,
+        layer: &Layer,
+        inputs: &[Option<&TensorType>],
+        outputs: &[&TensorType],
+        bodies: &[BodyKernels],
+    ) -> std::result::Result<(), String> {
+        let plans = device_bodies(&layer.op, inputs, outputs)
             .map_err(|why| format!("runs the sub-plans of a {} on the GPU, which cannot: {why}", layer.op.name()))?;
         if plans.len() != bodies.len() {
             return Err(format!("has kernels for {} sub-plans of {}", bodies.len(), plans.len()));
@@ -283,9 +292,6 @@ impl KernelTable {
                 for l in launches {
                     self.check_launch_io(&step.op, step.inputs.len(), step.outputs.len(), l)
                         .map_err(|m| format!("step {} {m}", step.name))?;
-                    if l.args.iter().any(|a| matches!(a, KernelArg::Counts(_))) {
-                        return Err(format!("step {} asks for counters", step.name));
-                    }
                 }
             }
         }
@@ -489,24 +495,24 @@ mod tests {
         let body = |args: Vec<KernelArg>| BodyKernels { steps: vec![vec![launch(args)]] };
         let ok = vec![body(vec![Input(0), Output(0), I64(2)]); 2];
         let bool1 = TensorType::new(crate::DType::Bool, vec![]);
-        let types = [bool1, f32s.clone(), f32s.clone()];
-        assert_eq!(table.check_bodies(&layer, &types, &ok), Ok(()));
+        let (inputs, outputs) = ([Some(&bool1), Some(&f32s)], [&f32s]);
+        assert_eq!(table.check_bodies(&layer, &inputs, &outputs, &ok), Ok(()));
         let cases = [
             (vec![body(vec![Input(0), Output(0)])], "1 sub-plans of 2"),
             (vec![body(vec![Input(1), Output(0)]), ok[1].clone()], "step neg passes a tensor it does not have"),
             (vec![ok[0].clone(), BodyKernels { steps: vec![] }], "0 steps of a sub-plan of 1"),
-            (vec![ok[0].clone(), body(vec![Output(0), Counts(1)])], "step neg"),
+            (vec![ok[0].clone(), body(vec![Output(0), Counts(1)])], "step neg counts rows of an output whose size does not"),
         ];
         for (bodies, needle) in cases {
-            let err = table.check_bodies(&layer, &types, &bodies).unwrap_err();
+            let err = table.check_bodies(&layer, &inputs, &outputs, &bodies).unwrap_err();
             assert!(err.contains(needle), "{err}");
         }
         let relu = Layer { op: Unary::new(UnaryKind::Relu).into(), ..layer.clone() };
-        let err = table.check_bodies(&relu, &types, &ok).unwrap_err();
+        let err = table.check_bodies(&relu, &inputs, &outputs, &ok).unwrap_err();
         assert!(err.contains("cannot"), "{err}");
         // Branches compiled for f32[2] on an f32[3] input.
-        let other = [types[0].clone(), TensorType::new(crate::DType::F32, vec![3]), f32s.clone()];
-        let err = table.check_bodies(&layer, &other, &ok).unwrap_err();
+        let f32x3 = TensorType::new(crate::DType::F32, vec![3]);
+        let err = table.check_bodies(&layer, &[Some(&bool1), Some(&f32x3)], &outputs, &ok).unwrap_err();
         assert!(err.contains("sub-plan input 0 is declared f32[2]"), "{err}");
     }
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use trtc_kernels::Candidate;
 use trtc_kernels::{KernelSource, LayerIo, SmLimits};
 use trtc_runtime::kernels::{source_digest, BodyKernels, KernelArg, KernelModule, KernelTable, Launch, LayerKernels};
-use trtc_runtime::ops::control::{ControlOp, SubPlan};
+use trtc_runtime::ops::control::ControlOp;
 use trtc_runtime::ops::Op;
 use trtc_runtime::plan::{Layer, Plan};
 use trtc_runtime::profile::Profile;
@@ -194,31 +194,20 @@ pub fn select(plan: &Plan, sm: u32, points: &[Vec<TensorType>], chooser: &mut dy
         }
         let io = layer_io(plan, layer);
         if let Op::Control(ControlOp::If(_) | ControlOp::Loop(_)) = &layer.op {
-            let bodies = match trtc_runtime::kernels::device_bodies(&layer.op, &io.inputs, &io.outputs) {
-                Ok(bodies) => bodies,
-                Err(why) => {
-                    host(&mut out, why);
-                    continue;
-                }
-            };
-            match control_candidates(layer, &bodies, &io, points, &limits, chooser)? {
+            match control_candidates(layer, &io, points, &limits, chooser)? {
                 Ok(chosen) => {
-                    let layer_bodies = chosen
-                        .iter()
-                        .map(|steps| BodyKernels {
-                            steps: steps
-                                .iter()
-                                .map(|(tactic, launches)| {
-                                    launches
-                                        .iter()
-                                        .map(|l| launch(l, module_index(&mut index, &mut out, l, tactic, &layer.name)))
-                                        .collect()
-                                })
-                                .collect(),
-                        })
-                        .collect();
+                    let mut bodies = Vec::with_capacity(chosen.len());
+                    for steps in &chosen {
+                        let mut body = BodyKernels { steps: Vec::with_capacity(steps.len()) };
+                        for (tactic, launches) in steps {
+                            let step =
+                                launches.iter().map(|l| launch(l, module_index(&mut index, &mut out, l, tactic, &layer.name)));
+                            body.steps.push(step.collect());
+                        }
+                        bodies.push(body);
+                    }
                     out.tactics.push(String::new());
-                    out.layers.push(LayerKernels::Control(layer_bodies));
+                    out.layers.push(LayerKernels::Control(bodies));
                 }
                 Err(why) => host(&mut out, why),
             }
@@ -326,20 +315,24 @@ fn launch(l: &trtc_kernels::KernelLaunch, module: u32) -> Launch {
 /// A sub-plan step's chosen tactic and its launches.
 type ChosenStep = (String, Vec<trtc_kernels::KernelLaunch>);
 
-/// The chosen candidate of every step of a control layer's sub-plans
-/// (`bodies`, see `device_bodies`), as (tactic, launches) per step per
-/// sub-plan; or why the layer runs on the host: a step without a kernel
-/// (a nested If or Loop, say), or types that vary with the profiles (the
-/// sub-plans' kernels are compiled at the planned shapes only). Steps are
-/// tuned like layers, under the name `LAYER/STEP`.
+/// The chosen candidate of every step of a control layer's sub-plans, as
+/// (tactic, launches) per step per sub-plan; or why the layer runs on the
+/// host: sub-plans the GPU cannot run (`device_bodies`: sizes that depend
+/// on the data, say), a step without a kernel (a nested If or Loop), or
+/// types that vary with the profiles (the sub-plans' kernels are compiled
+/// at the planned shapes only). Steps are tuned like layers, under the name
+/// `LAYER/STEP`.
 fn control_candidates(
     layer: &Layer,
-    bodies: &[&SubPlan],
     io: &LayerIo<'_>,
     points: &[Vec<TensorType>],
     limits: &SmLimits,
     chooser: &mut dyn TacticChooser,
 ) -> Result<std::result::Result<Vec<Vec<ChosenStep>>, String>> {
+    let bodies = match trtc_runtime::kernels::device_bodies(&layer.op, &io.inputs, &io.outputs) {
+        Ok(bodies) => bodies,
+        Err(why) => return Ok(Err(why)),
+    };
     for types in points {
         let at = layer_io_at(layer, types);
         if at.inputs != io.inputs || at.outputs != io.outputs {
@@ -347,7 +340,7 @@ fn control_candidates(
         }
     }
     let mut chosen = Vec::with_capacity(bodies.len());
-    for body in bodies {
+    for body in &bodies {
         let mut steps = Vec::with_capacity(body.steps.len());
         for step in &body.steps {
             let step_io = LayerIo {

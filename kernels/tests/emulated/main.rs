@@ -692,6 +692,17 @@ fn job_arg(a: &KernelArg, inputs: &[Option<Tensor>]) -> String {
     }
 }
 
+/// The output types a case's layer is planned with: the reference's, or,
+/// for a layer whose output size depends on the data, the room the engine
+/// plans for it (`infer`).
+fn planned_outputs(case: &Case, reference: &[Tensor]) -> Vec<TensorType> {
+    if !case.op.as_impl().data_dependent() {
+        return reference.iter().map(|t| t.ty().clone()).collect();
+    }
+    let types: Vec<Option<&TensorType>> = case.inputs.iter().map(|t| t.as_ref().map(|t| t.ty())).collect();
+    case.op.infer(&types).unwrap()
+}
+
 /// The job's buffer of a layer's counters (`KernelArg::Counts`).
 const COUNTERS: usize = 63;
 
@@ -727,12 +738,7 @@ fn run_one(case: &Case, run: &Run, expected: &[Tensor], modules: &[Module], prog
         KernelArg::Counts(n) => Some(*n as usize),
         _ => None,
     });
-    let rooms: Vec<TensorType> = if case.op.as_impl().data_dependent() {
-        let types: Vec<Option<&TensorType>> = case.inputs.iter().map(|t| t.as_ref().map(|t| t.ty())).collect();
-        case.op.infer(&types).unwrap()
-    } else {
-        expected.iter().map(|t| t.ty().clone()).collect()
-    };
+    let rooms = planned_outputs(case, expected);
     std::fs::create_dir_all(dir).unwrap();
     for (k, t) in case.inputs.iter().enumerate() {
         if let Some(t) = t {
@@ -871,14 +877,7 @@ fn kernels_compute_what_the_cpu_reference_computes() {
             }
         };
         let in_types: Vec<Option<TensorType>> = case.inputs.iter().map(|t| t.as_ref().map(|t| t.ty().clone())).collect();
-        // A layer whose output size depends on the data is given the room
-        // the engine plans for it.
-        let out_types: Vec<TensorType> = if case.op.as_impl().data_dependent() {
-            let types: Vec<Option<&TensorType>> = in_types.iter().map(Option::as_ref).collect();
-            case.op.infer(&types).unwrap()
-        } else {
-            want.iter().map(|t| t.ty().clone()).collect()
-        };
+        let out_types = planned_outputs(case, &want);
         let io =
             LayerIo { op: &case.op, inputs: in_types.iter().map(|t| t.as_ref()).collect(), outputs: out_types.iter().collect() };
         expected.push(want);

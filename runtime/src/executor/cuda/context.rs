@@ -122,8 +122,10 @@ fn prepare_launches(
 
 /// How a layer runs at the shapes bound.
 enum Prepared {
-    /// Kernel launches on the stream.
-    Launches(Vec<PreparedLaunch>),
+    /// Kernel launches on the stream; for a layer whose output size its
+    /// kernels compute (`KernelArg::Counts`), the device address of the
+    /// counter that holds output 0's rows after them.
+    Launches { launches: Vec<PreparedLaunch>, count_at: Option<u64> },
     /// The CPU reference op on host copies of its tensors.
     Host,
     /// An If or Loop whose sub-plans run as launches, the control decided
@@ -167,11 +169,8 @@ struct Bound {
     types: Option<Arc<Vec<TensorType>>>,
     /// Per plan layer: how it runs.
     layers: Vec<Prepared>,
-    /// Per plan layer: for a device layer whose output size its kernels
-    /// compute (`KernelArg::Counts`), the device address of the counter that
-    /// holds output 0's rows after its launches.
-    counted: Vec<Option<u64>>,
-    /// The counters of those layers; launches hold their addresses.
+    /// The counters of layers whose kernels size their output; launches
+    /// hold their addresses.
     _counters: Option<DeviceBuffer>,
     /// Layers the kernel table runs on the GPU that run on the host at these
     /// shapes (no kernel compiled for them), with the reason.
@@ -184,7 +183,7 @@ impl Bound {
     /// Whether a run must stop on the host between layers: a host layer, a
     /// control layer, or a device layer whose output size is read back.
     fn waits_on_host(&self) -> bool {
-        self.layers.iter().any(|l| !matches!(l, Prepared::Launches(_))) || self.counted.iter().any(Option::is_some)
+        self.layers.iter().any(|l| !matches!(l, Prepared::Launches { count_at: None, .. }))
     }
 }
 
@@ -289,7 +288,6 @@ impl<'a> CudaExecutionContext<'a> {
             inputs,
             types,
             layers: Vec::with_capacity(plan.layers.len()),
-            counted: vec![None; plan.layers.len()],
             _counters: None,
             fallbacks: Vec::new(),
             launch_count: 0,
@@ -319,9 +317,12 @@ impl<'a> CudaExecutionContext<'a> {
                         Some(offset) => Ok(counter_base + offset),
                         None => Err("passes counters it was not given".into()),
                     },
-                    _ => unreachable!("scalars are resolved by prepare_launches"),
+                    _ => Err(format!("passes {a:?} as a tensor")),
                 })?
-                .map(Prepared::Launches),
+                .map(|launches| Prepared::Launches {
+                    launches,
+                    count_at: counter_offsets[li].map(|offset| counter_base + offset),
+                }),
                 LayerKernels::Control(bodies) => {
                     control::PreparedControl::new(engine, layer, bodies, &address)?.map(|c| Prepared::Control(Box::new(c)))
                 }
@@ -333,12 +334,11 @@ impl<'a> CudaExecutionContext<'a> {
                 }
                 Ok(p) => {
                     bound.launch_count += match &p {
-                        Prepared::Launches(l) => l.len(),
+                        Prepared::Launches { launches, .. } => launches.len(),
                         Prepared::Control(c) => c.launch_count(),
                         Prepared::Host => 0,
                     };
                     bound.layers.push(p);
-                    bound.counted[li] = counter_offsets[li].map(|offset| counter_base + offset);
                 }
             }
         }
@@ -662,7 +662,7 @@ impl<'a> CudaExecutionContext<'a> {
         if !self.cuda_graph() {
             for li in 0..self.bound[0].layers.len() {
                 match self.bound[0].layers[li] {
-                    Prepared::Launches(_) => {
+                    Prepared::Launches { .. } => {
                         self.launch_layer(li)?;
                         self.read_count(li)?;
                     }
@@ -719,7 +719,7 @@ impl<'a> CudaExecutionContext<'a> {
         let engine = self.engine;
         let stream = self.stream.cu_stream();
         let layer = &engine.engine().plan().layers[li];
-        let Prepared::Launches(launches) = &mut self.bound[0].layers[li] else { return Ok(()) };
+        let Prepared::Launches { launches, .. } = &mut self.bound[0].layers[li] else { return Ok(()) };
         let count = launches.len();
         for (k, l) in launches.iter_mut().enumerate() {
             let (module, grid, block, shared) = (l.module, l.grid, l.block, l.shared_bytes);
@@ -740,7 +740,7 @@ impl<'a> CudaExecutionContext<'a> {
     /// `sized` (the layers after it run on the host at that size). Does
     /// nothing for other layers.
     fn read_count(&mut self, li: usize) -> Result<()> {
-        let Some(at) = self.bound[0].counted[li] else { return Ok(()) };
+        let Prepared::Launches { count_at: Some(at), .. } = self.bound[0].layers[li] else { return Ok(()) };
         let plan = self.engine.engine().plan();
         let layer = &plan.layers[li];
         let mut bytes = [0u8; 8];
@@ -763,11 +763,17 @@ impl<'a> CudaExecutionContext<'a> {
                 )))
             }
         }
-        if self.sized.len() < plan.tensors.len() {
-            self.sized.resize(plan.tensors.len(), None);
-        }
-        self.sized[o] = Some(ty);
+        self.record_size(o, ty);
         Ok(())
+    }
+
+    /// Records a tensor's type in this run, sized by the data.
+    fn record_size(&mut self, id: TensorId, ty: TensorType) {
+        let tensors = self.engine.engine().plan().tensors.len();
+        if self.sized.len() < tensors {
+            self.sized.resize(tensors, None);
+        }
+        self.sized[id] = Some(ty);
     }
 
     /// Runs a host layer: waits for the stream, downloads the layer's arena
@@ -831,10 +837,7 @@ impl<'a> CudaExecutionContext<'a> {
                     t.ty()
                 )));
             }
-            if self.sized.len() < plan.tensors.len() {
-                self.sized.resize(plan.tensors.len(), None);
-            }
-            self.sized[o] = Some(t.ty().clone());
+            self.record_size(o, t.ty().clone());
         }
         for (t, &o) in outputs.iter().zip(&layer.outputs) {
             if let Err(e) = self.upload(o, t.bytes()) {

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::executor::cuda::driver::{cuda_error, DeviceBuffer};
 use crate::executor::cuda::CudaEngine;
 use crate::kernels::{device_bodies, BodyKernels, KernelArg};
-use crate::ops::control::{ControlOp, SubPlan, MAX_ITERATIONS};
+use crate::ops::control::{ControlOp, MAX_ITERATIONS};
 use crate::ops::Op;
 use crate::plan::{Layer, Storage, TensorId};
 use cudarc::driver::result;
@@ -75,9 +75,6 @@ impl PreparedControl {
         };
         if plans.len() != bodies.len() {
             return Err(bad(format!("kernels for {} sub-plans of {}", bodies.len(), plans.len())));
-        }
-        if let Err(why) = check_sizes(layer, &kind, &plans, engine) {
-            return Ok(Err(why));
         }
         // A sub-plan reads its inputs from `outer_from` on from the outer
         // scope (an If all of them, a Loop those after the iteration number,
@@ -174,52 +171,18 @@ impl PreparedControl {
     }
 }
 
-/// The sizes the executor's copies rely on: each sub-plan output as large
-/// as the layer's output it becomes (an If's outputs, a Loop's final
-/// carried values), each carried value the same size in and out of the body,
-/// and the iteration number and condition of their ONNX types.
-fn check_sizes(layer: &Layer, kind: &Kind, plans: &[&SubPlan], engine: &CudaEngine<'_>) -> std::result::Result<(), String> {
-    let tensors = &engine.engine().plan().tensors;
-    let bytes = |id: TensorId| tensors[id].ty.bytes();
-    let declared = |plan: &SubPlan, v: usize| plan.values[v].1.bytes();
-    match *kind {
-        Kind::If => {
-            for plan in plans {
-                for (k, (&v, &o)) in plan.outputs.iter().zip(&layer.outputs).enumerate() {
-                    if declared(plan, v) != bytes(o) {
-                        return Err(format!("branch output {k} has {} bytes, the layer's {}", declared(plan, v), bytes(o)));
-                    }
-                }
-            }
-        }
-        Kind::Loop { carried } => {
-            let body = plans[0];
-            if declared(body, body.inputs[0]) != 8 || declared(body, body.inputs[1]) != 1 || declared(body, body.outputs[0]) != 1
-            {
-                return Err("the body's iteration number or condition is not one value".into());
-            }
-            for k in 0..carried {
-                let (into, out) = (declared(body, body.inputs[2 + k]), declared(body, body.outputs[1 + k]));
-                if into != out || layer.outputs.get(k).map(|&o| bytes(o)) != Some(into) {
-                    return Err(format!("carried value {k} changes size"));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 impl CudaExecutionContext<'_> {
     /// Runs a control layer whose sub-plans are launches (nothing for other
     /// layers). Waits on the stream for every decision.
     pub(super) fn run_control(&mut self, li: usize) -> Result<()> {
-        if !matches!(self.bound[0].layers[li], Prepared::Control(_)) {
-            return Ok(());
-        }
         // Taken out while it runs, so that the context's own methods stay
         // usable; always put back.
-        let Prepared::Control(mut control) = std::mem::replace(&mut self.bound[0].layers[li], Prepared::Host) else {
-            unreachable!("checked above")
+        let mut control = match std::mem::replace(&mut self.bound[0].layers[li], Prepared::Host) {
+            Prepared::Control(c) => c,
+            other => {
+                self.bound[0].layers[li] = other;
+                return Ok(());
+            }
         };
         let ran = match control.kind {
             Kind::If => self.run_if(li, &mut control),
@@ -231,7 +194,7 @@ impl CudaExecutionContext<'_> {
 
     fn run_if(&mut self, li: usize, control: &mut PreparedControl) -> Result<()> {
         let layer = &self.engine.engine().plan().layers[li];
-        let cond = self.read_input(layer, 0, 1)?;
+        let cond = self.read_input::<1>(layer, 0)?;
         let (index, name) = if cond[0] != 0 { (0, "then_branch") } else { (1, "else_branch") };
         let body = &mut control.bodies[index];
         self.launch_body(layer, body, name)?;
@@ -244,14 +207,11 @@ impl CudaExecutionContext<'_> {
     fn run_loop(&mut self, li: usize, control: &mut PreparedControl, carried: usize) -> Result<()> {
         let layer = &self.engine.engine().plan().layers[li];
         let trips = match layer.inputs.first().copied().flatten() {
-            Some(_) => {
-                let m = self.read_input(layer, 0, 8)?;
-                Some(i64::from_le_bytes(m[..8].try_into().expect("8 bytes")).max(0) as u64)
-            }
+            Some(_) => Some(i64::from_le_bytes(self.read_input(layer, 0)?).max(0) as u64),
             None => None,
         };
         let mut cond = match layer.inputs.get(1).copied().flatten() {
-            Some(_) => self.read_input(layer, 1, 1)?[0] != 0,
+            Some(_) => self.read_input::<1>(layer, 1)?[0] != 0,
             None => true,
         };
         let body = &mut control.bodies[0];
@@ -283,8 +243,8 @@ impl CudaExecutionContext<'_> {
                 self.copy(dst, control.staging[k], n, what(k))?;
             }
             let mut next = [0u8; 1];
-            // SAFETY: the body's condition output holds one byte (checked
-            // when the layer was prepared); `next` outlives the wait below.
+            // SAFETY: the body's condition output holds one byte (`Loop`
+            // checks its body's types); `next` outlives the wait below.
             let copied = unsafe { result::memcpy_dtoh_async(&mut next[..], body.outputs[0].0, self.stream.cu_stream()) };
             let waited = self.sync(|| format!("layer {}, iteration {i}", describe_layer(layer)));
             copied.map_err(|e| cuda_error(format!("reading the condition of layer {}", describe_layer(layer)), e))?;
@@ -314,9 +274,10 @@ impl CudaExecutionContext<'_> {
         Ok(())
     }
 
-    /// The first `n` bytes of the layer's input `k` (a weight read from the
-    /// host copy; an arena tensor copied back, after waiting for the stream).
-    fn read_input(&self, layer: &Layer, k: usize, n: usize) -> Result<Vec<u8>> {
+    /// The `N` bytes of the layer's one-value input `k` (a weight read from
+    /// the host copy; an arena tensor copied back, after waiting for the
+    /// stream).
+    fn read_input<const N: usize>(&self, layer: &Layer, k: usize) -> Result<[u8; N]> {
         let plan = self.engine.engine().plan();
         let id = layer
             .inputs
@@ -325,14 +286,15 @@ impl CudaExecutionContext<'_> {
             .flatten()
             .ok_or_else(|| Error::op(format!("layer {}: input {k} is absent", layer.name)))?;
         let t = &plan.tensors[id];
-        if t.ty.bytes() < n {
+        if t.ty.bytes() != N {
             return Err(Error::op(format!("layer {}: input {k} is {}, not one value", describe_layer(layer), t.ty)));
         }
+        let mut bytes = [0u8; N];
         if let Storage::Weight { offset } = t.storage {
-            return Ok(self.engine.engine().weights()[offset as usize..][..n].to_vec());
+            bytes.copy_from_slice(&self.engine.engine().weights()[offset as usize..][..N]);
+            return Ok(bytes);
         }
-        let mut bytes = vec![0u8; n];
-        // SAFETY: the tensor's device range holds at least `n` bytes
+        // SAFETY: the tensor's device range holds `N` bytes
         // (checked above against its type, validated at load); `bytes`
         // outlives the wait below.
         let copied = unsafe { result::memcpy_dtoh_async(&mut bytes[..], self.address(id), self.stream.cu_stream()) };
@@ -348,7 +310,7 @@ impl CudaExecutionContext<'_> {
             return Ok(());
         }
         // SAFETY: both ranges hold `n` bytes: slots laid out for their
-        // values' types, or plan tensors of those sizes (`check_sizes`).
+        // values' types, or plan tensors of those types (`device_bodies`).
         unsafe { result::memcpy_dtod_async(dst, src, n, self.stream.cu_stream()) }
             .map_err(|e| cuda_error(format!("copying {}", what()), e))
     }
@@ -356,8 +318,8 @@ impl CudaExecutionContext<'_> {
     /// Queues the copy of `bytes` to device address `dst`; the caller keeps
     /// `bytes` alive until the stream is synchronized.
     fn upload_to(&self, dst: u64, bytes: &[u8]) -> Result<()> {
-        // SAFETY: `dst` is a slot of at least `bytes.len()` bytes (the
-        // iteration number and condition, `check_sizes`).
+        // SAFETY: `dst` is the slot of the body's iteration number (8
+        // bytes) or condition (1 byte), as `Loop` checks its body's types.
         unsafe { result::memcpy_htod_async(dst, bytes, self.stream.cu_stream()) }
             .map_err(|e| cuda_error("copying a loop's iteration number and condition to the GPU", e))
     }
