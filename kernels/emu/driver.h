@@ -23,11 +23,23 @@
 // bytes between the buffer's end and that page (fewer than ALIGN) are
 // checked after every launch, so out-of-bounds accesses past the end crash
 // or are reported.
+//
+// With TRTC_EMU_LIBRARY defined (a module compiled for the emulated driver,
+// `libcuda.cpp`), there is no main() and no job: the module exports
+// trtc_emu_launch(), which runs one launch of one of its entry points on
+// memory the driver allocated, and takes its entry table
+//   const trtc_emu::RawEntry trtc_emu_raw_entries[] = {{"name", run}, ...};
+//   const int trtc_emu_raw_entry_count = ...;
 #pragma once
 #include <stdarg.h>
 
+#ifdef TRTC_EMU_LIBRARY
+extern const trtc_emu::RawEntry trtc_emu_raw_entries[];
+extern const int trtc_emu_raw_entry_count;
+#else
 extern const trtc_emu::Entry trtc_emu_entries[];
 extern const int trtc_emu_entry_count;
+#endif
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
@@ -188,6 +200,48 @@ void launch_current(void (*body)(void*), void* ctx) {
             }
 }
 
+#ifdef TRTC_EMU_LIBRARY
+// Device memory is the driver's: it says whether a range lies inside one
+// of its allocations.
+static int (*in_device_memory)(const void*, size_t);
+
+void check_global(const void* p, size_t n, const char* what) {
+    if (in_device_memory && in_device_memory(p, n)) return;
+    fail("%s %p (%zu bytes) is not inside device memory (thread %u of block (%u, %u, %u))", what, p, n, current, blockIdx.x,
+         blockIdx.y, blockIdx.z);
+}
+}  // namespace trtc_emu
+
+// Runs one launch of entry point `entry`; -1 when the module has none of
+// that name. `params` as cuLaunchKernel takes them.
+extern "C" __attribute__((visibility("default"))) int trtc_emu_launch(const char* entry, const unsigned* grid, const unsigned* block,
+                                                                     unsigned shared, void** params,
+                                                                     int (*device_memory)(const void*, size_t)) {
+    using namespace trtc_emu;
+    for (int e = 0; e < trtc_emu_raw_entry_count; ++e) {
+        if (!trtc_emu_raw_entries[e].name || strcmp(trtc_emu_raw_entries[e].name, entry)) continue;
+        in_device_memory = device_memory;
+        launch_name = trtc_emu_raw_entries[e].name;
+        if (shared > sizeof dynamic_smem) fail("%u bytes of dynamic shared memory", shared);
+        gridDim.x = grid[0], gridDim.y = grid[1], gridDim.z = grid[2];
+        blockDim.x = block[0], blockDim.y = block[1], blockDim.z = block[2];
+        trtc_emu_raw_entries[e].run(params);
+        return 0;
+    }
+    return -1;
+}
+
+// The parameter count of entry point `entry` and their sizes; -1 when the
+// module has none of that name.
+extern "C" __attribute__((visibility("default"))) int trtc_emu_params(const char* entry, const size_t** sizes) {
+    for (int e = 0; e < trtc_emu_raw_entry_count; ++e) {
+        if (!trtc_emu_raw_entries[e].name || strcmp(trtc_emu_raw_entries[e].name, entry)) continue;
+        *sizes = trtc_emu_raw_entries[e].sizes;
+        return trtc_emu_raw_entries[e].params;
+    }
+    return -1;
+}
+#else
 // ---------------------------------------------------------------------------
 // Buffers with a guard page after each.
 
@@ -379,3 +433,4 @@ int main(int argc, char** argv) {
     if (exited_lane_waits) fprintf(stderr, "emulator: note: %llu warp barriers counted exited lanes as arrived\n", exited_lane_waits);
     return 0;
 }
+#endif  // TRTC_EMU_LIBRARY

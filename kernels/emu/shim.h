@@ -530,4 +530,43 @@ struct Entry {
     const char* name;
     void (*run)(const Arg*, int);
 };
+
+// The emulated driver's launches (`libcuda.cpp`) pass what cuLaunchKernel
+// got: a pointer to each parameter's value, with no types to check.
+template <class... P, size_t... I> inline void call_raw(void (*f)(P...), void** p, std::index_sequence<I...>) {
+    f(*(P*)p[I]...);
+}
+template <class... P> inline void invoke_raw(void (*f)(P...), void** p) {
+    struct Ctx {
+        void (*f)(P...);
+        void** p;
+    } ctx{f, p};
+    launch_current([](void* c) { auto* x = (Ctx*)c; call_raw(x->f, x->p, std::index_sequence_for<P...>{}); }, &ctx);
+}
+template <class... P> struct ParamSizes {
+    static constexpr size_t values[sizeof...(P) + 1] = {sizeof(P)..., 0};
+};
+template <class... P> constexpr const size_t* param_sizes(void (*)(P...)) { return ParamSizes<P...>::values; }
+template <class... P> constexpr int param_count(void (*)(P...)) { return (int)sizeof...(P); }
+// One entry point of a module compiled for the emulated driver, with the
+// sizes of its parameters (the driver copies their values when a launch is
+// captured into a graph).
+struct RawEntry {
+    const char* name;
+    void (*run)(void**);
+    int params;
+    const size_t* sizes;
+};
+// What an entry point's name means where the preprocessor left its
+// definition out of the module (the glue names every `__global__` of the
+// text): a null entry.
+struct Missing {};
+template <auto F> void run_raw(void** p) { invoke_raw(F, p); }
+template <auto F> constexpr RawEntry raw_entry(const char* name) {
+    if constexpr (std::is_same_v<std::remove_cv_t<decltype(F)>, Missing>) {
+        return RawEntry{nullptr, nullptr, -1, nullptr};
+    } else {
+        return RawEntry{name, run_raw<F>, param_count(F), param_sizes(F)};
+    }
+}
 }  // namespace trtc_emu

@@ -23,6 +23,7 @@ pub mod reduce;
 pub mod attention;
 pub mod linear;
 pub mod planner;
+pub mod emu;
 pub mod nvrtc;
 
 pub use planner::FamilyPlanner;

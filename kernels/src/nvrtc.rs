@@ -152,6 +152,12 @@ pub fn compile(source: &str, name: &str, sm: u32) -> Result<Compiled> {
         return Ok(c.clone());
     }
     let c = compile_uncached(source, name, sm)?;
+    // For the emulated CUDA driver: the module's emulator program, found
+    // later by its cubin (`crate::emu`).
+    if let Some(dir) = std::env::var_os(crate::emu::MODULES_ENV) {
+        crate::emu::write_module(std::path::Path::new(&dir), &c.cubin, source)
+            .map_err(|e| anyhow!("cannot write the emulator program of {name} into {}: {e}", crate::emu::MODULES_ENV))?;
+    }
     memo.lock().unwrap_or_else(|p| p.into_inner()).insert(key, c.clone());
     Ok(c)
 }

@@ -289,112 +289,6 @@ fn fnv(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// g++ flags. UBSan reports misaligned accesses (which fault on the GPU),
-/// out-of-bounds subscripts of arrays of known size (shared tiles, local
-/// arrays) and shifts by the bit width or more, and stops the program.
-const CXX_FLAGS: [&str; 9] = [
-    "-std=c++20",
-    "-O1",
-    "-pthread",
-    "-w",
-    "-fno-strict-aliasing",
-    "-fwrapv",
-    "-ffp-contract=off",
-    "-fsanitize=alignment,bounds,shift",
-    "-fno-sanitize-recover=all",
-];
-
-/// Whether `line` has an inline asm statement.
-fn has_asm(line: &str) -> bool {
-    let l = line.trim_start();
-    !l.starts_with("//") && (line.contains("asm(") || line.contains("asm volatile") || line.contains("asm ("))
-}
-
-/// The first asm statement that is compiled when TRTC_EMULATE is defined
-/// (outside the `#else` of an `#ifdef TRTC_EMULATE` or an `#ifndef
-/// TRTC_EMULATE`), if any.
-fn unguarded_asm(source: &str) -> Option<String> {
-    // Per open conditional: whether its current branch is excluded when
-    // TRTC_EMULATE is defined; None for conditionals on anything else.
-    let mut stack: Vec<Option<bool>> = Vec::new();
-    for line in source.lines() {
-        let t = line.trim_start();
-        if let Some(d) = t.strip_prefix('#') {
-            let d = d.trim_start();
-            let word = d.split_whitespace().next().unwrap_or("");
-            let rest = d[word.len()..].trim();
-            match word {
-                "ifdef" => stack.push((rest == "TRTC_EMULATE").then_some(false)),
-                "ifndef" => stack.push((rest == "TRTC_EMULATE").then_some(true)),
-                "if" => stack.push(match rest {
-                    "defined(TRTC_EMULATE)" => Some(false),
-                    "!defined(TRTC_EMULATE)" => Some(true),
-                    _ => None,
-                }),
-                "else" | "elif" => {
-                    if let Some(Some(x)) = stack.last_mut() {
-                        *x = !*x;
-                    }
-                }
-                "endif" => {
-                    stack.pop();
-                }
-                _ => {}
-            }
-            continue;
-        }
-        if has_asm(line) && !stack.contains(&Some(true)) {
-            return Some(line.trim().to_string());
-        }
-    }
-    None
-}
-
-/// The source as the emulator compiles it: `extern "C"` dropped (each module
-/// lives in its own namespace) and `extern __shared__` arrays turned into
-/// pointers to the emulator's dynamic shared memory.
-fn rewrite(source: &str) -> Result<String, String> {
-    if let Some(line) = unguarded_asm(source) {
-        return Err(format!("inline PTX without a TRTC_EMULATE branch: `{line}`"));
-    }
-    let mut out = String::new();
-    for line in source.lines() {
-        let mut l = line.replace("extern \"C\" ", "");
-        if let Some(pos) = l.find("extern __shared__") {
-            // extern __shared__ [__align__(n)] TYPE NAME[];
-            let decl = l[pos + "extern __shared__".len()..].trim().trim_end_matches(';').trim().to_string();
-            let decl = match decl.strip_prefix("__align__(") {
-                Some(r) => r[r.find(')').unwrap() + 1..].trim().to_string(),
-                None => decl,
-            };
-            let Some(decl) = decl.strip_suffix("[]") else {
-                return Err(format!("cannot rewrite `{line}`"));
-            };
-            let split = decl.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).ok_or(format!("cannot rewrite `{line}`"))?;
-            let (ty, name) = (decl[..=split].trim(), &decl[split + 1..]);
-            l = format!("{}{ty}* const {name} = ({ty}*)trtc_emu::dynamic_shared();", &l[..pos]);
-        }
-        out.push_str(&l);
-        out.push('\n');
-    }
-    Ok(out)
-}
-
-/// Names the source #defines (undefined after its module).
-fn defined_macros(source: &str) -> Vec<String> {
-    let mut names: Vec<String> = source
-        .lines()
-        .filter_map(|l| {
-            let d = l.trim_start().strip_prefix('#')?.trim_start().strip_prefix("define")?;
-            let name: String = d.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            (!name.is_empty()).then_some(name)
-        })
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
 /// Splits the compilable modules into programs of about `per` modules,
 /// the modules one candidate launches always together. The split depends
 /// on the modules' contents, not on their order, so that adding or changing
@@ -459,7 +353,7 @@ fn program_text(modules: &[Module], members: &[usize]) -> String {
         let module = &modules[m];
         let code = module.code.as_ref().unwrap();
         writeln!(s, "namespace trtc_emu_m{m} {{\n#line 1 \"module{m}.cu\"\n{code}}}").unwrap();
-        for name in defined_macros(code) {
+        for name in trtc_kernels::emu::defined_macros(code) {
             writeln!(s, "#undef {name}").unwrap();
         }
         writeln!(
@@ -482,7 +376,7 @@ fn program_text(modules: &[Module], members: &[usize]) -> String {
 fn compile(text: &str, dir: &Path) -> Result<PathBuf, String> {
     let shim = std::fs::read(emu_dir().join("shim.h")).unwrap();
     let driver = std::fs::read(emu_dir().join("driver.h")).unwrap();
-    let flags = CXX_FLAGS.join(" ");
+    let flags = trtc_kernels::emu::CXX_FLAGS.join(" ");
     let hash = fnv(&[text.as_bytes(), &shim, &driver, flags.as_bytes()]);
     let exe = dir.join(format!("prog-{hash:016x}"));
     if exe.exists() {
@@ -493,8 +387,13 @@ fn compile(text: &str, dir: &Path) -> Result<PathBuf, String> {
     let src = dir.join(format!("prog-{hash:016x}.cpp"));
     std::fs::write(&src, text).unwrap();
     let tmp = dir.join(format!("prog-{hash:016x}.tmp{}", std::process::id()));
-    let out =
-        Command::new("g++").args(CXX_FLAGS).arg("-o").arg(&tmp).arg(&src).output().map_err(|e| format!("cannot run g++: {e}"))?;
+    let out = Command::new("g++")
+        .args(trtc_kernels::emu::CXX_FLAGS)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("cannot run g++: {e}"))?;
     if !out.status.success() {
         let log = String::from_utf8_lossy(&out.stderr);
         let head: Vec<&str> = log.lines().filter(|l| l.contains("error")).take(8).collect();
@@ -848,7 +747,7 @@ fn kernels_compute_what_the_cpu_reference_computes() {
                 let m = modules.len();
                 modules.push(Module {
                     entry: l.kernel.entry.clone(),
-                    code: rewrite(&l.kernel.source),
+                    code: trtc_kernels::emu::rewrite(&l.kernel.source),
                     program: usize::MAX,
                     slot: 0,
                 });
@@ -897,7 +796,7 @@ fn kernels_compute_what_the_cpu_reference_computes() {
                 let m = *by_source.entry((l.kernel.entry.clone(), l.kernel.source.clone())).or_insert_with(|| {
                     modules.push(Module {
                         entry: l.kernel.entry.clone(),
-                        code: rewrite(&l.kernel.source),
+                        code: trtc_kernels::emu::rewrite(&l.kernel.source),
                         program: usize::MAX,
                         slot: 0,
                     });
