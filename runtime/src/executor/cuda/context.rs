@@ -210,6 +210,12 @@ pub struct CudaExecutionContext<'a> {
     /// tensor after it, computed by host layers (the kernel table puts them
     /// there).
     sized: Vec<Option<TensorType>>,
+    /// Device memory of tensors sized by the data that outgrew the room the
+    /// engine planned for them (a Loop's scan outputs over a trip count read
+    /// at run time), by tensor id, kept for later runs; a tensor lives here
+    /// in the runs where `sized` makes it larger than its room. Only host
+    /// layers and the caller read such tensors.
+    spilled: Vec<Option<DeviceBuffer>>,
 }
 
 impl std::fmt::Debug for CudaExecutionContext<'_> {
@@ -237,8 +243,16 @@ impl<'a> CudaExecutionContext<'a> {
         unsafe { result::memset_d8_async(arena.ptr(), 0, arena.len(), stream.cu_stream()) }
             .map_err(|e| cuda_error("clearing the activation arena", e))?;
         stream.synchronize().map_err(|e| cuda_error("clearing the activation arena", e))?;
-        let mut ctx =
-            CudaExecutionContext { engine, stream, arena, bound: Vec::new(), use_graph: true, profile: None, sized: Vec::new() };
+        let mut ctx = CudaExecutionContext {
+            engine,
+            stream,
+            arena,
+            bound: Vec::new(),
+            use_graph: true,
+            profile: None,
+            sized: Vec::new(),
+            spilled: Vec::new(),
+        };
         let planned: Vec<Vec<usize>> = plan.inputs.iter().map(|&id| plan.tensors[id].ty.shape.clone()).collect();
         let first = ctx.prepare(planned, None)?;
         ctx.bound.push(first);
@@ -606,6 +620,12 @@ impl<'a> CudaExecutionContext<'a> {
         }
         self.execute()?;
         for (name, id, dst) in outs {
+            if self.spilled_now(id).is_some() {
+                return Err(Error::Binding(format!(
+                    "output '{name}' is {} in this run, larger than the room the engine planned and the caller's buffer holds (run with host tensors instead)",
+                    self.actual(id)
+                )));
+            }
             let n = self.bound_type(id).bytes();
             // SAFETY: as above, with the caller's guarantee for `dst`.
             unsafe { result::memcpy_dtod_async(dst, self.address(id), n, self.stream.cu_stream()) }
@@ -646,9 +666,53 @@ impl<'a> CudaExecutionContext<'a> {
         start.elapsed_ms(&end)
     }
 
-    /// The device address of a tensor of the plan.
+    /// The device address of a tensor of the plan: where the engine planned
+    /// it, or its spill buffer in a run where it outgrew that room.
     fn address(&self, id: TensorId) -> u64 {
+        if let Some(buffer) = self.spilled_now(id) {
+            return buffer.ptr();
+        }
         tensor_address(self.engine.engine().plan(), self.arena.ptr(), self.engine.weights_ptr(), id)
+    }
+
+    /// The spill buffer a tensor lives in during this run, if it does.
+    fn spilled_now(&self, id: TensorId) -> Option<&DeviceBuffer> {
+        let ty = self.sized.get(id)?.as_ref()?;
+        let room = self.engine.engine().plan().tensors[id].ty.bytes();
+        self.spilled.get(id)?.as_ref().filter(|_| ty.bytes() > room)
+    }
+
+    /// Gives tensor `o`, an output of host layer `li` larger than its room
+    /// in this run, a spill buffer of at least `bytes`, unless a layer that
+    /// runs on the GPU reads it (its launches hold the planned address).
+    fn spill(&mut self, li: usize, o: TensorId, ty: &TensorType) -> Result<()> {
+        let plan = self.engine.engine().plan();
+        let reader = plan
+            .layers
+            .iter()
+            .enumerate()
+            .skip(li + 1)
+            .find(|(k, l)| l.inputs.iter().flatten().any(|&i| i == o) && !matches!(self.bound[0].layers[*k], Prepared::Host));
+        if let Some((_, l)) = reader {
+            return Err(Error::op(format!(
+                "layer {}: output '{}' is {ty}, larger than the {} the engine planned for, and layer {} reads it on the GPU (build with --target cpu)",
+                describe_layer(&plan.layers[li]),
+                plan.tensors[o].name,
+                plan.tensors[o].ty,
+                describe_layer(l)
+            )));
+        }
+        if self.spilled.len() < plan.tensors.len() {
+            self.spilled.resize_with(plan.tensors.len(), || None);
+        }
+        let bytes = ty.bytes();
+        if self.spilled[o].as_ref().is_none_or(|b| b.len() < bytes) {
+            // The old buffer may still be read by queued copies.
+            self.sync(|| "the GPU work before a larger spill buffer".into())?;
+            let what = format!("tensor '{}' ({ty}, beyond its planned room)", plan.tensors[o].name);
+            self.spilled[o] = Some(DeviceBuffer::alloc(self.engine.context(), bytes, &what)?);
+        }
+        Ok(())
     }
 
     fn sync(&self, what: impl FnOnce() -> String) -> Result<()> {
@@ -830,12 +894,7 @@ impl<'a> CudaExecutionContext<'a> {
                 continue;
             }
             if t.bytes().len() > planned.bytes() {
-                return Err(Error::op(format!(
-                    "layer {}: output '{}' is {}, larger than the {planned} the engine planned for (a GPU engine keeps no room beyond it; build with --target cpu)",
-                    describe_layer(layer),
-                    plan.tensors[o].name,
-                    t.ty()
-                )));
+                self.spill(li, o, t.ty())?;
             }
             self.record_size(o, t.ty().clone());
         }
@@ -891,13 +950,13 @@ impl<'a> CudaExecutionContext<'a> {
             .map_err(|e| cuda_error(format!("copying {} bytes of '{name}' to the GPU", bytes.len()), e))
     }
 
-    /// Queues the download of the first bytes of an arena tensor's room, as
-    /// type `ty` (its size in this run, at most the planned one), into a new
+    /// Queues the download of the first bytes of an arena tensor's room (or
+    /// of its spill buffer), as type `ty` (its size in this run), into a new
     /// host tensor; the tensor may be read (or dropped) only after the
     /// stream is synchronized.
     fn download_as(&self, id: TensorId, ty: &crate::tensor::TensorType) -> Result<Tensor> {
         let desc = &self.engine.engine().plan().tensors[id];
-        debug_assert!(ty.bytes() <= desc.ty.bytes());
+        debug_assert!(ty.bytes() <= self.spilled_now(id).map_or(desc.ty.bytes(), |b| b.len()));
         let mut t = Tensor::zeros(ty.clone())?;
         if !t.bytes().is_empty() {
             let n = t.bytes().len();
