@@ -76,16 +76,30 @@ fn recorded(model: &Path) -> Result<(crate::build::ShapeProfile, Vec<InputSet>)>
 }
 
 fn inputs_of(model: &Path) -> Result<Vec<(String, Tensor)>> {
+    Ok(input_sets(model)?.swap_remove(0))
+}
+
+/// The inputs a model case runs on: its `.inputs.npz`, or every recorded
+/// case of testdata/control_flow (`NAME.0.npz`, `NAME.1.npz`, ...; their
+/// inputs differ in value, such as a Loop's trip count, not in shape),
+/// without onnxruntime's outputs.
+fn input_sets(model: &Path) -> Result<Vec<InputSet>> {
     let stem = model.file_stem().unwrap_or_default().to_string_lossy();
     let inputs = model.with_file_name(format!("{stem}.inputs.npz"));
     if inputs.exists() {
-        return crate::npz::read_npz(&inputs);
+        return Ok(vec![crate::npz::read_npz(&inputs)?]);
     }
-    // testdata/control_flow's first recorded case, without onnxruntime's
-    // outputs.
-    let mut arrays = crate::npz::read_npz(&model.with_file_name(format!("{stem}.0.npz")))?;
-    arrays.retain(|(name, _)| !name.starts_with("out:"));
-    Ok(arrays)
+    let mut sets = Vec::new();
+    for k in 0.. {
+        let path = model.with_file_name(format!("{stem}.{k}.npz"));
+        if k > 0 && !path.exists() {
+            break;
+        }
+        let mut arrays = crate::npz::read_npz(&path)?;
+        arrays.retain(|(name, _)| !name.starts_with("out:"));
+        sets.push(arrays);
+    }
+    Ok(sets)
 }
 
 /// The largest |gpu - cpu| over all elements, relative to max |cpu|
@@ -251,14 +265,23 @@ fn check(case: &Case, gpu: GpuBuild) -> Result<(f64, f64, usize, usize)> {
     let graph = crate::frontend::onnx::import_file(&case.model, &opts.import)?;
     let built = build_graph(graph, &opts)?;
     let engine = Engine::from_bytes(&built.engine)?;
-    let inputs = inputs_of(&case.model)?;
-    let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let cpu = engine.create_context()?.run(&refs)?;
+    // Every input set on one context, then the first again (its CUDA graph
+    // replayed where the engine has one).
+    let sets = input_sets(&case.model)?;
+    let mut cpu_ctx = engine.create_context()?;
     let gpu_engine = crate::cuda::load(&engine, 0)?;
     let mut ctx = gpu_engine.create_context()?;
-    let gpu = ctx.run(&refs).context("first run (CUDA graph capture)")?;
-    let replay = ctx.run(&refs).context("second run (CUDA graph replay)")?;
-    let err = gpu.iter().zip(&cpu).map(|((_, g), (_, c))| relative_error(g, c)).fold(0.0, f64::max);
+    let (mut err, mut first) = (0f64, None);
+    for (k, inputs) in sets.iter().enumerate() {
+        let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let cpu = cpu_ctx.run(&refs)?;
+        let gpu = ctx.run(&refs).with_context(|| format!("input set {k} (the first run captures a CUDA graph)"))?;
+        err = gpu.iter().zip(&cpu).map(|((_, g), (_, c))| relative_error(g, c)).fold(err, f64::max);
+        first.get_or_insert(gpu);
+    }
+    let refs: Vec<(&str, &Tensor)> = sets[0].iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let replay = ctx.run(&refs).context("the first inputs again (CUDA graph replay)")?;
+    let gpu = first.expect("at least one input set");
     let replay_err = replay.iter().zip(&gpu).map(|((_, r), (_, g))| relative_error(r, g)).fold(0.0, f64::max);
     let k = built.kernels.unwrap_or_default();
     Ok((err, replay_err, k.device_layers, k.host_layers.len()))
