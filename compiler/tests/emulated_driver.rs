@@ -12,7 +12,8 @@
 //!   inputs (the Loop trip counts 0, 1, 4 and 9);
 //! - testdata's dynamic detector (NMS counted on the GPU) and two more
 //!   profile engines at every recorded shape;
-//! - the example CNN in FP32, FP16 and FP8.
+//! - the example CNN in FP32, FP16 and FP8, and a BERT in FP16 (tensor-core
+//!   GEMMs).
 //!
 //! Needs libnvrtc (`scripts/test.sh` installs it from PyPI) and g++ (as the
 //! kernel emulator test does). Modules compiled for the emulator are kept
@@ -89,4 +90,9 @@ fn profile_engines_at_every_recorded_shape() {
 #[test]
 fn a_static_cnn_in_fp32_fp16_and_fp8() {
     gpu_check("models/example_cnn.onnx fp", 3);
+}
+
+#[test]
+fn a_transformer_in_fp16() {
+    gpu_check("models/bert_legacy.onnx fp16", 1);
 }

@@ -127,36 +127,51 @@ pub fn defined_macros(source: &str) -> Vec<String> {
     names
 }
 
-/// The `__global__` functions of a source, in order.
+/// The `__global__` functions of a source, in order: after each
+/// `__global__`, the last identifier before the parameter list's `(`
+/// (skipping `void`, `__launch_bounds__(...)` and macros such as
+/// `TC_BOUNDS`).
 pub fn entry_points(source: &str) -> Vec<String> {
     let mut names = Vec::new();
-    let mut rest = source;
-    while let Some(at) = rest.find("__global__") {
-        rest = &rest[at + "__global__".len()..];
-        let mut t = rest.trim_start();
-        t = t.strip_prefix("void").unwrap_or(t).trim_start();
-        if let Some(b) = t.strip_prefix("__launch_bounds__") {
-            // Skip the balanced parentheses of the bounds.
-            let mut depth = 0;
-            let mut end = b.len();
-            for (i, c) in b.char_indices() {
-                match c {
-                    '(' => depth += 1,
-                    ')' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            end = i + 1;
-                            break;
-                        }
+    for (at, _) in source.match_indices("__global__") {
+        let rest = &source[at + "__global__".len()..];
+        let mut chars = rest.char_indices().peekable();
+        let mut last = None;
+        while let Some((i, c)) = chars.next() {
+            if c.is_alphabetic() || c == '_' {
+                let mut end = i + c.len_utf8();
+                while let Some(&(j, d)) = chars.peek() {
+                    if !(d.is_alphanumeric() || d == '_') {
+                        break;
                     }
-                    _ => {}
+                    end = j + d.len_utf8();
+                    chars.next();
                 }
+                last = Some(&rest[i..end]);
+            } else if c == '(' {
+                if last != Some("__launch_bounds__") {
+                    break;
+                }
+                // Skip the bounds' balanced parentheses.
+                let mut depth = 1;
+                for (_, d) in chars.by_ref() {
+                    depth += match d {
+                        '(' => 1,
+                        ')' => -1,
+                        _ => 0,
+                    };
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                last = None;
+            } else if !c.is_whitespace() {
+                last = None;
+                break;
             }
-            t = b[end..].trim_start();
         }
-        let name: String = t.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-        if !name.is_empty() && t[name.len()..].trim_start().starts_with('(') {
-            names.push(name);
+        if let Some(name) = last.filter(|n| *n != "void") {
+            names.push(name.to_string());
         }
     }
     names
@@ -221,7 +236,8 @@ mod tests {
     #[test]
     fn entry_points_skip_launch_bounds() {
         let src = "extern \"C\" __global__ void __launch_bounds__(NT, (2 * 3)) trtc_a(float* y) {}\n\
-                   extern \"C\" __global__ void trtc_b (int n) {}\n// __global__ mentioned\n";
-        assert_eq!(entry_points(src), ["trtc_a", "trtc_b"]);
+                   extern \"C\" __global__ void trtc_b (int n) {}\n// __global__ mentioned\n\
+                   extern \"C\" __global__ void TC_BOUNDS trtc_c(GEMM_PARAMS) {}\n";
+        assert_eq!(entry_points(src), ["trtc_a", "trtc_b", "trtc_c"]);
     }
 }
