@@ -27,31 +27,10 @@ fn work_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("emulated-driver")
 }
 
-/// Builds the emulated driver once (cached by a digest of its source).
+/// Builds the emulated driver once.
 fn driver() -> &'static PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let src = trtc_kernels::emu::emu_dir().join("libcuda.cpp");
-        let text = std::fs::read(&src).unwrap();
-        let dir = work_dir().join(format!("driver-{:016x}", trtc_kernels::emu::cubin_key(&text)));
-        let lib = dir.join("libcuda.so.1");
-        if !lib.exists() {
-            std::fs::create_dir_all(&dir).unwrap();
-            let tmp = dir.join(format!("libcuda.so.1.tmp{}", std::process::id()));
-            let out = Command::new("g++")
-                .args(["-std=c++20", "-O1", "-Wall", "-Werror", "-shared", "-fPIC", "-fvisibility=hidden"])
-                .arg("-Wl,-soname,libcuda.so.1")
-                .arg("-o")
-                .arg(&tmp)
-                .arg(&src)
-                .arg("-ldl")
-                .output()
-                .expect("g++ runs");
-            assert!(out.status.success(), "g++ failed on {}:\n{}", src.display(), String::from_utf8_lossy(&out.stderr));
-            std::fs::rename(&tmp, &lib).unwrap();
-        }
-        lib
-    })
+    BUILT.get_or_init(|| trtc_kernels::emu::build_driver(&work_dir()).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// Runs `trtc gpu-check --opt-level 0 --filter FILTER` on the emulated

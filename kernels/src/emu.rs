@@ -229,6 +229,35 @@ pub fn write_module(dir: &Path, cubin: &[u8], source: &str) -> std::io::Result<(
     }
 }
 
+/// Builds the emulated CUDA driver (`emu/libcuda.cpp`) with g++ into
+/// `DIR/driver-DIGEST/libcuda.so.1` unless that exists (DIGEST that of the
+/// source), and returns its path: what `TRTC_LIBCUDA` names for the CUDA
+/// executor to run on it.
+pub fn build_driver(dir: &Path) -> Result<std::path::PathBuf, String> {
+    let src = emu_dir().join("libcuda.cpp");
+    let text = std::fs::read(&src).map_err(|e| format!("cannot read {}: {e}", src.display()))?;
+    let dir = dir.join(format!("driver-{:016x}", cubin_key(&text)));
+    let lib = dir.join("libcuda.so.1");
+    if lib.exists() {
+        return Ok(lib);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let tmp = dir.join(format!("libcuda.so.1.tmp{}", std::process::id()));
+    let out = std::process::Command::new("g++")
+        .args(["-std=c++20", "-O1", "-Wall", "-Werror", "-shared", "-fPIC", "-fvisibility=hidden", "-Wl,-soname,libcuda.so.1"])
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .map_err(|e| format!("cannot run g++: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("g++ failed on {}:\n{}", src.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    std::fs::rename(&tmp, &lib).map_err(|e| format!("cannot rename {}: {e}", tmp.display()))?;
+    Ok(lib)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

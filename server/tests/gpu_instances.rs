@@ -1,0 +1,107 @@
+//! `trtc serve` with GPU instances, on a machine without a GPU: the server
+//! runs on the emulated CUDA driver (`kernels/emu/libcuda.cpp`), which
+//! executes the real kernels on the CPU, so its GPU path (KIND_GPU
+//! instances, each a CUDA execution context, fed by the dynamic batcher
+//! with batches of every size in the profile) is checked end to end with
+//! the real `tritonclient`: `gpu_instances_check.py` sends concurrent
+//! requests of 1 to 4 rows over HTTP and gRPC to the GPU model and to a CPU
+//! instance of the same engine, and compares every answer.
+//!
+//! Needs libnvrtc and the tritonclient venv (`scripts/test.sh` installs
+//! both) and g++.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use trtc::build::{build_file, BuildOptions, ShapeProfile};
+use trtc_runtime::Target;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("server/ is in the workspace").to_path_buf()
+}
+
+fn python() -> PathBuf {
+    let p = std::env::var_os("TRTC_TRITONCLIENT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".cache/tritonclient/bin/python"));
+    assert!(p.exists(), "{} is missing: run `bash scripts/fetch-tritonclient.sh` (scripts/test.sh does)", p.display());
+    p
+}
+
+#[test]
+fn gpu_instances_answer_as_the_cpu_instance_does() {
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("emulated-driver");
+    let modules = work.join("modules");
+    // The build below writes each module's emulator program there (this
+    // test binary's only test, so no other compilation races it).
+    std::env::set_var(trtc_kernels::emu::MODULES_ENV, &modules);
+    let driver = trtc_kernels::emu::build_driver(&work).unwrap_or_else(|e| panic!("{e}"));
+
+    let root = std::env::temp_dir().join(format!("trtc-serve-gpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dims = |b: usize| vec![("x".to_string(), vec![b, 3, 16, 16])];
+    let opts = BuildOptions {
+        target: Target::Cuda { sm: 90, gpu_name: None },
+        profiles: vec![ShapeProfile::from_flags(&dims(1), &dims(8), &dims(32)).unwrap()],
+        ..Default::default()
+    };
+    let built = build_file(&workspace().join("testdata/serve/batch_cnn.onnx"), &opts).unwrap();
+    for (model, config) in [
+        ("gpu", "instance_group { count: 2 kind: KIND_GPU }\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n"),
+        ("cpu", "instance_group { count: 1 kind: KIND_CPU }\n"),
+    ] {
+        std::fs::create_dir_all(root.join(model).join("1")).unwrap();
+        std::fs::write(root.join(model).join("1/model.engine"), &built.engine).unwrap();
+        std::fs::write(root.join(model).join("config.pbtxt"), config).unwrap();
+    }
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trtc-serve"))
+        .arg("--model-repository")
+        .arg(&root)
+        .args(["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"])
+        .env("TRTC_LIBCUDA", &driver)
+        .env(trtc_kernels::emu::MODULES_ENV, &modules)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("trtc-serve starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, log) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("[server] {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (mut http, mut grpc, mut metrics, mut lines) = (None, None, None, Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while http.is_none() || grpc.is_none() || metrics.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = log.recv_timeout(left) else {
+            let _ = child.kill();
+            panic!("trtc-serve did not print its ports in time: {lines:?}");
+        };
+        http = http.or(line.strip_prefix("trtc serve: HTTP on http://").map(str::to_string));
+        grpc = grpc.or(line.strip_prefix("trtc serve: gRPC on ").map(str::to_string));
+        metrics =
+            metrics.or(line.strip_prefix("trtc serve: metrics on http://").map(|a| a.trim_end_matches("/metrics").to_string()));
+        lines.push(line);
+    }
+    assert!(lines.iter().any(|l| l == "trtc serve: model 'gpu' version 1 ready (2x gpu)"), "GPU instances: {lines:?}");
+    let status = Command::new(python())
+        .arg(workspace().join("server/tests/gpu_instances_check.py"))
+        .args(["--http", &http.unwrap(), "--grpc", &grpc.unwrap(), "--metrics", &metrics.unwrap()])
+        .status()
+        .expect("the tritonclient venv's python runs");
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success(), "gpu_instances_check.py failed ({status}); its output is above");
+    assert!(killed.success());
+    let code = child.wait().unwrap();
+    assert!(code.success(), "trtc-serve exited with {code} after SIGTERM");
+    let _ = std::fs::remove_dir_all(&root);
+}
