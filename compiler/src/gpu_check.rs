@@ -103,10 +103,19 @@ fn input_sets(model: &Path) -> Result<Vec<InputSet>> {
 }
 
 /// The largest |gpu - cpu| over all elements, relative to max |cpu|
-/// (`compare::diff`); infinite when the types differ.
+/// (`compare::diff`); infinite when the types differ, and for integer and
+/// boolean tensors (indices, labels, counts, masks) when any element does:
+/// those must be equal, and an index one off is a tiny fraction of its
+/// scale.
 fn relative_error(gpu: &Tensor, cpu: &Tensor) -> f64 {
+    if gpu.dtype() != cpu.dtype() || gpu.shape() != cpu.shape() {
+        return f64::INFINITY;
+    }
+    if !gpu.dtype().is_float() {
+        return if gpu.bytes() == cpu.bytes() { 0.0 } else { f64::INFINITY };
+    }
     let d = crate::compare::diff("", gpu, cpu);
-    if gpu.dtype() != cpu.dtype() || !d.shape_ok {
+    if !d.shape_ok {
         return f64::INFINITY;
     }
     d.max_rel_to_scale
