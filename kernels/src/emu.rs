@@ -219,14 +219,22 @@ pub fn library_program(source: &str) -> Result<String, String> {
 
 /// Writes the emulator program of a freshly compiled module into `dir`
 /// (`KEY.cpp`, or `KEY.skip` with the reason where it has none, such as
-/// inline PTX without an emulated branch).
+/// inline PTX without an emulated branch). Through a temporary file and a
+/// rename, so that a driver in another process reading it meanwhile (tests
+/// run several) sees the old text or the new one, never a part.
 pub fn write_module(dir: &Path, cubin: &[u8], source: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let key = cubin_key(cubin);
-    match library_program(source) {
-        Ok(text) => std::fs::write(dir.join(format!("{key:016x}.cpp")), text),
-        Err(why) => std::fs::write(dir.join(format!("{key:016x}.skip")), why),
+    let (path, text) = match library_program(source) {
+        Ok(text) => (dir.join(format!("{key:016x}.cpp")), text),
+        Err(why) => (dir.join(format!("{key:016x}.skip")), why),
+    };
+    if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
+        return Ok(());
     }
+    let tmp = dir.join(format!("{key:016x}.tmp{}-{:?}", std::process::id(), std::thread::current().id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)
 }
 
 /// Builds the emulated CUDA driver (`emu/libcuda.cpp`) with g++ into
