@@ -66,40 +66,46 @@ fn recorded(model: &Path) -> Result<(crate::build::ShapeProfile, Vec<InputSet>)>
     let profile = crate::build::ShapeProfile::from_flags(&at("min"), &at("opt"), &at("max"))?;
     let mut sets = Vec::new();
     for case in entry["cases"].as_array().into_iter().flatten() {
-        let path = dir.join(case["file"].as_str().unwrap_or_default());
-        let mut arrays = crate::npz::read_npz(&path)?;
-        arrays.retain(|(name, _)| !name.starts_with("out:"));
-        sets.push(arrays);
+        sets.push(recorded_inputs(&dir.join(case["file"].as_str().unwrap_or_default()))?);
     }
     anyhow::ensure!(!sets.is_empty(), "{file} has no recorded cases");
     Ok((profile, sets))
 }
 
-fn inputs_of(model: &Path) -> Result<Vec<(String, Tensor)>> {
-    Ok(input_sets(model)?.swap_remove(0))
-}
-
-/// The inputs a model case runs on: its `.inputs.npz`, or every recorded
-/// case of testdata/control_flow (`NAME.0.npz`, `NAME.1.npz`, ...; their
-/// inputs differ in value, such as a Loop's trip count, not in shape),
-/// without onnxruntime's outputs.
-fn input_sets(model: &Path) -> Result<Vec<InputSet>> {
+/// A model case's first inputs: its `.inputs.npz`, or the first recorded
+/// case of testdata/control_flow (`NAME.0.npz`).
+fn inputs_of(model: &Path) -> Result<InputSet> {
     let stem = model.file_stem().unwrap_or_default().to_string_lossy();
     let inputs = model.with_file_name(format!("{stem}.inputs.npz"));
     if inputs.exists() {
-        return Ok(vec![crate::npz::read_npz(&inputs)?]);
+        return crate::npz::read_npz(&inputs);
     }
-    let mut sets = Vec::new();
-    for k in 0.. {
-        let path = model.with_file_name(format!("{stem}.{k}.npz"));
-        if k > 0 && !path.exists() {
-            break;
+    recorded_inputs(&model.with_file_name(format!("{stem}.0.npz")))
+}
+
+/// Every input set a model case runs on: its `.inputs.npz`, or each
+/// recorded case of testdata/control_flow (`NAME.0.npz`, `NAME.1.npz`, ...;
+/// their inputs differ in value, such as a Loop's trip count, not in shape).
+fn input_sets(model: &Path) -> Result<Vec<InputSet>> {
+    let stem = model.file_stem().unwrap_or_default().to_string_lossy();
+    let mut sets = vec![inputs_of(model)?];
+    if !model.with_file_name(format!("{stem}.inputs.npz")).exists() {
+        for k in 1.. {
+            let path = model.with_file_name(format!("{stem}.{k}.npz"));
+            if !path.exists() {
+                break;
+            }
+            sets.push(recorded_inputs(&path)?);
         }
-        let mut arrays = crate::npz::read_npz(&path)?;
-        arrays.retain(|(name, _)| !name.starts_with("out:"));
-        sets.push(arrays);
     }
     Ok(sets)
+}
+
+/// A recorded case's inputs, without onnxruntime's outputs (`out:NAME`).
+fn recorded_inputs(path: &Path) -> Result<InputSet> {
+    let mut arrays = crate::npz::read_npz(path)?;
+    arrays.retain(|(name, _)| !name.starts_with("out:"));
+    Ok(arrays)
 }
 
 /// The largest |gpu - cpu| over all elements, relative to max |cpu|

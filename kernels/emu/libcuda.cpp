@@ -129,6 +129,9 @@ struct Module {
 struct Function {
     Module* module;
     std::string name;
+    // Its parameters' count and sizes (the module's table).
+    int params;
+    const size_t* sizes;
     int max_dynamic_shared = 48 * 1024;
 };
 
@@ -271,7 +274,8 @@ CUresult refuse_in_capture(void* stream, const char* what) {
     return OK;
 }
 
-bool any_capture = false;
+// Streams capturing now (a context-wide synchronization fails while any does).
+int capturing = 0;
 
 const char* error_name(CUresult r) {
     switch (r) {
@@ -387,7 +391,7 @@ EXPORT CUresult cuCtxSetCurrent(void* ctx) {
 }
 EXPORT CUresult cuCtxSynchronize() {
     LOCKED;
-    if (any_capture) {
+    if (capturing > 0) {
         note("cuCtxSynchronize while a stream captures");
         return STREAM_CAPTURE_UNSUPPORTED;
     }
@@ -433,8 +437,9 @@ EXPORT CUresult cuModuleGetFunction(void** function, void* module, const char* n
     Module* m = (Module*)module;
     if (!m) return INVALID_HANDLE;
     const size_t* sizes;
-    if (m->params(name, &sizes) < 0) return NOT_FOUND;
-    *function = new Function{m, name};
+    const int params = m->params(name, &sizes);
+    if (params < 0) return NOT_FOUND;
+    *function = new Function{m, name, params, sizes};
     return OK;
 }
 EXPORT CUresult cuModuleUnload(void* module) {
@@ -578,7 +583,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(void* stream, int) {
     Stream* s = stream_of(stream);
     if (!stream || s->capture) return INVALID_VALUE;  // the legacy stream cannot capture
     s->capture = new Graph;
-    any_capture = true;
+    ++capturing;
     return OK;
 }
 EXPORT CUresult cuStreamEndCapture(void* stream, void** graph) {
@@ -587,7 +592,7 @@ EXPORT CUresult cuStreamEndCapture(void* stream, void** graph) {
     if (!s->capture) return INVALID_VALUE;
     *graph = s->capture;
     s->capture = nullptr;
-    any_capture = false;
+    --capturing;
     return OK;
 }
 EXPORT CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
@@ -631,18 +636,16 @@ EXPORT CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigne
         note("%s: %u bytes of dynamic shared memory, above the function's %d", f->name.c_str(), shared, f->max_dynamic_shared);
         return INVALID_VALUE;
     }
-    const size_t* sizes;
-    const int n = f->module->params(f->name.c_str(), &sizes);
-    if (n > 0 && !params) return INVALID_VALUE;
+    if (f->params > 0 && !params) return INVALID_VALUE;
     Op op{Op::LAUNCH};
     op.function = f;
     op.grid[0] = gx, op.grid[1] = gy, op.grid[2] = gz;
     op.block[0] = bx, op.block[1] = by, op.block[2] = bz;
     op.shared = shared;
     // The values are copied now, as the driver does.
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < f->params; ++i) {
         const unsigned char* v = (const unsigned char*)params[i];
-        op.params.emplace_back(v, v + sizes[i]);
+        op.params.emplace_back(v, v + f->sizes[i]);
     }
     return submit(stream, std::move(op));
 }

@@ -16,7 +16,11 @@ use std::path::Path;
 /// (by NVRTC compilation) and read (by the emulated driver).
 pub const MODULES_ENV: &str = "TRTC_EMU_MODULES";
 
-/// Where the emulator's headers are.
+/// The emulator's headers, which each module's program embeds.
+const SHIM: &str = include_str!("../emu/shim.h");
+const DRIVER: &str = include_str!("../emu/driver.h");
+
+/// Where the emulator's sources are.
 pub fn emu_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("emu")
 }
@@ -194,8 +198,7 @@ pub fn library_program(source: &str) -> Result<String, String> {
     if entries.is_empty() {
         return Err("no __global__ function".into());
     }
-    let header = |name: &str| std::fs::read_to_string(emu_dir().join(name)).map_err(|e| format!("cannot read {name}: {e}"));
-    let mut s = format!("// g++ {}\n#define TRTC_EMU_LIBRARY 1\n{}\n", CXX_FLAGS.join(" "), header("shim.h")?);
+    let mut s = format!("// g++ {}\n#define TRTC_EMU_LIBRARY 1\n{SHIM}\n", CXX_FLAGS.join(" "));
     // Every name of the table exists: as the module's function, or (where
     // the preprocessor dropped it) as a `Missing` reached through the
     // using-directive, which qualified lookup only consults when the
@@ -213,7 +216,7 @@ pub fn library_program(source: &str) -> Result<String, String> {
     for e in &entries {
         s.push_str(&format!("    trtc_emu::raw_entry<trtc_emu_module::{e}>(\"{e}\"),\n"));
     }
-    s.push_str(&format!("}};\nconst int trtc_emu_raw_entry_count = {};\n{}", entries.len(), header("driver.h")?));
+    s.push_str(&format!("}};\nconst int trtc_emu_raw_entry_count = {};\n{DRIVER}", entries.len()));
     Ok(s)
 }
 

@@ -10,26 +10,14 @@
 //! Needs libnvrtc and the tritonclient venv (`scripts/test.sh` installs
 //! both) and g++.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Command;
 
 use trtc::build::{build_file, BuildOptions, ShapeProfile};
 use trtc_runtime::Target;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("server/ is in the workspace").to_path_buf()
-}
-
-fn python() -> PathBuf {
-    let p = std::env::var_os("TRTC_TRITONCLIENT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".cache/tritonclient/bin/python"));
-    assert!(p.exists(), "{} is missing: run `bash scripts/fetch-tritonclient.sh` (scripts/test.sh does)", p.display());
-    p
-}
+mod support;
+use support::{python, workspace};
 
 #[test]
 fn gpu_instances_answer_as_the_cpu_instance_does() {
@@ -58,50 +46,21 @@ fn gpu_instances_answer_as_the_cpu_instance_does() {
         std::fs::write(root.join(model).join("config.pbtxt"), config).unwrap();
     }
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trtc-serve"))
-        .arg("--model-repository")
-        .arg(&root)
-        .args(["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"])
-        .env("TRTC_LIBCUDA", &driver)
-        .env(trtc_kernels::emu::MODULES_ENV, &modules)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("trtc-serve starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, log) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[server] {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let (mut http, mut grpc, mut metrics, mut lines) = (None, None, None, Vec::new());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while http.is_none() || grpc.is_none() || metrics.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok(line) = log.recv_timeout(left) else {
-            let _ = child.kill();
-            panic!("trtc-serve did not print its ports in time: {lines:?}");
-        };
-        http = http.or(line.strip_prefix("trtc serve: HTTP on http://").map(str::to_string));
-        grpc = grpc.or(line.strip_prefix("trtc serve: gRPC on ").map(str::to_string));
-        metrics =
-            metrics.or(line.strip_prefix("trtc serve: metrics on http://").map(|a| a.trim_end_matches("/metrics").to_string()));
-        lines.push(line);
-    }
-    assert!(lines.iter().any(|l| l == "trtc serve: model 'gpu' version 1 ready (2x gpu)"), "GPU instances: {lines:?}");
+    let mut server = support::start(
+        &["--model-repository".as_ref(), root.as_os_str()],
+        &[("TRTC_LIBCUDA", driver.as_os_str()), (trtc_kernels::emu::MODULES_ENV, modules.as_os_str())],
+    );
+    let ready = "trtc serve: model 'gpu' version 1 ready (2x gpu)";
+    assert!(server.startup.iter().any(|l| l == ready), "GPU instances: {:?}", server.startup);
     let status = Command::new(python())
         .arg(workspace().join("server/tests/gpu_instances_check.py"))
-        .args(["--http", &http.unwrap(), "--grpc", &grpc.unwrap(), "--metrics", &metrics.unwrap()])
+        .args(["--http", &server.http, "--grpc", &server.grpc, "--metrics", &server.metrics])
         .status()
         .expect("the tritonclient venv's python runs");
-    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let killed = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
     assert!(status.success(), "gpu_instances_check.py failed ({status}); its output is above");
     assert!(killed.success());
-    let code = child.wait().unwrap();
+    let code = server.child.wait().unwrap();
     assert!(code.success(), "trtc-serve exited with {code} after SIGTERM");
     let _ = std::fs::remove_dir_all(&root);
 }

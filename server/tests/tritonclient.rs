@@ -7,27 +7,16 @@
 //! bounded load and a shutdown with requests in flight, each answer against
 //! the CPU executor's output for the same input.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tract_onnx::pb;
 use trtc::build::{build_file, BuildOptions};
 use trtc_runtime::{Engine, Tensor};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("server/ is in the workspace").to_path_buf()
-}
-
-fn python() -> PathBuf {
-    let p = std::env::var_os("TRTC_TRITONCLIENT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".cache/tritonclient/bin/python"));
-    assert!(p.exists(), "{} is missing: run `bash scripts/fetch-tritonclient.sh` (scripts/test.sh does)", p.display());
-    p
-}
+mod support;
+use support::{python, workspace, Server};
 
 // The small ONNX model builders the compiler's tests use.
 #[path = "../../compiler/tests/common/mod.rs"]
@@ -177,53 +166,11 @@ instance_group { count: 1 kind: KIND_CPU }
     Repo { dir, refs }
 }
 
-struct Server {
-    child: Child,
-    http: String,
-    grpc: String,
-    metrics: String,
-    log: mpsc::Receiver<String>,
-}
-
-fn start(repo: &Path, extra: &[&str]) -> Server {
-    start_with(&["--model-repository".as_ref(), repo.as_os_str()], extra)
-}
-
-fn start_with(what: &[&std::ffi::OsStr], extra: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trtc-serve"))
-        .args(what)
-        .args(["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0", "--http-max-input-size", "4194304"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("trtc-serve starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, log) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[server] {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let (mut http, mut grpc, mut metrics) = (None, None, None);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while http.is_none() || grpc.is_none() || metrics.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = log.recv_timeout(left).unwrap_or_else(|_| panic!("trtc-serve did not print its ports in time"));
-        if let Some(a) = line.strip_prefix("trtc serve: HTTP on http://") {
-            http = Some(a.to_string());
-        }
-        if let Some(a) = line.strip_prefix("trtc serve: gRPC on ") {
-            grpc = Some(a.to_string());
-        }
-        if let Some(a) = line.strip_prefix("trtc serve: metrics on http://") {
-            metrics = Some(a.trim_end_matches("/metrics").to_string());
-        }
-    }
-    Server { child, http: http.unwrap(), grpc: grpc.unwrap(), metrics: metrics.unwrap(), log }
+/// `trtc-serve WHAT` with a 4 MiB HTTP input limit (which a check exceeds).
+fn start_with(what: &[&std::ffi::OsStr]) -> Server {
+    let mut args = what.to_vec();
+    args.extend([std::ffi::OsStr::new("--http-max-input-size"), std::ffi::OsStr::new("4194304")]);
+    support::start(&args, &[])
 }
 
 #[test]
@@ -231,7 +178,7 @@ fn tritonclient_talks_to_trtc_serve() {
     let root = std::env::temp_dir().join(format!("trtc-serve-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let repo = make_repository(&root);
-    let mut server = start(&repo.dir, &[]);
+    let mut server = start_with(&["--model-repository".as_ref(), repo.dir.as_os_str()]);
     let status = Command::new(python())
         .arg(workspace().join("server/tests/tritonclient_check.py"))
         .args(["--http", &server.http, "--grpc", &server.grpc, "--metrics", &server.metrics])
@@ -279,7 +226,7 @@ fn serves_one_engine_under_its_file_stem() {
     let _ = std::fs::remove_dir_all(&root);
     let engine = root.join("tiny_cnn.engine");
     build(&workspace().join("testdata/models/example_cnn.onnx"), &engine, false);
-    let mut server = start_with(&[engine.as_os_str()], &[]);
+    let mut server = start_with(&[engine.as_os_str()]);
     let (status, _) = get(&server.http, "/v2/models/tiny_cnn/versions/1/ready");
     assert!(status.contains(" 200 "), "{status}");
     let (status, _) = get(&server.http, "/v2/health/ready");

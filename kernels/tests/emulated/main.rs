@@ -267,10 +267,6 @@ struct Module {
     slot: usize,
 }
 
-fn emu_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("emu")
-}
-
 fn work_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("emu")
 }
@@ -347,7 +343,7 @@ struct Program {
 }
 
 fn program_text(modules: &[Module], members: &[usize]) -> String {
-    let emu = emu_dir();
+    let emu = trtc_kernels::emu::emu_dir();
     let mut s = format!("#include \"{}\"\n", emu.join("shim.h").display());
     for &m in members {
         let module = &modules[m];
@@ -374,8 +370,8 @@ fn program_text(modules: &[Module], members: &[usize]) -> String {
 
 /// Compiles the program unless the cache has it.
 fn compile(text: &str, dir: &Path) -> Result<PathBuf, String> {
-    let shim = std::fs::read(emu_dir().join("shim.h")).unwrap();
-    let driver = std::fs::read(emu_dir().join("driver.h")).unwrap();
+    let shim = std::fs::read(trtc_kernels::emu::emu_dir().join("shim.h")).unwrap();
+    let driver = std::fs::read(trtc_kernels::emu::emu_dir().join("driver.h")).unwrap();
     let flags = trtc_kernels::emu::CXX_FLAGS.join(" ");
     let hash = fnv(&[text.as_bytes(), &shim, &driver, flags.as_bytes()]);
     let exe = dir.join(format!("prog-{hash:016x}"));

@@ -682,9 +682,10 @@ impl<'a> CudaExecutionContext<'a> {
         self.spilled.get(id)?.as_ref().filter(|_| ty.bytes() > room)
     }
 
-    /// Gives tensor `o`, an output of host layer `li` larger than its room
-    /// in this run, a spill buffer of at least `bytes`, unless a layer that
-    /// runs on the GPU reads it (its launches hold the planned address).
+    /// Gives tensor `o`, an output of host layer `li` of type `ty` in this
+    /// run, larger than its room, a spill buffer that holds it, unless a
+    /// layer that runs on the GPU reads it (its launches hold the planned
+    /// address).
     fn spill(&mut self, li: usize, o: TensorId, ty: &TensorType) -> Result<()> {
         let plan = self.engine.engine().plan();
         let reader = plan
