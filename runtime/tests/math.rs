@@ -321,3 +321,42 @@ fn fast_convolutions_are_within_the_reordering_bound() {
         check_product_bound(op, &[Some(&x), Some(&w), Some(&b)], k, scale.as_slice().unwrap(), false);
     }
 }
+
+/// Softmax in the fast mode: outputs the exact mode gives as subnormal
+/// numbers (masked scores, as GPT-2's causal mask makes them) are 0, no
+/// output is subnormal, and every other output is bit-identical (the same
+/// exponential, the same f64 sum up to the dropped terms, which are below
+/// its last bit). Rows along the last axis and along a middle axis.
+#[test]
+fn fast_softmax_flushes_only_what_would_be_subnormal() {
+    use trtc_runtime::ops::reduce::Softmax;
+    let n = 16;
+    let mut xs = values(&[4 * n * 3], 7).as_slice::<f32>().unwrap().to_vec();
+    // Masked entries as exporters write them (the most negative f32 or
+    // -1e9 added), and one entry just above the cut-off.
+    for (i, x) in xs.iter_mut().enumerate() {
+        match i % 5 {
+            0 => *x = f32::MIN,
+            1 => *x -= 1e9,
+            2 if i % 3 == 0 => *x -= 80.0,
+            _ => {}
+        }
+    }
+    for (shape, axis) in [(vec![4, 3, n], 2), (vec![4, n, 3], 1)] {
+        let x = Tensor::from_vec(shape.clone(), xs.clone()).unwrap();
+        let op: Op = Softmax::new(axis).into();
+        let exact = op.eval_owned(&[Some(&x)]).unwrap().remove(0);
+        let fast = math::install(Math::Fast, || op.eval_owned(&[Some(&x)])).unwrap().remove(0);
+        let (e, f) = (exact.as_slice::<f32>().unwrap(), fast.as_slice::<f32>().unwrap());
+        assert!(e.iter().any(|v| v.is_subnormal()), "{shape:?}: the case has no subnormal output to flush");
+        for (i, (&e, &f)) in e.iter().zip(f).enumerate() {
+            assert!(!f.is_subnormal(), "{shape:?} [{i}]: fast output {f:e} is subnormal");
+            if f == 0.0 {
+                assert!(e < 2e-38 * n as f32, "{shape:?} [{i}]: dropped {e:e}");
+            } else {
+                assert_eq!(e.to_bits(), f.to_bits(), "{shape:?} [{i}]: exact {e:e}, fast {f:e}");
+            }
+        }
+        assert!(f.iter().any(|&v| v > 0.0 && v < 1e-30), "{shape:?}: the entry above the cut-off was dropped");
+    }
+}
