@@ -174,6 +174,15 @@ mod x86 {
 
     const ZERO: Line = Line([0.0; 16]);
 
+    /// Products with at most this many rows read B's rows in place where
+    /// the kernel can ([`Kernel::READS_B_ROWS`]) instead of packing B.
+    /// Measured with `examples/gemm_speed.rs` on an AVX-512 Xeon, one thread:
+    /// 32 x 64 x 256 146 -> 188 GF/s, 32 x 768 x 768 125 -> 134, 16 x 768 x
+    /// 768 94 -> 100; but 256 x 64 x 3136 160 -> 150 and 2048 x 512 x 49 137
+    /// -> 131, where the packed panels' aligned contiguous lines win, and a
+    /// wash for 64 to 128 rows (testdata gpt2: 0.135 -> 0.108 ms).
+    const ROWS_OF_B_IN_PLACE: usize = 48;
+
     thread_local! {
         /// Packed blocks of B and of A, kept per thread across calls.
         static PACKED: RefCell<(Vec<Line>, Vec<Line>)> = const { RefCell::new((Vec::new(), Vec::new())) };
@@ -183,6 +192,9 @@ mod x86 {
     pub(super) trait Kernel {
         const MR: usize;
         const NR: usize;
+        /// Whether the kernel can read B's rows in place (masked loads at
+        /// the right edge) instead of a packed panel.
+        const READS_B_ROWS: bool;
         /// Runs `tile` over its first `rows` (1 to MR) rows, reading A from
         /// a packed panel when `packed_a`.
         unsafe fn run(tile: &Tile, rows: usize, packed_a: bool);
@@ -206,6 +218,7 @@ mod x86 {
     impl Kernel for Avx2 {
         const MR: usize = 6;
         const NR: usize = 16;
+        const READS_B_ROWS: bool = false;
         unsafe fn run(tile: &Tile, rows: usize, packed_a: bool) {
             // SAFETY: the caller's contract on the tile; the CPU has AVX2 and FMA.
             unsafe { dispatch!(rows_avx2, tile, rows, packed_a, [1 2 3 4 5 6]) }
@@ -215,6 +228,7 @@ mod x86 {
     impl Kernel for Avx512 {
         const MR: usize = 12;
         const NR: usize = 32;
+        const READS_B_ROWS: bool = true;
         unsafe fn run(tile: &Tile, rows: usize, packed_a: bool) {
             // SAFETY: the caller's contract on the tile; the CPU has AVX-512F.
             unsafe { dispatch!(rows_avx512, tile, rows, packed_a, [1 2 3 4 5 6 7 8 9 10 11 12]) }
@@ -222,11 +236,13 @@ mod x86 {
     }
 
     /// Where the kernel reads B: strided (packed block by block into a
-    /// buffer), or packed ahead of time in a [`super::PackedLayout`] whose
-    /// columns from `j0` on are this product's.
+    /// buffer), in place where its rows are contiguous and the kernel reads
+    /// rows ([`Kernel::READS_B_ROWS`]), or packed ahead of time in a
+    /// [`super::PackedLayout`] whose columns from `j0` on are this product's.
     #[derive(Clone, Copy)]
     pub(super) enum BSource {
         Strided(*const f32),
+        Rows(*const f32),
         Packed { data: *const f32, npad: usize, j0: usize },
     }
 
@@ -247,6 +263,12 @@ mod x86 {
             return;
         }
         let kc = KC.min(args.k);
+        // B read in place where A has few rows: packing B costs a pass over
+        // it for every MR rows of A it is then used for.
+        let b = match b {
+            BSource::Strided(data) if K::READS_B_ROWS && args.csb == 1 && args.m <= ROWS_OF_B_IN_PLACE => BSource::Rows(data),
+            b => b,
+        };
         let b_lines = if matches!(b, BSource::Strided(_)) { NC * kc / 16 } else { 0 };
         let a_lines = if args.csa == 1 { 0 } else { MC * kc / 16 };
         PACKED.with(|cell| match cell.try_borrow_mut() {
@@ -294,14 +316,20 @@ mod x86 {
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
-                let panels: *const f32 = match b {
+                // The block's first panel, the step between panels and the
+                // step between a panel's lines.
+                let (panels, panel_step, line_step): (*const f32, isize, isize) = match b {
                     BSource::Strided(b) => {
                         // SAFETY: the block lies inside B and fits `pb`.
                         unsafe { pack_b(args, b, (pc, kc), (jc, nc), K::NR, pb) };
-                        pb
+                        (pb, (K::NR * kc) as isize, K::NR as isize)
                     }
+                    // SAFETY: element (pc, jc) of B.
+                    BSource::Rows(b) => (unsafe { b.offset(pc as isize * args.rsb + jc as isize) }, K::NR as isize, args.rsb),
                     // SAFETY: panel (j0 + jc) / NR of the packed block pc.
-                    BSource::Packed { data, npad, j0 } => unsafe { data.add(pc * npad + (j0 + jc) * kc) },
+                    BSource::Packed { data, npad, j0 } => {
+                        (unsafe { data.add(pc * npad + (j0 + jc) * kc) }, (K::NR * kc) as isize, K::NR as isize)
+                    }
                 };
                 let factor = if pc == 0 { args.beta } else { 1.0 };
                 for ic in (0..m).step_by(MC) {
@@ -320,7 +348,8 @@ mod x86 {
                                     kc,
                                     a: if packed_a { pa.add(ir * kc) } else { a.offset(i as isize * args.rsa + pc as isize) },
                                     rsa: args.rsa,
-                                    b: panels.add(q * K::NR * kc),
+                                    b: panels.offset(q as isize * panel_step),
+                                    rsb: line_step,
                                     c: c.offset(i as isize * args.rsc + j as isize * args.csc),
                                     rsc: args.rsc,
                                     csc: args.csc,
@@ -413,6 +442,10 @@ mod x86 {
         /// A's row stride when read in place.
         rsa: isize,
         b: *const f32,
+        /// The step between consecutive k of B: a packed panel's width, or
+        /// B's row stride when read in place (then only the tile's `cols`
+        /// columns of each row are read).
+        rsb: isize,
         c: *mut f32,
         rsc: isize,
         csc: isize,
@@ -486,7 +519,7 @@ mod x86 {
                     acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
                     acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
                 }
-                bp = bp.add(Avx2::NR);
+                bp = bp.wrapping_offset(t.rsb);
             }
         }
         if t.cols == Avx2::NR && t.csc == 1 {
@@ -530,25 +563,29 @@ mod x86 {
         // SAFETY: rows of the tile's A.
         let rows: [*const f32; R] = std::array::from_fn(|r| unsafe { t.a_row::<PACKED>(r) });
         let mut bp = t.b;
+        // B's columns past the tile's: zero in a packed panel, not read
+        // (and loaded as zero) in B's rows.
+        let lanes = |h: usize| t.cols.saturating_sub(16 * h).min(16);
+        let masks: [__mmask16; 2] = std::array::from_fn(|h| ((1u32 << lanes(h)) - 1) as __mmask16);
         for p in 0..t.kc {
-            // SAFETY: line p of the panel (64-byte aligned), and column p of
-            // the tile's rows of A.
+            // SAFETY: line p of the panel, or the tile's columns of row p
+            // of B; column p of the tile's rows of A.
             unsafe {
-                let b0 = _mm512_load_ps(bp);
-                let b1 = _mm512_load_ps(bp.add(16));
+                let b0 = _mm512_maskz_loadu_ps(masks[0], bp);
+                // Past the end of B's last row when the mask is empty:
+                // computed without a bound (masked lanes are not read).
+                let b1 = _mm512_maskz_loadu_ps(masks[1], bp.wrapping_add(16));
                 for r in 0..R {
                     let av = _mm512_set1_ps(*rows[r].add(p * step));
                     acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
                     acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
                 }
-                bp = bp.add(Avx512::NR);
+                bp = bp.wrapping_offset(t.rsb);
             }
         }
         if t.csc == 1 {
             // Masked loads and stores cover the right edge.
             let (va, vf) = (_mm512_set1_ps(t.alpha), _mm512_set1_ps(t.factor));
-            let lanes = |h: usize| t.cols.saturating_sub(16 * h).min(16);
-            let masks: [__mmask16; 2] = std::array::from_fn(|h| ((1u32 << lanes(h)) - 1) as __mmask16);
             for (r, acc) in acc.iter().enumerate() {
                 for (h, &v) in acc.iter().enumerate() {
                     if masks[h] == 0 {
