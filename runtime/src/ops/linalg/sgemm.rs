@@ -188,10 +188,12 @@ mod x86 {
     /// the kernel can ([`Kernel::READS_B_ROWS`]) instead of packing B.
     /// Measured with `examples/gemm_speed.rs` on an AVX-512 Xeon, one thread:
     /// 32 x 64 x 256 146 -> 188 GF/s, 32 x 768 x 768 125 -> 134, 16 x 768 x
-    /// 768 94 -> 100; but 256 x 64 x 3136 160 -> 150 and 2048 x 512 x 49 137
-    /// -> 131, where the packed panels' aligned contiguous lines win, and a
-    /// wash for 64 to 128 rows (testdata gpt2: 0.135 -> 0.108 ms).
-    const ROWS_OF_B_IN_PLACE: usize = 48;
+    /// 768 94 -> 100 (testdata gpt2: 0.135 -> 0.108 ms); with the next
+    /// panel prefetched, ResNet-50's 256 -> 64 1x1 layers on 56 x 56 planes
+    /// 1.13-1.49 -> 0.78-0.82 ms in the network. Above it packing wins where
+    /// the caches hold B (256 x 64 x 3136 160 -> 150, 384 x 768 x 768 158 ->
+    /// 135 in place).
+    const ROWS_OF_B_IN_PLACE: usize = 64;
 
     thread_local! {
         /// Packed blocks of B and of A, kept per thread across calls.
@@ -365,6 +367,7 @@ mod x86 {
                                     csc: args.csc,
                                     cols: K::NR.min(n - j),
                                     prefetch_a: q == 0,
+                                    prefetch_b: ir == 0 && matches!(b, BSource::Rows(_)),
                                     alpha: args.alpha,
                                     factor,
                                 }
@@ -464,6 +467,11 @@ mod x86 {
         cols: usize,
         /// Prefetch A ahead ([`PREFETCH_A`]): the block's first panel.
         prefetch_a: bool,
+        /// Prefetch the next panel's part of each row of B read in place:
+        /// the first row tile of a panel (the rows are a page or more
+        /// apart, one stream each, more than the hardware prefetchers
+        /// follow).
+        prefetch_b: bool,
         alpha: f32,
         /// C's scale before the tile is added: beta, then 1.
         factor: f32,
@@ -584,6 +592,11 @@ mod x86 {
             // SAFETY: line p of the panel, or the tile's columns of row p
             // of B; column p of the tile's rows of A.
             unsafe {
+                if t.prefetch_b {
+                    // The next panel's two lines of this row of B.
+                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(Avx512::NR).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(Avx512::NR + 16).cast());
+                }
                 if !PACKED && t.prefetch_a && p % 16 == 0 {
                     for row in &rows {
                         _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(p + PREFETCH_A).cast());
@@ -698,7 +711,9 @@ mod tests {
     #[test]
     fn kernels_are_within_the_rounding_bound_of_f64() {
         let kernels = kernels();
-        for &(m, k, n) in &[(1, 1, 1), (5, 3, 7), (13, 300, 33), (12, 256, 32), (25, 513, 70), (7, 5, 4200), (40, 1, 65)] {
+        for &(m, k, n) in
+            &[(1, 1, 1), (5, 3, 7), (13, 300, 33), (12, 256, 32), (25, 513, 70), (7, 5, 4200), (40, 1, 65), (64, 300, 100)]
+        {
             for (trans_a, trans_b, alpha, beta) in
                 [(false, false, 1.0, 0.0), (true, false, 0.5, 1.0), (false, true, 1.0, 2.0), (true, true, -1.5, 0.0)]
             {
