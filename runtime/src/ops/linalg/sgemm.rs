@@ -179,16 +179,17 @@ mod x86 {
     /// find the block in the L2 cache). Each row's KC-long stretch is 16
     /// lines in its own page, too short for the hardware prefetchers, so a
     /// product whose weights come from memory (ResNet-50's last stage: 9.4
-    /// MB for 49 positions) waited on every line. `examples/gemm_speed.rs`
-    /// with A cold, one thread, AVX-512 Xeon: 512 x 4608 x 49 2.63 -> 2.04-2.12
-    /// ms, 2048 x 512 x 49 1.31 -> 1.05-1.12 ms (48 to 64 ahead best).
+    /// MB for 49 positions) waited on every line. With A cycled through 24
+    /// copies (the loop of `examples/gemm_speed.rs --cold 24`), medians, one
+    /// thread, AVX-512 Xeon: 512 x 4608 x 49 2.61-2.65 -> 2.04-2.12 ms,
+    /// 2048 x 512 x 49 1.31-1.34 -> 1.05-1.12 ms (48 to 64 ahead best).
     const PREFETCH_A: usize = 64;
 
     /// Products with at most this many rows read B's rows in place where
     /// the kernel can ([`Kernel::READS_B_ROWS`]) instead of packing B.
     /// Measured with `examples/gemm_speed.rs` on an AVX-512 Xeon, one thread:
-    /// 32 x 64 x 256 146 -> 188 GF/s, 32 x 768 x 768 125 -> 134, 16 x 768 x
-    /// 768 94 -> 100 (testdata gpt2: 0.135 -> 0.108 ms); with the next
+    /// 32 x 64 x 256 142 -> 188 GF/s, 32 x 768 x 768 125 -> 134 (testdata
+    /// gpt2: 0.135 -> 0.108 ms); with the next
     /// panel prefetched, ResNet-50's 256 -> 64 1x1 layers on 56 x 56 planes
     /// 1.13-1.49 -> 0.78-0.82 ms in the network. Above it packing wins where
     /// the caches hold B (256 x 64 x 3136 160 -> 150, 384 x 768 x 768 158 ->
@@ -344,6 +345,7 @@ mod x86 {
                     }
                 };
                 let factor = if pc == 0 { args.beta } else { 1.0 };
+                let b_in_place = matches!(b, BSource::Rows(_));
                 for ic in (0..m).step_by(MC) {
                     let mc = MC.min(m - ic);
                     if packed_a {
@@ -367,7 +369,7 @@ mod x86 {
                                     csc: args.csc,
                                     cols: K::NR.min(n - j),
                                     prefetch_a: q == 0,
-                                    prefetch_b: ir == 0 && matches!(b, BSource::Rows(_)),
+                                    prefetch_b: ir == 0 && b_in_place,
                                     alpha: args.alpha,
                                     factor,
                                 }
