@@ -22,6 +22,7 @@
 use crate::error::{Error, Result};
 use crate::kernels::KernelTable;
 use crate::plan::{Plan, TensorId};
+use crate::prepack::PackedWeights;
 use crate::profile::Profile;
 use crate::tensor::{AlignedBytes, TensorType};
 use serde::{Deserialize, Serialize};
@@ -130,6 +131,9 @@ pub struct Engine {
     profiles: Vec<Profile>,
     inputs: Vec<BindingInfo>,
     outputs: Vec<BindingInfo>,
+    /// The CPU executor's packed copies of constants (`crate::prepack`),
+    /// made on first use.
+    packed: PackedWeights,
 }
 
 fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -235,7 +239,7 @@ impl Engine {
         let binding = |id: TensorId, name: &str| BindingInfo { name: name.to_string(), ty: plan.tensors[id].ty.clone() };
         let inputs = plan.inputs.iter().map(|&i| binding(i, &plan.tensors[i].name)).collect();
         let outputs = plan.outputs.iter().map(|(n, i)| binding(*i, n)).collect();
-        Ok(Engine { header, format_version, plan, weights, kernels, profiles, inputs, outputs })
+        Ok(Engine { header, format_version, plan, weights, kernels, profiles, inputs, outputs, packed: PackedWeights::new() })
     }
 
     /// Serializes a plan and its weights (and, for a GPU target, its kernel
@@ -331,6 +335,12 @@ impl Engine {
 
     pub fn weights(&self) -> &[u8] {
         self.weights.as_slice()
+    }
+
+    /// The packed copies of the weights that the CPU executor's fast mode
+    /// made so far (see `crate::prepack`).
+    pub fn packed_weights(&self) -> &PackedWeights {
+        &self.packed
     }
 
     /// The cubins and per-layer launches of an engine built for a GPU.

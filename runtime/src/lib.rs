@@ -24,6 +24,7 @@ pub mod file;
 pub mod error;
 pub mod parallel;
 pub mod math;
+pub mod prepack;
 pub mod tensor;
 pub mod ops;
 pub mod memory;

@@ -154,102 +154,110 @@ impl<'e> ExecutionContext<'e> {
         }
         let math = self.math;
         let mut written: Vec<(*mut u8, usize)> = Vec::with_capacity(4);
+        let engine = self.engine;
         self.threads.install(|| -> Result<()> {
-            crate::math::install(math, || -> Result<()> {
-                for layer in &plan.layers {
-                    if data_sized {
-                        crate::profile::infer_layer_types(layer, types.to_mut())?;
-                        for &id in &layer.outputs {
-                            memory.make_room(plan, id, &types[id])?;
+            // The engine's constants may be read packed (`crate::prepack`).
+            crate::prepack::with_weights(engine.packed_weights(), engine.weights(), || {
+                crate::math::install(math, || -> Result<()> {
+                    for layer in &plan.layers {
+                        if data_sized {
+                            crate::profile::infer_layer_types(layer, types.to_mut())?;
+                            for &id in &layer.outputs {
+                                memory.make_room(plan, id, &types[id])?;
+                            }
                         }
-                    }
-                    let op = layer.op.as_impl();
-                    let failed = |e: Error| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name()));
-                    // Where each output goes (one buffer for the run: no
-                    // allocation per layer).
-                    written.clear();
-                    written.extend(layer.outputs.iter().map(|&id| memory.room(plan, id, ty_of(plan, &types, id))));
-                    let sized = {
-                        let tys: &[TensorType] = &types;
-                        let ins: Vec<Option<TensorView>> = layer
-                            .inputs
-                            .iter()
-                            .map(|i| {
-                                i.map(|id| {
-                                    let ty = ty_of(plan, tys, id);
-                                    tensor_view(ty, memory.read(plan, id, ty))
+                        let op = layer.op.as_impl();
+                        let failed = |e: Error| Error::op(format!("layer {} ({}): {e}", layer.name, layer.op.name()));
+                        // Where each output goes (one buffer for the run: no
+                        // allocation per layer).
+                        written.clear();
+                        written.extend(layer.outputs.iter().map(|&id| memory.room(plan, id, ty_of(plan, &types, id))));
+                        let sized = {
+                            let tys: &[TensorType] = &types;
+                            let ins: Vec<Option<TensorView>> = layer
+                                .inputs
+                                .iter()
+                                .map(|i| {
+                                    i.map(|id| {
+                                        let ty = ty_of(plan, tys, id);
+                                        tensor_view(ty, memory.read(plan, id, ty))
+                                    })
                                 })
+                                .collect();
+                            match op.eval_unbounded(&ins) {
+                                Some(outputs) => Sized::Owned(outputs.map_err(failed)?),
+                                None => {
+                                    // SAFETY: `Memory::room` gave each output its
+                                    // planned arena range (`Plan::validate`
+                                    // checked those lie in the arena and that
+                                    // tensors live at the same step never
+                                    // overlap; a layer's inputs and outputs are
+                                    // all live at its step) or a heap buffer of
+                                    // its own, of at least the output's bytes.
+                                    let mut outs: Vec<TensorViewMut> = layer
+                                        .outputs
+                                        .iter()
+                                        .zip(&written)
+                                        .map(|(&id, &(ptr, len))| {
+                                            let ty = ty_of(plan, tys, id);
+                                            debug_assert!(ty.bytes() <= len);
+                                            let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, ty.bytes()) };
+                                            TensorViewMut { dtype: ty.dtype, shape: &ty.shape, bytes }
+                                        })
+                                        .collect();
+                                    if !op.data_dependent() {
+                                        op.eval(&ins, &mut outs).map_err(failed)?;
+                                        let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
+                                        observe(layer, &views);
+                                        continue;
+                                    }
+                                    Sized::Shapes(op.eval_sized(&ins, &mut outs).map_err(failed)?)
+                                }
+                            }
+                        };
+                        // The outputs' actual types; every later layer's types
+                        // are inferred again from them.
+                        if types.is_empty() {
+                            types = Cow::Owned(plan.tensors.iter().map(|t| t.ty.clone()).collect());
+                        }
+                        match sized {
+                            Sized::Shapes(shapes) => {
+                                for ((&id, shape), &(_, room)) in layer.outputs.iter().zip(shapes).zip(&written) {
+                                    let actual = TensorType::new(types[id].dtype, shape);
+                                    if actual.checked_bytes().is_none_or(|n| n > room) {
+                                        return Err(failed(Error::op(format!("output {actual} is larger than its room"))));
+                                    }
+                                    types.to_mut()[id] = actual;
+                                }
+                            }
+                            Sized::Owned(outputs) => {
+                                if outputs.len() != layer.outputs.len() {
+                                    return Err(failed(Error::op(format!(
+                                        "{} outputs for {}",
+                                        outputs.len(),
+                                        layer.outputs.len()
+                                    ))));
+                                }
+                                for (&id, t) in layer.outputs.iter().zip(outputs) {
+                                    types.to_mut()[id] = t.ty().clone();
+                                    memory.keep(plan, id, t);
+                                }
+                            }
+                        }
+                        data_sized = true;
+                        let tys: &[TensorType] = &types;
+                        let views: Vec<TensorView> = layer
+                            .outputs
+                            .iter()
+                            .map(|&id| {
+                                let ty = ty_of(plan, tys, id);
+                                tensor_view(ty, memory.read(plan, id, ty))
                             })
                             .collect();
-                        match op.eval_unbounded(&ins) {
-                            Some(outputs) => Sized::Owned(outputs.map_err(failed)?),
-                            None => {
-                                // SAFETY: `Memory::room` gave each output its
-                                // planned arena range (`Plan::validate`
-                                // checked those lie in the arena and that
-                                // tensors live at the same step never
-                                // overlap; a layer's inputs and outputs are
-                                // all live at its step) or a heap buffer of
-                                // its own, of at least the output's bytes.
-                                let mut outs: Vec<TensorViewMut> = layer
-                                    .outputs
-                                    .iter()
-                                    .zip(&written)
-                                    .map(|(&id, &(ptr, len))| {
-                                        let ty = ty_of(plan, tys, id);
-                                        debug_assert!(ty.bytes() <= len);
-                                        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, ty.bytes()) };
-                                        TensorViewMut { dtype: ty.dtype, shape: &ty.shape, bytes }
-                                    })
-                                    .collect();
-                                if !op.data_dependent() {
-                                    op.eval(&ins, &mut outs).map_err(failed)?;
-                                    let views: Vec<TensorView> = outs.iter().map(|o| o.as_view()).collect();
-                                    observe(layer, &views);
-                                    continue;
-                                }
-                                Sized::Shapes(op.eval_sized(&ins, &mut outs).map_err(failed)?)
-                            }
-                        }
-                    };
-                    // The outputs' actual types; every later layer's types
-                    // are inferred again from them.
-                    if types.is_empty() {
-                        types = Cow::Owned(plan.tensors.iter().map(|t| t.ty.clone()).collect());
+                        observe(layer, &views);
                     }
-                    match sized {
-                        Sized::Shapes(shapes) => {
-                            for ((&id, shape), &(_, room)) in layer.outputs.iter().zip(shapes).zip(&written) {
-                                let actual = TensorType::new(types[id].dtype, shape);
-                                if actual.checked_bytes().is_none_or(|n| n > room) {
-                                    return Err(failed(Error::op(format!("output {actual} is larger than its room"))));
-                                }
-                                types.to_mut()[id] = actual;
-                            }
-                        }
-                        Sized::Owned(outputs) => {
-                            if outputs.len() != layer.outputs.len() {
-                                return Err(failed(Error::op(format!("{} outputs for {}", outputs.len(), layer.outputs.len()))));
-                            }
-                            for (&id, t) in layer.outputs.iter().zip(outputs) {
-                                types.to_mut()[id] = t.ty().clone();
-                                memory.keep(plan, id, t);
-                            }
-                        }
-                    }
-                    data_sized = true;
-                    let tys: &[TensorType] = &types;
-                    let views: Vec<TensorView> = layer
-                        .outputs
-                        .iter()
-                        .map(|&id| {
-                            let ty = ty_of(plan, tys, id);
-                            tensor_view(ty, memory.read(plan, id, ty))
-                        })
-                        .collect();
-                    observe(layer, &views);
-                }
-                Ok(())
+                    Ok(())
+                })
             })
         })?;
         let tys: &[TensorType] = &types;

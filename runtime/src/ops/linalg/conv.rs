@@ -130,6 +130,7 @@ impl Conv {
                     && !super::conv_dots::conv_dots(&g, x, w, b, y, finish)
                     && !super::conv_direct::conv_direct(&g, x, w, b, y, finish)
                     && !super::conv_packed::conv_packed(&g, x, w, b, y, finish)
+                    && !super::conv_packed::conv_pointwise(&g, x, w, b, y, finish)
                 {
                     conv_then::<f32>(&g, x, w, b, y, finish)
                 }

@@ -12,7 +12,7 @@
 //! whose bookkeeping dominated small convolutions.
 
 use super::conv_geometry::{init_with_bias, ConvGeometry, Finish, MAX_IM2COL};
-use super::gemm_kernel::{gemm_f32_packed, gemm_f32_packed_here, packed_layout, Shared};
+use super::gemm_kernel::{gemm_f32_packed, gemm_f32_packed_here, gemm_f32_with, packed_layout, PackedWeightsA, Shared};
 use super::num::with_scratch;
 use super::sgemm::{with_packed_buffer, PackedLayout};
 use super::window::unflatten;
@@ -62,6 +62,8 @@ pub(super) fn conv_packed(
     }
     let mut args = GemmArgs::row_major(mg, kdim, g.out_size);
     args.beta = if bias.is_some() { 1.0 } else { 0.0 };
+    // Constant weights are read from their packed copy.
+    let packed_w = PackedWeightsA::of(w, g.group, mg, kdim);
     with_scratch::<f32, _>(padded_len, |scratch| {
         for n in 0..g.n {
             for grp in 0..g.group {
@@ -85,11 +87,12 @@ pub(super) fn conv_packed(
                 let y_g = &mut y[offset..][..mg * g.out_size];
                 let bias_g = bias.map(|b| &b[grp * mg..][..mg]);
                 let w_g = &w[grp * mg * kdim..][..mg * kdim];
+                let packed_w_g = packed_w.as_ref().map(|p| p.group(grp));
                 if !by_blocks {
                     init_with_bias(y_g, bias_g, g.out_size);
                     with_packed_buffer(whole.len(), |packed| {
                         fill_packed(&whole, &padded, 0, planes, packed, true);
-                        gemm_f32_packed(&args, w_g, packed, &whole, y_g);
+                        gemm_f32_packed(&args, w_g, packed_w_g, packed, &whole, y_g);
                     });
                     crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| {
                         finish(offset + start, run)
@@ -113,7 +116,7 @@ pub(super) fn conv_packed(
                             fill_packed(&layout, &padded, j0, planes, packed, false);
                             let block = GemmArgs { n: cols, ..args };
                             // SAFETY: as above.
-                            unsafe { gemm_f32_packed_here(&block, w_g, packed, &layout, c.at(j0 as isize)) };
+                            unsafe { gemm_f32_packed_here(&block, w_g, packed_w_g, packed, &layout, c.at(j0 as isize)) };
                         });
                         (0..mg).for_each(|i| finish(offset + i * g.out_size + j0, row(i)));
                     }
@@ -121,6 +124,43 @@ pub(super) fn conv_packed(
             }
         }
     });
+    true
+}
+
+/// Runs a pointwise convolution (1x1, unit strides, no padding: the input
+/// planes are the product's B as they are) whose weights are engine
+/// constants with their packed copy (`crate::prepack`) and returns true,
+/// or returns false, doing nothing, where that does not apply. The
+/// generic im2col path multiplies the same way with the weights read in
+/// place: the results are bit-identical.
+pub(super) fn conv_pointwise(
+    g: &ConvGeometry,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    finish: Finish<'_, f32>,
+) -> bool {
+    if !g.is_pointwise() || g.is_depthwise() || g.n == 0 || g.m == 0 || g.out_size == 0 {
+        return false;
+    }
+    let (cg, mg) = (g.c / g.group, g.m / g.group);
+    let Some(packed_w) = PackedWeightsA::of(w, g.group, mg, cg) else { return false };
+    let mut args = GemmArgs::row_major(mg, cg, g.out_size);
+    args.beta = if bias.is_some() { 1.0 } else { 0.0 };
+    for n in 0..g.n {
+        for grp in 0..g.group {
+            let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
+            let w_g = &w[grp * mg * cg..][..mg * cg];
+            let offset = (n * g.m + grp * mg) * g.out_size;
+            let y_g = &mut y[offset..][..mg * g.out_size];
+            if let Some(b) = bias {
+                init_with_bias(y_g, Some(&b[grp * mg..][..mg]), g.out_size);
+            }
+            gemm_f32_with(&args, w_g, Some(packed_w.group(grp)), x_g, y_g);
+            crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| finish(offset + start, run));
+        }
+    }
     true
 }
 

@@ -5,7 +5,7 @@
 //! rows or columns through the vector-matrix loops below.
 
 pub use super::gemm_args::GemmArgs;
-use super::sgemm::{self, PackedLayout};
+use super::sgemm::{self, ASource, PackedLayout, PanelsA};
 use std::ops::Range;
 
 /// Elements a strided `rows × cols` operand spans.
@@ -32,8 +32,73 @@ fn check(args: &GemmArgs, a_len: usize, b_len: usize, c_len: usize) -> bool {
 /// reading out of bounds. Large products are split over the current
 /// context's threads (see [`split`]).
 pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
+    gemm_f32_with(args, a, None, b, c)
+}
+
+/// A's elements packed ahead in the fast mode's kernel layout (a layer's
+/// constant weights, packed once per engine: `crate::prepack`).
+#[derive(Clone, Copy)]
+pub(crate) struct PackedA<'a> {
+    pub layout: PanelsA,
+    pub data: &'a [f32],
+}
+
+impl PackedA<'_> {
+    /// Checks that these are `args`' A (sizes; the caller vouches for the
+    /// values).
+    fn check(&self, args: &GemmArgs) {
+        assert!(self.layout.m == args.m && self.layout.k == args.k, "gemm: packed A does not match");
+        assert!(self.data.len() >= self.layout.len(), "gemm: packed A too small");
+    }
+
+    /// The kernel's A for the product's rows from `row`.
+    fn source(&self, row: usize) -> ASource {
+        ASource::Panels { data: self.data.as_ptr(), mpad: self.layout.mpad, row0: row }
+    }
+}
+
+/// A matrix of `groups` row blocks of `m × k` (a convolution's weights,
+/// one block per group) packed for the fast mode's kernel, once per
+/// engine (`crate::prepack`).
+pub(crate) struct PackedWeightsA {
+    copy: std::sync::Arc<crate::prepack::Packed>,
+    layout: PanelsA,
+}
+
+impl PackedWeightsA {
+    /// The packed copy of `w` (row-major, `groups · m` rows of `k`) when
+    /// it is an engine constant, the fast mode is on and the CPU has the
+    /// packed kernel; else `None`.
+    pub fn of(w: &[f32], groups: usize, m: usize, k: usize) -> Option<PackedWeightsA> {
+        if crate::math::mode() != crate::math::Math::Fast || w.len() != groups * m * k {
+            return None;
+        }
+        let layout = PanelsA::new(m, k)?;
+        let len = layout.len().checked_mul(groups)?;
+        let kind = crate::prepack::Layout { kind: "gemm A panels", dims: [groups, m, k, layout.mr] };
+        let copy = crate::prepack::packed(w, kind, len, |out| {
+            for (g, out) in out.chunks_exact_mut(layout.len().max(1)).enumerate() {
+                layout.pack(&w[g * m * k..][..m * k], k, out);
+            }
+        })?;
+        Some(PackedWeightsA { copy, layout })
+    }
+
+    /// Group `g`'s block.
+    pub fn group(&self, g: usize) -> PackedA<'_> {
+        PackedA { layout: self.layout, data: &self.copy.as_slice()[g * self.layout.len()..][..self.layout.len()] }
+    }
+}
+
+/// [`gemm_f32`], where the fast mode's packed kernel reads A from `packed`
+/// when given (the same values as `a`, whose layout only changes where
+/// the kernel reads them: the results are bit-identical).
+pub(crate) fn gemm_f32_with(args: &GemmArgs, a: &[f32], packed: Option<PackedA<'_>>, b: &[f32], c: &mut [f32]) {
     if !check(args, a.len(), b.len(), c.len()) {
         return;
+    }
+    if let Some(p) = &packed {
+        p.check(args);
     }
     if crate::math::mode() == crate::math::Math::Fast {
         use crate::math::FAST_GEMV_ROWS;
@@ -45,8 +110,13 @@ pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
             return;
         }
         if let Some(tile) = sgemm::tile() {
-            // SAFETY: as below.
-            split(args, a, b, c, tile, |args, a, b, c| unsafe { sgemm::sgemm(args, a, b, c) });
+            let (a, b, c) = (Shared(a.as_ptr().cast_mut()), Shared(b.as_ptr().cast_mut()), Shared(c.as_mut_ptr()));
+            split_blocks(args, tile, |block, i, j| {
+                let (ii, jj) = (i as isize, j as isize);
+                let a = packed.map_or(ASource::Strided(a.at(ii * args.rsa)), |p| p.source(i));
+                // SAFETY: as below; packed A checked above.
+                unsafe { sgemm::sgemm(block, a, b.at(jj * args.csb), c.at(ii * args.rsc + jj * args.csc)) }
+            });
             return;
         }
     }
@@ -425,8 +495,18 @@ fn split_blocks(args: &GemmArgs, (row_align, col_align): (usize, usize), run: im
 /// kernel's layout (a convolution's im2col written there directly, saving
 /// the copy [`gemm_f32`] would make). Only for a CPU where
 /// [`packed_layout`] is `Some`; `args.rsb`/`csb` are ignored.
-pub(crate) fn gemm_f32_packed(args: &GemmArgs, a: &[f32], b: &[f32], layout: &PackedLayout, c: &mut [f32]) {
+pub(crate) fn gemm_f32_packed(
+    args: &GemmArgs,
+    a: &[f32],
+    packed_a: Option<PackedA<'_>>,
+    b: &[f32],
+    layout: &PackedLayout,
+    c: &mut [f32],
+) {
     assert!(a.len() >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
+    if let Some(p) = &packed_a {
+        p.check(args);
+    }
     assert!(c.len() >= span(args.m, args.n, args.rsc, args.csc), "gemm: C too small");
     assert!(layout.k == args.k && layout.n == args.n && b.len() >= layout.len(), "gemm: packed B does not match");
     let Some(tile) = sgemm::tile() else { panic!("gemm: no packed kernel on this CPU") };
@@ -438,7 +518,8 @@ pub(crate) fn gemm_f32_packed(args: &GemmArgs, a: &[f32], b: &[f32], layout: &Pa
         let (ii, jj) = (i as isize, j as isize);
         // SAFETY: the asserts above cover every element the blocks address;
         // blocks of C are disjoint and start on whole tiles (j a multiple of NR).
-        unsafe { sgemm::sgemm_prepacked(block, a.at(ii * args.rsa), b.at(0), layout, j, c.at(ii * args.rsc + jj * args.csc)) }
+        let a = packed_a.map_or(ASource::Strided(a.at(ii * args.rsa)), |p| p.source(i));
+        unsafe { sgemm::sgemm_prepacked(block, a, b.at(0), layout, j, c.at(ii * args.rsc + jj * args.csc)) }
     });
 }
 
@@ -448,13 +529,24 @@ pub(crate) fn gemm_f32_packed(args: &GemmArgs, a: &[f32], b: &[f32], layout: &Pa
 /// # Safety
 /// C's elements (as `args` addresses them from `c`) are inside one
 /// allocation and written by no one else meanwhile.
-pub(crate) unsafe fn gemm_f32_packed_here(args: &GemmArgs, a: &[f32], b: &[f32], layout: &PackedLayout, c: *mut f32) {
+pub(crate) unsafe fn gemm_f32_packed_here(
+    args: &GemmArgs,
+    a: &[f32],
+    packed_a: Option<PackedA<'_>>,
+    b: &[f32],
+    layout: &PackedLayout,
+    c: *mut f32,
+) {
     assert!(a.len() >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
+    if let Some(p) = &packed_a {
+        p.check(args);
+    }
     assert!(layout.k == args.k && layout.n == args.n && b.len() >= layout.len(), "gemm: packed B does not match");
     assert!(sgemm::tile().is_some(), "gemm: no packed kernel on this CPU");
     if args.m != 0 && args.n != 0 {
         // SAFETY: A and B checked above, C by the caller.
-        unsafe { sgemm::sgemm_prepacked(args, a.as_ptr(), b.as_ptr(), layout, 0, c) }
+        let a = packed_a.map_or(ASource::Strided(a.as_ptr()), |p| p.source(0));
+        unsafe { sgemm::sgemm_prepacked(args, a, b.as_ptr(), layout, 0, c) }
     }
 }
 

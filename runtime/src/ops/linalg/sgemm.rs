@@ -5,7 +5,9 @@
 //! C (m×n) is computed in blocks: NC columns of B at a time, KC of the k
 //! dimension at a time (that KC×NC block of B packed into panels of NR
 //! columns, each 64-byte aligned), and MC rows of A at a time (read in place
-//! when A's rows are contiguous, else packed into panels of MR rows). The
+//! when A's rows are contiguous, else packed into panels of MR rows; a
+//! layer's constant weights come packed ahead, once per engine:
+//! [`PanelsA`], `crate::prepack`). The
 //! micro-kernel keeps an MR×NR tile of C in registers (24 with AVX-512, 12
 //! with AVX2) for a whole KC block: per k step two loads of B, MR
 //! broadcasts of A and 2·MR fused multiply-adds, so almost every issued
@@ -81,6 +83,67 @@ impl PackedLayout {
     }
 }
 
+/// Where element (i, p) of an m×k matrix A lies when packed ahead of the
+/// multiply (a layer's constant weights, packed once per engine: see
+/// `crate::prepack`): for each block of KC columns (the last may be
+/// shorter) its panels of `mr` rows, each `kc × mr` floats column by
+/// column. The kernel then reads A as one stream in the order it uses it,
+/// instead of `mr` rows a page apart (each a stream of its own, more than
+/// the hardware prefetchers follow). Rows m..mpad are zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PanelsA {
+    pub m: usize,
+    pub k: usize,
+    pub mr: usize,
+    /// m rounded up to whole panels.
+    pub mpad: usize,
+}
+
+impl PanelsA {
+    /// The layout [`tile`]'s kernel reads, or `None` on a CPU without one.
+    pub fn new(m: usize, k: usize) -> Option<PanelsA> {
+        tile().map(|(mr, _)| PanelsA { m, k, mr, mpad: m.div_ceil(mr) * mr })
+    }
+
+    /// Floats the packed matrix takes.
+    pub fn len(&self) -> usize {
+        self.mpad * self.k
+    }
+
+    /// The index of element (i, p).
+    #[inline]
+    pub fn index(&self, i: usize, p: usize) -> usize {
+        let pc = p / KC * KC;
+        let kc = KC.min(self.k - pc);
+        let r = i % self.mr;
+        pc * self.mpad + (i - r) * kc + (p - pc) * self.mr + r
+    }
+
+    /// Packs A (row-major with row stride `rsa`) into `out`, `len()`
+    /// floats.
+    pub fn pack(&self, a: &[f32], rsa: usize, out: &mut [f32]) {
+        assert!(out.len() == self.len(), "packed A has the wrong size");
+        assert!(self.m == 0 || self.k == 0 || a.len() >= (self.m - 1) * rsa + self.k, "A too small to pack");
+        out.fill(0.0);
+        for i in 0..self.m {
+            for (p, &v) in a[i * rsa..][..self.k].iter().enumerate() {
+                out[self.index(i, p)] = v;
+            }
+        }
+    }
+}
+
+/// Where the kernel reads A.
+#[derive(Clone, Copy)]
+pub(crate) enum ASource {
+    /// In place with `GemmArgs`' strides (packed block by block into a
+    /// buffer when its columns are strided).
+    Strided(*const f32),
+    /// Packed ahead in a [`PanelsA`] layout of `mpad` rows, of which the
+    /// product's are those from `row0` on (a multiple of the panel height).
+    Panels { data: *const f32, mpad: usize, row0: usize },
+}
+
 /// Sixteen floats on one cache line: the unit packed buffers are allocated
 /// in, so that every packed panel starts on a line.
 #[repr(C, align(64))]
@@ -115,9 +178,10 @@ pub(crate) fn with_packed_buffer<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R)
 /// 0), with the kernel of [`tile`]. Only called when that is `Some`.
 ///
 /// # Safety
-/// The pointers address every element `args`' sizes and strides reach;
-/// C overlaps neither A nor B, and its strides are injective.
-pub(super) unsafe fn sgemm(args: &GemmArgs, a: *const f32, b: *const f32, c: *mut f32) {
+/// The pointers address every element `args`' sizes and strides reach
+/// (packed A: its layout's rows `row0..row0 + m`); C overlaps neither A
+/// nor B, and its strides are injective.
+pub(super) unsafe fn sgemm(args: &GemmArgs, a: ASource, b: *const f32, c: *mut f32) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract, and `tile` checked the CPU.
     unsafe {
@@ -140,14 +204,7 @@ pub(super) unsafe fn sgemm(args: &GemmArgs, a: *const f32, b: *const f32, c: *mu
 ///
 /// # Safety
 /// As [`sgemm`]; `b` holds `layout.len()` floats.
-pub(super) unsafe fn sgemm_prepacked(
-    args: &GemmArgs,
-    a: *const f32,
-    b: *const f32,
-    layout: &PackedLayout,
-    j0: usize,
-    c: *mut f32,
-) {
+pub(super) unsafe fn sgemm_prepacked(args: &GemmArgs, a: ASource, b: *const f32, layout: &PackedLayout, j0: usize, c: *mut f32) {
     debug_assert!(j0.is_multiple_of(layout.nr) && j0 + args.n <= layout.n && args.k == layout.k);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract, and `tile` checked the CPU.
@@ -168,7 +225,7 @@ pub(super) unsafe fn sgemm_prepacked(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{GemmArgs, Line, KC, MC, NC};
+    use super::{ASource, GemmArgs, Line, KC, MC, NC};
     use std::arch::x86_64::*;
     use std::cell::RefCell;
 
@@ -183,6 +240,8 @@ mod x86 {
     /// copies (the loop of `examples/gemm_speed.rs --cold 24`), medians, one
     /// thread, AVX-512 Xeon: 512 x 4608 x 49 2.61-2.65 -> 2.04-2.12 ms,
     /// 2048 x 512 x 49 1.31-1.34 -> 1.05-1.12 ms (48 to 64 ahead best).
+    /// A packed ahead ([`super::PanelsA`]) is one stream per panel, which
+    /// the kernel prefetches as far ahead.
     const PREFETCH_A: usize = 64;
 
     /// Products with at most this many rows read B's rows in place where
@@ -260,13 +319,13 @@ mod x86 {
     }
 
     /// See [`super::sgemm`].
-    pub(super) unsafe fn sgemm<K: Kernel>(args: &GemmArgs, a: *const f32, b: *const f32, c: *mut f32) {
+    pub(super) unsafe fn sgemm<K: Kernel>(args: &GemmArgs, a: ASource, b: *const f32, c: *mut f32) {
         // SAFETY: the caller's contract.
         unsafe { sgemm_from::<K>(args, a, BSource::Strided(b), c) }
     }
 
     /// [`sgemm`] from either source of B.
-    pub(super) unsafe fn sgemm_from<K: Kernel>(args: &GemmArgs, a: *const f32, b: BSource, c: *mut f32) {
+    pub(super) unsafe fn sgemm_from<K: Kernel>(args: &GemmArgs, a: ASource, b: BSource, c: *mut f32) {
         if args.m == 0 || args.n == 0 {
             return;
         }
@@ -283,7 +342,7 @@ mod x86 {
             b => b,
         };
         let b_lines = if matches!(b, BSource::Strided(_)) { NC * kc / 16 } else { 0 };
-        let a_lines = if args.csa == 1 { 0 } else { MC * kc / 16 };
+        let a_lines = if matches!(a, ASource::Strided(_)) && args.csa != 1 { MC * kc / 16 } else { 0 };
         PACKED.with(|cell| match cell.try_borrow_mut() {
             Ok(mut bufs) => {
                 let (pb, pa) = &mut *bufs;
@@ -322,9 +381,11 @@ mod x86 {
     /// packed panel of B against every row tile of the block in turn. `pb`
     /// holds NC·KC floats, `pa` MC·KC (when A is packed).
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn blocks<K: Kernel>(args: &GemmArgs, a: *const f32, b: BSource, c: *mut f32, pb: *mut f32, pa: *mut f32) {
+    unsafe fn blocks<K: Kernel>(args: &GemmArgs, a: ASource, b: BSource, c: *mut f32, pb: *mut f32, pa: *mut f32) {
         let (m, k, n) = (args.m, args.k, args.n);
-        let packed_a = args.csa != 1;
+        // A packed block by block into `pa`.
+        let pack_per_block = matches!(a, ASource::Strided(_)) && args.csa != 1;
+        let packed_a = !matches!(a, ASource::Strided(_)) || pack_per_block;
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(KC) {
@@ -348,7 +409,7 @@ mod x86 {
                 let b_in_place = matches!(b, BSource::Rows(_));
                 for ic in (0..m).step_by(MC) {
                     let mc = MC.min(m - ic);
-                    if packed_a {
+                    if let (ASource::Strided(a), true) = (a, pack_per_block) {
                         // SAFETY: the block lies inside A and fits `pa`.
                         unsafe { pack_a(args, a, (ic, mc), (pc, kc), K::MR, pa) };
                     }
@@ -360,7 +421,11 @@ mod x86 {
                             let tile = unsafe {
                                 Tile {
                                     kc,
-                                    a: if packed_a { pa.add(ir * kc) } else { a.offset(i as isize * args.rsa + pc as isize) },
+                                    a: match a {
+                                        ASource::Panels { data, mpad, row0 } => data.add(pc * mpad + (row0 + i) * kc),
+                                        ASource::Strided(_) if pack_per_block => pa.add(ir * kc),
+                                        ASource::Strided(a) => a.offset(i as isize * args.rsa + pc as isize),
+                                    },
                                     rsa: args.rsa,
                                     b: panels.offset(q as isize * panel_step),
                                     rsb: line_step,
@@ -581,39 +646,22 @@ mod x86 {
     /// The 12×32 micro-kernel for `R` rows.
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn rows_avx512<const R: usize, const PACKED: bool>(t: &Tile) {
-        let step = if PACKED { Avx512::MR } else { 1 };
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
         // SAFETY: rows of the tile's A.
         let rows: [*const f32; R] = std::array::from_fn(|r| unsafe { t.a_row::<PACKED>(r) });
-        let mut bp = t.b;
         // B's columns past the tile's: zero in a packed panel, not read
         // (and loaded as zero) in B's rows.
         let lanes = |h: usize| t.cols.saturating_sub(16 * h).min(16);
         let masks: [__mmask16; 2] = std::array::from_fn(|h| ((1u32 << lanes(h)) - 1) as __mmask16);
-        for p in 0..t.kc {
-            // SAFETY: line p of the panel, or the tile's columns of row p
-            // of B; column p of the tile's rows of A.
-            unsafe {
-                if t.prefetch_b {
-                    // The next panel's two lines of this row of B.
-                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(Avx512::NR).cast());
-                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(Avx512::NR + 16).cast());
-                }
-                if !PACKED && t.prefetch_a && p % 16 == 0 {
-                    for row in &rows {
-                        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(p + PREFETCH_A).cast());
-                    }
-                }
-                let b0 = _mm512_maskz_loadu_ps(masks[0], bp);
-                // Past the end of B's last row when the mask is empty:
-                // computed without a bound (masked lanes are not read).
-                let b1 = _mm512_maskz_loadu_ps(masks[1], bp.wrapping_add(16));
-                for r in 0..R {
-                    let av = _mm512_set1_ps(*rows[r].add(p * step));
-                    acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-                    acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-                }
-                bp = bp.wrapping_offset(t.rsb);
+        // The prefetches are decided once per tile, so that the loop over k
+        // has no test in it.
+        // SAFETY: the caller's contract on the tile.
+        unsafe {
+            match (t.prefetch_a, t.prefetch_b) {
+                (false, false) => k_steps_avx512::<R, PACKED, false, false>(t, &rows, masks, &mut acc),
+                (true, false) => k_steps_avx512::<R, PACKED, true, false>(t, &rows, masks, &mut acc),
+                (false, true) => k_steps_avx512::<R, PACKED, false, true>(t, &rows, masks, &mut acc),
+                (true, true) => k_steps_avx512::<R, PACKED, true, true>(t, &rows, masks, &mut acc),
             }
         }
         if t.csc == 1 {
@@ -652,6 +700,59 @@ mod x86 {
             unsafe { t.store_scalar(&tmp) };
         }
     }
+
+    /// The k loop of [`rows_avx512`]: `acc += A[rows, k] · B[k, tile]` over
+    /// the tile's k, prefetching A ahead (`PF_A`) and the next panel of B
+    /// read in place (`PF_B`).
+    #[inline(always)]
+    unsafe fn k_steps_avx512<const R: usize, const PACKED: bool, const PF_A: bool, const PF_B: bool>(
+        t: &Tile,
+        rows: &[*const f32; R],
+        masks: [__mmask16; 2],
+        acc: &mut [[__m512; 2]; R],
+    ) {
+        let step = if PACKED { Avx512::MR } else { 1 };
+        let mut bp = t.b;
+        // A read in place: rows 3j, 3j + 1 and 3j + 2 at `bases[j]` plus 0,
+        // 1 and 2 row strides, so that the loop steps four pointers instead
+        // of computing twelve addresses.
+        let mut bases: [*const f32; 4] = std::array::from_fn(|j| t.a.wrapping_offset(3 * j as isize * t.rsa));
+        for p in 0..t.kc {
+            // SAFETY: line p of the panel, or the tile's columns of row p
+            // of B; column p of the tile's rows of A.
+            unsafe {
+                if PF_B {
+                    // The next panel's two lines of this row of B.
+                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(Avx512::NR).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(Avx512::NR + 16).cast());
+                }
+                if PF_A && PACKED && p % 4 == 0 {
+                    // A panel's next three lines (four k of twelve rows).
+                    let at = rows[0].wrapping_add((p + PREFETCH_A) * Avx512::MR);
+                    for l in 0..3 {
+                        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(16 * l).cast());
+                    }
+                }
+                if PF_A && !PACKED && p % 16 == 0 {
+                    for row in rows {
+                        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(p + PREFETCH_A).cast());
+                    }
+                }
+                let b0 = _mm512_maskz_loadu_ps(masks[0], bp);
+                // Past the end of B's last row when the mask is empty:
+                // computed without a bound (masked lanes are not read).
+                let b1 = _mm512_maskz_loadu_ps(masks[1], bp.wrapping_add(16));
+                for r in 0..R {
+                    let a = if PACKED { *rows[r].add(p * step) } else { *bases[r / 3].offset((r % 3) as isize * t.rsa) };
+                    let av = _mm512_set1_ps(a);
+                    acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+                }
+                bp = bp.wrapping_offset(t.rsb);
+                bases = bases.map(|b| b.wrapping_add(1));
+            }
+        }
+    }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -673,22 +774,28 @@ mod tests {
     }
 
     /// A kernel's entry point.
-    type Entry = unsafe fn(&GemmArgs, *const f32, *const f32, *mut f32);
+    type Entry = unsafe fn(&GemmArgs, ASource, *const f32, *mut f32);
 
-    /// The kernels this CPU has, by name.
-    fn kernels() -> Vec<(&'static str, Entry)> {
-        let mut out: Vec<(&'static str, Entry)> = Vec::new();
+    /// The kernels this CPU has: name, entry point, tile rows.
+    fn kernels_and_rows() -> Vec<(&'static str, Entry, usize)> {
+        use x86::Kernel;
+        let mut out: Vec<(&'static str, Entry, usize)> = Vec::new();
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            out.push(("avx2", x86::sgemm::<x86::Avx2>));
+            out.push(("avx2", x86::sgemm::<x86::Avx2>, x86::Avx2::MR));
         } else {
             eprintln!("skipped: the AVX2 kernel (this CPU has no AVX2 and FMA)");
         }
         if std::arch::is_x86_feature_detected!("avx512f") && !out.is_empty() {
-            out.push(("avx512", x86::sgemm::<x86::Avx512>));
+            out.push(("avx512", x86::sgemm::<x86::Avx512>, x86::Avx512::MR));
         } else {
             eprintln!("skipped: the AVX-512 kernel (this CPU has no AVX-512F)");
         }
         out
+    }
+
+    /// The kernels this CPU has, by name.
+    fn kernels() -> Vec<(&'static str, Entry)> {
+        kernels_and_rows().into_iter().map(|(name, entry, _)| (name, entry)).collect()
     }
 
     /// Row-major m×k A (or its transpose stored k×m), k×n B (or transposed),
@@ -723,7 +830,7 @@ mod tests {
                     let (args, a, b, mut c) = case(m, k, n, trans_a, trans_b, alpha, beta);
                     let c0 = c.clone();
                     // SAFETY: the operands cover every element the strides address.
-                    unsafe { kernel(&args, a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) };
+                    unsafe { kernel(&args, ASource::Strided(a.as_ptr()), b.as_ptr(), c.as_mut_ptr()) };
                     for i in 0..m {
                         for j in 0..n {
                             let (mut sum, mut mag) = (0f64, 0f64);
@@ -761,7 +868,7 @@ mod tests {
             let (args, a, b, mut c) = case(3, 0, 5, false, false, 1.0, 2.0);
             let c0 = c.clone();
             // SAFETY: as above (A and B are empty).
-            unsafe { kernel(&args, a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) };
+            unsafe { kernel(&args, ASource::Strided(a.as_ptr()), b.as_ptr(), c.as_mut_ptr()) };
             assert!(c.iter().zip(&c0).enumerate().all(|(i, (x, y))| i % 8 >= 5 || *x == 2.0 * y), "{name}");
         }
     }
@@ -778,7 +885,7 @@ mod tests {
         let (args, a, b, c) = case(m, k, n, false, false, 1.0, 1.0);
         let mut want = c.clone();
         // SAFETY: as above.
-        unsafe { sgemm(&args, a.as_ptr(), b.as_ptr(), want.as_mut_ptr()) };
+        unsafe { sgemm(&args, ASource::Strided(a.as_ptr()), b.as_ptr(), want.as_mut_ptr()) };
         let layout = PackedLayout::new(k, n, nr);
         let mut packed = vec![f32::NAN; layout.len() + 64];
         let start = packed.as_ptr().align_offset(64);
@@ -792,8 +899,46 @@ mod tests {
         for j0 in (0..n).step_by(2 * nr) {
             let block = GemmArgs { n: (2 * nr).min(n - j0), ..args };
             // SAFETY: columns j0.. of C; the packed matrix covers them.
-            unsafe { sgemm_prepacked(&block, a.as_ptr(), packed.as_ptr(), &layout, j0, got.as_mut_ptr().add(j0)) };
+            unsafe {
+                sgemm_prepacked(&block, ASource::Strided(a.as_ptr()), packed.as_ptr(), &layout, j0, got.as_mut_ptr().add(j0))
+            };
         }
         assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+
+    /// A packed ahead ([`PanelsA`]) gives the same bits as A read in place
+    /// or packed block by block, for products over any whole panels of its
+    /// rows (as the thread split hands them out), k across several blocks,
+    /// m not a whole number of panels, alpha and beta.
+    #[test]
+    fn prepacked_a_matches_a_in_place_bit_for_bit() {
+        for (name, kernel, mr) in kernels_and_rows() {
+            for (m, k, n, trans_a) in [(29, 600, 70, false), (12, 256, 32, false), (7, 5, 100, true), (40, 300, 33, true)] {
+                let (args, a, b, c) = case(m, k, n, trans_a, false, 0.5, 1.0);
+                let mut want = c.clone();
+                // SAFETY: the operands cover every element the strides address.
+                unsafe { kernel(&args, ASource::Strided(a.as_ptr()), b.as_ptr(), want.as_mut_ptr()) };
+                let layout = PanelsA { m, k, mr, mpad: m.div_ceil(mr) * mr };
+                let mut packed = vec![f32::NAN; layout.len()];
+                if trans_a {
+                    // Row-major copy first: `pack` reads rows.
+                    let rows: Vec<f32> = (0..m * k).map(|e| a[(e % k) * m + e / k]).collect();
+                    layout.pack(&rows, k, &mut packed);
+                } else {
+                    layout.pack(&a, k, &mut packed);
+                }
+                for split in [m, mr, 2 * mr] {
+                    let mut got = c.clone();
+                    for row0 in (0..m).step_by(split) {
+                        let block = GemmArgs { m: split.min(m - row0), ..args };
+                        let a = ASource::Panels { data: packed.as_ptr(), mpad: layout.mpad, row0 };
+                        // SAFETY: rows row0.. of C; the packed matrix covers them.
+                        unsafe { kernel(&block, a, b.as_ptr(), got.as_mut_ptr().add(row0 * (n + 3))) };
+                    }
+                    let same = got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "{name} {m}x{k}x{n} (A transposed: {trans_a}) in blocks of {split} rows");
+                }
+            }
+        }
     }
 }
