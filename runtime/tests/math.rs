@@ -296,6 +296,8 @@ fn fast_convolutions_are_within_the_reordering_bound() {
         // Pointwise, and 1x1 with stride 2.
         (vec![2, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1)),
         (vec![1, 24, 9, 9], vec![20, 24, 1, 1], Conv::new_2d([1, 1], [2, 2], [0, 0, 0, 0], [1, 1], 1)),
+        // Pointwise on planes large enough to go in blocks of positions.
+        (vec![1, 48, 90, 90], vec![72, 48, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1)),
         (
             vec![2, 5, 37],
             vec![9, 5, 4],

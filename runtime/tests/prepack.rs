@@ -56,7 +56,7 @@ fn same_bits_with_packed_weights(conv: Conv, x: &Tensor, w: &Tensor, b: Option<&
 #[test]
 fn convolutions_with_packed_weights_give_the_same_bits() {
     if !has_packed_kernel() {
-        eprintln!("skipped: 5 cases (no packed f32 kernel on this CPU)");
+        eprintln!("skipped: 6 cases (no packed f32 kernel on this CPU)");
         return;
     }
     let cases = [
@@ -67,6 +67,8 @@ fn convolutions_with_packed_weights_give_the_same_bits() {
         (vec![2, 32, 13, 11], vec![80, 16, 3, 3], Conv::new_2d([3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 2), false),
         // Pointwise: the input planes are B as they are.
         (vec![2, 300, 9, 9], vec![100, 300, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1), true),
+        // Pointwise on planes that go in blocks of output positions.
+        (vec![1, 48, 90, 90], vec![72, 48, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1), true),
         // Pointwise, grouped.
         (vec![1, 64, 14, 14], vec![96, 32, 1, 1], Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 2), true),
         // Strided 1x1 (the packed path reads the input planes in place).

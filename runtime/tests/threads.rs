@@ -49,6 +49,10 @@ fn convolutions_split_their_im2col_and_planes() {
     let b = values(&[45], 8);
     let conv = Conv::new_2d([3, 3], [2, 1], [1, 1, 1, 0], [1, 1], 1);
     same_bits_on_any_thread_count(conv.into(), &[Some(&x), Some(&w), Some(&b)]);
+    // Pointwise, in blocks of output positions.
+    let (xp, wp, bp) = (values(&[1, 48, 90, 90], 11), values(&[72, 48, 1, 1], 12), values(&[72], 13));
+    let pointwise = Conv::new_2d([1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1);
+    same_bits_on_any_thread_count(pointwise.into(), &[Some(&xp), Some(&wp), Some(&bp)]);
     // Depthwise, dilated.
     let w = values(&[67, 1, 5, 5], 9);
     let conv = Conv::new_2d([5, 5], [1, 1], [4, 4, 4, 4], [2, 2], 67);

@@ -12,7 +12,10 @@
 //! whose bookkeeping dominated small convolutions.
 
 use super::conv_geometry::{init_with_bias, ConvGeometry, Finish, MAX_IM2COL};
-use super::gemm_kernel::{gemm_f32_packed, gemm_f32_packed_here, gemm_f32_with, packed_layout, PackedWeightsA, Shared};
+use super::gemm_kernel::{
+    gemm_f32_packed, gemm_f32_packed_here, gemm_f32_packed_kernel, gemm_f32_packed_kernel_here, packed_layout, PackedWeightsA,
+    Shared,
+};
 use super::num::with_scratch;
 use super::sgemm::{with_packed_buffer, PackedLayout};
 use super::window::unflatten;
@@ -128,11 +131,19 @@ pub(super) fn conv_packed(
 }
 
 /// Runs a pointwise convolution (1x1, unit strides, no padding: the input
-/// planes are the product's B as they are) whose weights are engine
-/// constants with their packed copy (`crate::prepack`) and returns true,
-/// or returns false, doing nothing, where that does not apply. The
-/// generic im2col path multiplies the same way with the weights read in
-/// place: the results are bit-identical.
+/// planes are the product's B as they are) through the packed kernel and
+/// returns true, or returns false, doing nothing, where that does not
+/// apply: the exact mode, a CPU without the kernel, products of at most
+/// [`crate::math::FAST_GEMV_ROWS`] rows or columns (the vector-matrix
+/// loops of `gemm_f32` do those; squeeze-and-excitation layers on 1x1
+/// planes, say).
+///
+/// Planes larger than the L2 cache (ResNet-50's 64 -> 256 layers on 56x56
+/// write 3.2 MB) go a block of output positions at a time, each from its
+/// bias through the product to the fused epilogue while it is in cache,
+/// instead of three passes over the whole output (bias, product,
+/// epilogue) through memory. Constant weights are read from their packed
+/// copy (`crate::prepack`).
 pub(super) fn conv_pointwise(
     g: &ConvGeometry,
     x: &[f32],
@@ -141,28 +152,63 @@ pub(super) fn conv_pointwise(
     y: &mut [f32],
     finish: Finish<'_, f32>,
 ) -> bool {
-    if !g.is_pointwise() || g.is_depthwise() || g.n == 0 || g.m == 0 || g.out_size == 0 {
+    if crate::math::mode() != crate::math::Math::Fast || !g.is_pointwise() || g.is_depthwise() {
         return false;
     }
     let (cg, mg) = (g.c / g.group, g.m / g.group);
-    let Some(packed_w) = PackedWeightsA::of(w, g.group, mg, cg) else { return false };
+    let few = crate::math::FAST_GEMV_ROWS;
+    if g.n == 0 || cg == 0 || mg <= few || g.out_size <= few {
+        return false;
+    }
+    let Some(nr) = packed_layout(cg, g.out_size).map(|l| l.nr) else { return false };
+    let packed_w = PackedWeightsA::of(w, g.group, mg, cg);
+    let threads = crate::parallel::threads();
+    let blocks = Blocks::of_positions(g.out_size, nr, POINTWISE_BLOCK / (mg + cg), threads);
+    let by_blocks = blocks.count >= 2 * threads || (threads == 1 && blocks.count > 1);
     let mut args = GemmArgs::row_major(mg, cg, g.out_size);
     args.beta = if bias.is_some() { 1.0 } else { 0.0 };
     for n in 0..g.n {
         for grp in 0..g.group {
             let x_g = &x[(n * g.c + grp * cg) * g.in_size..][..cg * g.in_size];
             let w_g = &w[grp * mg * cg..][..mg * cg];
+            let packed_w_g = packed_w.as_ref().map(|p| p.group(grp));
             let offset = (n * g.m + grp * mg) * g.out_size;
             let y_g = &mut y[offset..][..mg * g.out_size];
-            if let Some(b) = bias {
-                init_with_bias(y_g, Some(&b[grp * mg..][..mg]), g.out_size);
+            let bias_g = bias.map(|b| &b[grp * mg..][..mg]);
+            if !by_blocks {
+                if bias_g.is_some() {
+                    init_with_bias(y_g, bias_g, g.out_size);
+                }
+                gemm_f32_packed_kernel(&args, w_g, packed_w_g, x_g, y_g);
+                crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| {
+                    finish(offset + start, run)
+                });
+                continue;
             }
-            gemm_f32_with(&args, w_g, Some(packed_w.group(grp)), x_g, y_g);
-            crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| finish(offset + start, run));
+            let c = Shared(y_g.as_mut_ptr());
+            crate::parallel::par_ranges(blocks.count, 1, |range| {
+                for b in range {
+                    let (j0, cols) = blocks.columns(b);
+                    // SAFETY (the row runs and the product): columns j0..j0
+                    // + cols of y_g's rows, which only this block touches.
+                    let row = |i: usize| unsafe { std::slice::from_raw_parts_mut(c.at((i * g.out_size + j0) as isize), cols) };
+                    if let Some(b) = bias_g {
+                        (0..mg).for_each(|i| row(i).fill(b[i]));
+                    }
+                    let block = GemmArgs { n: cols, ..args };
+                    // SAFETY: as above.
+                    unsafe { gemm_f32_packed_kernel_here(&block, w_g, packed_w_g, &x_g[j0..], c.at(j0 as isize)) };
+                    (0..mg).for_each(|i| finish(offset + i * g.out_size + j0, row(i)));
+                }
+            });
         }
     }
     true
 }
+
+/// The floats of output and input columns one block of a pointwise
+/// convolution keeps in the L2 cache: 512 KiB.
+const POINTWISE_BLOCK: usize = 1 << 17;
 
 /// The blocks of output positions [`conv_packed`] builds and multiplies
 /// at a time: whole panels each, about 512 KiB of packed matrix (k × width
@@ -181,6 +227,17 @@ impl Blocks {
         let panels = n.div_ceil(nr);
         let width = ((1usize << 17) / k.max(1)).max(256).div_ceil(nr);
         let mut count = panels.div_ceil(width);
+        if count > 1 && threads > 1 {
+            count = count.div_ceil(threads) * threads;
+        }
+        Blocks { count: count.min(panels).max(1), panels, nr, n }
+    }
+
+    /// Blocks of about `width` positions (whole panels, at least one), as
+    /// many as a multiple of the threads where there are several.
+    fn of_positions(n: usize, nr: usize, width: usize, threads: usize) -> Blocks {
+        let panels = n.div_ceil(nr);
+        let mut count = panels.div_ceil(width.div_ceil(nr).max(1));
         if count > 1 && threads > 1 {
             count = count.div_ceil(threads) * threads;
         }

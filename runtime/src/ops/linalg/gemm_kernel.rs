@@ -491,6 +491,56 @@ fn split_blocks(args: &GemmArgs, (row_align, col_align): (usize, usize), run: im
     });
 }
 
+/// The fast mode's packed kernel on strided operands, whatever the shape
+/// (never the vector-matrix loops [`gemm_f32`] takes for few rows or
+/// columns), on the calling thread alone: for a caller that splits its
+/// work over the context's threads in blocks of C, each of which must get
+/// the arithmetic of the whole product. Only for a CPU where
+/// [`packed_layout`] is `Some`.
+///
+/// # Safety
+/// C's elements (as `args` addresses them from `c`) are inside one
+/// allocation and written by no one else meanwhile.
+pub(crate) unsafe fn gemm_f32_packed_kernel_here(
+    args: &GemmArgs,
+    a: &[f32],
+    packed_a: Option<PackedA<'_>>,
+    b: &[f32],
+    c: *mut f32,
+) {
+    assert!(a.len() >= span(args.m, args.k, args.rsa, args.csa), "gemm: A too small");
+    assert!(b.len() >= span(args.k, args.n, args.rsb, args.csb), "gemm: B too small");
+    if let Some(p) = &packed_a {
+        p.check(args);
+    }
+    assert!(sgemm::tile().is_some(), "gemm: no packed kernel on this CPU");
+    if args.m != 0 && args.n != 0 {
+        let a = packed_a.map_or(ASource::Strided(a.as_ptr()), |p| p.source(0));
+        // SAFETY: A and B checked above, C by the caller.
+        unsafe { sgemm::sgemm(args, a, b.as_ptr(), c) }
+    }
+}
+
+/// [`gemm_f32_packed_kernel_here`] on the whole product, split over the
+/// context's threads like [`gemm_f32`].
+pub(crate) fn gemm_f32_packed_kernel(args: &GemmArgs, a: &[f32], packed_a: Option<PackedA<'_>>, b: &[f32], c: &mut [f32]) {
+    if !check(args, a.len(), b.len(), c.len()) {
+        return;
+    }
+    if let Some(p) = &packed_a {
+        p.check(args);
+    }
+    let Some(tile) = sgemm::tile() else { panic!("gemm: no packed kernel on this CPU") };
+    let (a, b, c) = (Shared(a.as_ptr().cast_mut()), Shared(b.as_ptr().cast_mut()), Shared(c.as_mut_ptr()));
+    split_blocks(args, tile, |block, i, j| {
+        let (ii, jj) = (i as isize, j as isize);
+        let a = packed_a.map_or(ASource::Strided(a.at(ii * args.rsa)), |p| p.source(i));
+        // SAFETY: `check` covered every element; blocks of C are disjoint
+        // and start on whole tiles.
+        unsafe { sgemm::sgemm(block, a, b.at(jj * args.csb), c.at(ii * args.rsc + jj * args.csc)) }
+    });
+}
+
 /// The fast mode's C = alpha·A·B + beta·C with B already in the packed
 /// kernel's layout (a convolution's im2col written there directly, saving
 /// the copy [`gemm_f32`] would make). Only for a CPU where
