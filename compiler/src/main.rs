@@ -1063,6 +1063,10 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             );
         }
         println!("throughput: {:.2} inferences/s (batch {batch}, end to end)", batch as f64 * 1e3 / s.median);
+        let packed = engine.packed_weights().bytes();
+        if packed > 0 {
+            println!("weights packed for the fast mode's kernels: {:.1} MiB", packed as f64 / (1u64 << 20) as f64);
+        }
         if let Some(layers) = &profile {
             let total: f64 = layers.iter().map(|l| l.mean_ms).sum();
             println!("per-layer mean ms over {} further runs, slowest first (layers total {total:.3}):", a.iterations);
