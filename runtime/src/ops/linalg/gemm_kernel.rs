@@ -32,7 +32,31 @@ fn check(args: &GemmArgs, a_len: usize, b_len: usize, c_len: usize) -> bool {
 /// reading out of bounds. Large products are split over the current
 /// context's threads (see [`split`]).
 pub fn gemm_f32(args: &GemmArgs, a: &[f32], b: &[f32], c: &mut [f32]) {
-    gemm_f32_with(args, a, None, b, c)
+    if !check(args, a.len(), b.len(), c.len()) {
+        return;
+    }
+    if crate::math::mode() == crate::math::Math::Fast {
+        use crate::math::FAST_GEMV_ROWS;
+        if args.m <= FAST_GEMV_ROWS && gemv_f32(args, a, b, c) {
+            return;
+        }
+        // A product of few columns is one of few rows transposed.
+        if args.n <= FAST_GEMV_ROWS && args.n < args.m && gemv_f32(&transposed(args), b, a, c) {
+            return;
+        }
+        if sgemm::tile().is_some() {
+            gemm_f32_packed_kernel(args, a, None, b, c);
+            return;
+        }
+    }
+    // SAFETY: `check` asserted every addressed element is in bounds, C does
+    // not alias A or B (distinct borrows), and `split` hands each call a
+    // disjoint block of C.
+    split(args, a, b, c, (8, 16), |args, a, b, c| unsafe {
+        matrixmultiply::sgemm(
+            args.m, args.k, args.n, args.alpha, a, args.rsa, args.csa, b, args.rsb, args.csb, args.beta, c, args.rsc, args.csc,
+        )
+    });
 }
 
 /// A's elements packed ahead in the fast mode's kernel layout (a layer's
@@ -88,46 +112,6 @@ impl PackedWeightsA {
     pub fn group(&self, g: usize) -> PackedA<'_> {
         PackedA { layout: self.layout, data: &self.copy.as_slice()[g * self.layout.len()..][..self.layout.len()] }
     }
-}
-
-/// [`gemm_f32`], where the fast mode's packed kernel reads A from `packed`
-/// when given (the same values as `a`, whose layout only changes where
-/// the kernel reads them: the results are bit-identical).
-pub(crate) fn gemm_f32_with(args: &GemmArgs, a: &[f32], packed: Option<PackedA<'_>>, b: &[f32], c: &mut [f32]) {
-    if !check(args, a.len(), b.len(), c.len()) {
-        return;
-    }
-    if let Some(p) = &packed {
-        p.check(args);
-    }
-    if crate::math::mode() == crate::math::Math::Fast {
-        use crate::math::FAST_GEMV_ROWS;
-        if args.m <= FAST_GEMV_ROWS && gemv_f32(args, a, b, c) {
-            return;
-        }
-        // A product of few columns is one of few rows transposed.
-        if args.n <= FAST_GEMV_ROWS && args.n < args.m && gemv_f32(&transposed(args), b, a, c) {
-            return;
-        }
-        if let Some(tile) = sgemm::tile() {
-            let (a, b, c) = (Shared(a.as_ptr().cast_mut()), Shared(b.as_ptr().cast_mut()), Shared(c.as_mut_ptr()));
-            split_blocks(args, tile, |block, i, j| {
-                let (ii, jj) = (i as isize, j as isize);
-                let a = packed.map_or(ASource::Strided(a.at(ii * args.rsa)), |p| p.source(i));
-                // SAFETY: as below; packed A checked above.
-                unsafe { sgemm::sgemm(block, a, b.at(jj * args.csb), c.at(ii * args.rsc + jj * args.csc)) }
-            });
-            return;
-        }
-    }
-    // SAFETY: `check` asserted every addressed element is in bounds, C does
-    // not alias A or B (distinct borrows), and `split` hands each call a
-    // disjoint block of C.
-    split(args, a, b, c, (8, 16), |args, a, b, c| unsafe {
-        matrixmultiply::sgemm(
-            args.m, args.k, args.n, args.alpha, a, args.rsa, args.csa, b, args.rsb, args.csb, args.beta, c, args.rsc, args.csc,
-        )
-    });
 }
 
 /// The f64 counterpart of [`gemm_f32`].
