@@ -59,7 +59,7 @@ pub(super) fn conv_packed(
     }
     let threads = crate::parallel::threads();
     let blocks = Blocks::new(kdim, g.out_size, whole.nr, threads);
-    let by_blocks = blocks.count >= 2 * threads || (threads == 1 && blocks.count > 1);
+    let by_blocks = blocks.worth_it(threads);
     if !by_blocks && whole.len() > MAX_IM2COL {
         return false;
     }
@@ -91,38 +91,24 @@ pub(super) fn conv_packed(
                 let bias_g = bias.map(|b| &b[grp * mg..][..mg]);
                 let w_g = &w[grp * mg * kdim..][..mg * kdim];
                 let packed_w_g = packed_w.as_ref().map(|p| p.group(grp));
+                let out = OutputGroup { y: y_g, offset, plane: g.out_size, bias: bias_g, finish };
                 if !by_blocks {
-                    init_with_bias(y_g, bias_g, g.out_size);
-                    with_packed_buffer(whole.len(), |packed| {
-                        fill_packed(&whole, &padded, 0, planes, packed, true);
-                        gemm_f32_packed(&args, w_g, packed_w_g, packed, &whole, y_g);
-                    });
-                    crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| {
-                        finish(offset + start, run)
+                    out.whole(|y_g| {
+                        with_packed_buffer(whole.len(), |packed| {
+                            fill_packed(&whole, &padded, 0, planes, packed, true);
+                            gemm_f32_packed(&args, w_g, packed_w_g, packed, &whole, y_g);
+                        })
                     });
                     continue;
                 }
-                // Each block from its bias to its epilogue while it is in cache.
-                let c = Shared(y_g.as_mut_ptr());
-                crate::parallel::par_ranges(blocks.count, 1, |range| {
-                    for b in range {
-                        let (j0, cols) = blocks.columns(b);
-                        // SAFETY (the row runs and the product): columns j0..j0
-                        // + cols of y_g's rows, which only this block touches.
-                        let row =
-                            |i: usize| unsafe { std::slice::from_raw_parts_mut(c.at((i * g.out_size + j0) as isize), cols) };
-                        if let Some(b) = bias_g {
-                            (0..mg).for_each(|i| row(i).fill(b[i]));
-                        }
-                        let layout = PackedLayout::new(kdim, cols, whole.nr);
-                        with_packed_buffer(layout.len(), |packed| {
-                            fill_packed(&layout, &padded, j0, planes, packed, false);
-                            let block = GemmArgs { n: cols, ..args };
-                            // SAFETY: as above.
-                            unsafe { gemm_f32_packed_here(&block, w_g, packed_w_g, packed, &layout, c.at(j0 as isize)) };
-                        });
-                        (0..mg).for_each(|i| finish(offset + i * g.out_size + j0, row(i)));
-                    }
+                out.in_blocks(&blocks, |j0, cols, c| {
+                    let layout = PackedLayout::new(kdim, cols, whole.nr);
+                    with_packed_buffer(layout.len(), |packed| {
+                        fill_packed(&layout, &padded, j0, planes, packed, false);
+                        let block = GemmArgs { n: cols, ..args };
+                        // SAFETY: the block's columns of C (`in_blocks`).
+                        unsafe { gemm_f32_packed_here(&block, w_g, packed_w_g, packed, &layout, c) };
+                    });
                 });
             }
         }
@@ -164,7 +150,7 @@ pub(super) fn conv_pointwise(
     let packed_w = PackedWeightsA::of(w, g.group, mg, cg);
     let threads = crate::parallel::threads();
     let blocks = Blocks::of_positions(g.out_size, nr, POINTWISE_BLOCK / (mg + cg), threads);
-    let by_blocks = blocks.count >= 2 * threads || (threads == 1 && blocks.count > 1);
+    let by_blocks = blocks.worth_it(threads);
     let mut args = GemmArgs::row_major(mg, cg, g.out_size);
     args.beta = if bias.is_some() { 1.0 } else { 0.0 };
     for n in 0..g.n {
@@ -175,31 +161,15 @@ pub(super) fn conv_pointwise(
             let offset = (n * g.m + grp * mg) * g.out_size;
             let y_g = &mut y[offset..][..mg * g.out_size];
             let bias_g = bias.map(|b| &b[grp * mg..][..mg]);
+            let out = OutputGroup { y: y_g, offset, plane: g.out_size, bias: bias_g, finish };
             if !by_blocks {
-                if bias_g.is_some() {
-                    init_with_bias(y_g, bias_g, g.out_size);
-                }
-                gemm_f32_packed_kernel(&args, w_g, packed_w_g, x_g, y_g);
-                crate::parallel::par_chunks_mut(y_g, 1, crate::parallel::grain_elements(1), |start, run| {
-                    finish(offset + start, run)
-                });
+                out.whole(|y_g| gemm_f32_packed_kernel(&args, w_g, packed_w_g, x_g, y_g));
                 continue;
             }
-            let c = Shared(y_g.as_mut_ptr());
-            crate::parallel::par_ranges(blocks.count, 1, |range| {
-                for b in range {
-                    let (j0, cols) = blocks.columns(b);
-                    // SAFETY (the row runs and the product): columns j0..j0
-                    // + cols of y_g's rows, which only this block touches.
-                    let row = |i: usize| unsafe { std::slice::from_raw_parts_mut(c.at((i * g.out_size + j0) as isize), cols) };
-                    if let Some(b) = bias_g {
-                        (0..mg).for_each(|i| row(i).fill(b[i]));
-                    }
-                    let block = GemmArgs { n: cols, ..args };
-                    // SAFETY: as above.
-                    unsafe { gemm_f32_packed_kernel_here(&block, w_g, packed_w_g, &x_g[j0..], c.at(j0 as isize)) };
-                    (0..mg).for_each(|i| finish(offset + i * g.out_size + j0, row(i)));
-                }
+            out.in_blocks(&blocks, |j0, cols, c| {
+                let block = GemmArgs { n: cols, ..args };
+                // SAFETY: the block's columns of C (`in_blocks`).
+                unsafe { gemm_f32_packed_kernel_here(&block, w_g, packed_w_g, &x_g[j0..], c) };
             });
         }
     }
@@ -224,13 +194,7 @@ struct Blocks {
 
 impl Blocks {
     fn new(k: usize, n: usize, nr: usize, threads: usize) -> Blocks {
-        let panels = n.div_ceil(nr);
-        let width = ((1usize << 17) / k.max(1)).max(256).div_ceil(nr);
-        let mut count = panels.div_ceil(width);
-        if count > 1 && threads > 1 {
-            count = count.div_ceil(threads) * threads;
-        }
-        Blocks { count: count.min(panels).max(1), panels, nr, n }
+        Blocks::of_positions(n, nr, ((1usize << 17) / k.max(1)).max(256), threads)
     }
 
     /// Blocks of about `width` positions (whole panels, at least one), as
@@ -244,11 +208,67 @@ impl Blocks {
         Blocks { count: count.min(panels).max(1), panels, nr, n }
     }
 
+    /// Whether to go block by block: at least two blocks per thread (one
+    /// thread: at least two blocks); else the whole product, which the
+    /// multiply splits itself.
+    fn worth_it(&self, threads: usize) -> bool {
+        self.count >= 2 * threads || (threads == 1 && self.count > 1)
+    }
+
     /// The first column and the column count of block `b`.
     fn columns(&self, b: usize) -> (usize, usize) {
         let (p0, p1) = (b * self.panels / self.count, (b + 1) * self.panels / self.count);
         let j0 = p0 * self.nr;
         (j0, (p1 * self.nr).min(self.n) - j0)
+    }
+}
+
+/// One group's output channels (`y`, rows of `plane` positions, at
+/// `offset` in the layer's output), their biases and the fused epilogue:
+/// what both ways of computing a product do around it.
+struct OutputGroup<'a, 'f> {
+    y: &'a mut [f32],
+    offset: usize,
+    plane: usize,
+    bias: Option<&'a [f32]>,
+    finish: Finish<'f, f32>,
+}
+
+impl OutputGroup<'_, '_> {
+    /// The whole product at once: the biases (when there are any; the
+    /// product's beta is 0 otherwise and C is not read), `product`, which
+    /// splits itself over the threads, then the epilogue.
+    fn whole(self, product: impl FnOnce(&mut [f32])) {
+        if self.bias.is_some() {
+            init_with_bias(self.y, self.bias, self.plane);
+        }
+        product(&mut *self.y);
+        let (offset, finish) = (self.offset, self.finish);
+        crate::parallel::par_chunks_mut(self.y, 1, crate::parallel::grain_elements(1), |start, run| finish(offset + start, run));
+    }
+
+    /// Block by block over the context's threads, each block of positions
+    /// from its biases through `product(j0, cols, c)` (which adds into
+    /// columns j0..j0 + cols of every row, `c` pointing at row 0's column
+    /// j0) to the epilogue while it is in cache. Each block's columns are
+    /// touched by that block alone.
+    fn in_blocks(self, blocks: &Blocks, product: impl Fn(usize, usize, *mut f32) + Sync) {
+        let rows = self.y.len() / self.plane.max(1);
+        let (offset, plane, bias, finish) = (self.offset, self.plane, self.bias, self.finish);
+        let c = Shared(self.y.as_mut_ptr());
+        crate::parallel::par_ranges(blocks.count, 1, |range| {
+            for b in range {
+                let (j0, cols) = blocks.columns(b);
+                // SAFETY: columns j0..j0 + cols of row i of `y`, which only
+                // this block touches.
+                let row = |i: usize| unsafe { std::slice::from_raw_parts_mut(c.at((i * plane + j0) as isize), cols) };
+                if let Some(b) = bias {
+                    (0..rows).for_each(|i| row(i).fill(b[i]));
+                }
+                product(j0, cols, c.at(j0 as isize));
+                (0..rows).for_each(|i| finish(offset + i * plane + j0, row(i)));
+            }
+        });
     }
 }
 

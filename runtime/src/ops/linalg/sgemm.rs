@@ -433,7 +433,7 @@ mod x86 {
                                     rsc: args.rsc,
                                     csc: args.csc,
                                     cols: K::NR.min(n - j),
-                                    prefetch_a: q == 0,
+                                    prefetch_a: q == 0 && !pack_per_block,
                                     prefetch_b: ir == 0 && b_in_place,
                                     alpha: args.alpha,
                                     factor,
@@ -532,7 +532,8 @@ mod x86 {
         csc: isize,
         /// Columns of C the tile covers (NR but at the right edge).
         cols: usize,
-        /// Prefetch A ahead ([`PREFETCH_A`]): the block's first panel.
+        /// Prefetch A ahead ([`PREFETCH_A`]): the block's first panel, where
+        /// A comes from its operand (not packed into `pa` just before).
         prefetch_a: bool,
         /// Prefetch the next panel's part of each row of B read in place:
         /// the first row tile of a panel (the rows are a page or more
