@@ -87,6 +87,10 @@ fn run(args: Args) -> Result<()> {
     let served = service.clone();
     let served_grpc = service.clone();
     runtime.block_on(async move {
+        // SIGINT and SIGTERM are handled from here on, before the ports are
+        // announced: a client (or a test) that stops the server as soon as it
+        // sees them gets a clean shutdown, not death by the signal.
+        let stop_signal = StopSignal::install()?;
         let bind = |port: u16| {
             let host = args.host.clone();
             async move {
@@ -119,7 +123,7 @@ fn run(args: Args) -> Result<()> {
         let grpc_task = tokio::spawn(grpc_server);
         let metrics_task = tokio::spawn(async move { metrics_server.await });
 
-        wait_for_signal().await?;
+        stop_signal.received().await;
         eprintln!("trtc serve: stopping: no new connections, finishing the requests in flight");
         let _ = stop.send(true);
         http_task.await.context("the HTTP server failed")?.context("the HTTP server failed")?;
@@ -142,13 +146,25 @@ fn nodelay(listener: tokio::net::TcpListener) -> impl axum::serve::Listener<Addr
     })
 }
 
-async fn wait_for_signal() -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, caught: the process keeps running until the server
+/// has stopped.
+struct StopSignal {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignal {
+    fn install() -> Result<StopSignal> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        Ok(StopSignal { term, int })
     }
-    Ok(())
+
+    async fn received(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }

@@ -245,6 +245,27 @@ fn serves_one_engine_under_its_file_stem() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// SIGTERM at once after the server announces its ports (what a supervisor
+/// that stops a server it just started does) is a clean stop, exit 0, not
+/// death by the signal: the handler is in place before the announcement.
+#[test]
+fn a_signal_right_after_start_up_stops_the_server_cleanly() {
+    let root = std::env::temp_dir().join(format!("trtc-serve-early-signal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let engine = root.join("tiny_cnn.engine");
+    build(&workspace().join("testdata/models/example_cnn.onnx"), &engine, false);
+    for attempt in 0..10 {
+        let mut server = start_with(&[engine.as_os_str()]);
+        let signal = if attempt % 2 == 0 { libc::SIGTERM } else { libc::SIGINT };
+        let pid = libc::pid_t::try_from(server.child.id()).unwrap();
+        // SAFETY: kill(2) on the pid of a child not yet waited for.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let code = server.child.wait().unwrap();
+        assert!(code.success(), "attempt {attempt}: trtc-serve exited with {code} after signal {signal}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn bad_repositories_and_arguments_are_one_line_errors() {
     let root = std::env::temp_dir().join(format!("trtc-serve-args-{}", std::process::id()));
