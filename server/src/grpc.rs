@@ -1,6 +1,6 @@
 //! The gRPC front end: `inference.GRPCInferenceService` as Triton serves it
 //! (ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata,
-//! ModelConfig, ModelInfer, RepositoryIndex; other RPCs answer
+//! ModelConfig, ModelInfer, ModelStatistics, RepositoryIndex; other RPCs answer
 //! UNIMPLEMENTED). Inputs come as `raw_input_contents` or typed `contents`;
 //! outputs always go back as `raw_output_contents`, which is what
 //! tritonclient reads.
@@ -11,7 +11,7 @@ use std::time::Instant;
 use tonic::{Request, Response, Status};
 use trtc_runtime::{DType, Tensor, TensorType};
 
-use crate::metrics::micros;
+use crate::metrics::{ModelStatistics, StatisticDuration};
 use crate::model_config::{InstanceKind, ModelConfig, TensorConfig, VersionPolicy};
 use crate::protocol::{check_input, decode_tensor, Datatype, ErrorKind, ServeError, ServeResult, TensorData};
 use crate::repository::{LoadedModel, VersionState};
@@ -81,7 +81,7 @@ impl GrpcInferenceService for Grpc {
         Ok(Response::new(proto::ServerMetadataResponse {
             name: "trtc".into(),
             version: trtc_runtime::engine::TRTC_VERSION.into(),
-            extensions: vec!["binary_tensor_data".into(), "model_configuration".into()],
+            extensions: vec!["binary_tensor_data".into(), "model_configuration".into(), "statistics".into()],
         }))
     }
 
@@ -105,6 +105,16 @@ impl GrpcInferenceService for Grpc {
         let r = r.into_inner();
         let m = self.service.repository.get(&r.name, Some(&r.version)).map_err(status)?;
         Ok(Response::new(proto::ModelConfigResponse { config: Some(config_proto(&m.config, &m)) }))
+    }
+
+    async fn model_statistics(
+        &self,
+        r: Request<proto::ModelStatisticsRequest>,
+    ) -> Result<Response<proto::ModelStatisticsResponse>, Status> {
+        let r = r.into_inner();
+        let models = self.service.repository.loaded(Some(&r.name), Some(&r.version)).map_err(status)?;
+        let model_stats = models.iter().map(|m| statistics_proto(&m.name, m.version, m.metrics.statistics())).collect();
+        Ok(Response::new(proto::ModelStatisticsResponse { model_stats }))
     }
 
     async fn repository_index(
@@ -145,12 +155,11 @@ impl GrpcInferenceService for Grpc {
         let m = self.service.repository.get(&r.model_name, Some(&r.model_version)).map_err(status)?;
         match infer(&m, r).await {
             Ok(response) => {
-                m.metrics.success.inc();
-                m.metrics.request_duration.inc_by(micros(arrived.elapsed()));
+                m.metrics.request_succeeded(arrived.elapsed());
                 Ok(Response::new(response))
             }
             Err(e) => {
-                m.metrics.failure.inc();
+                m.metrics.request_failed(arrived.elapsed());
                 Err(status(e))
             }
         }
@@ -341,5 +350,37 @@ fn config_proto(c: &ModelConfig, m: &LoadedModel) -> proto::ModelConfig {
                 }),
             })
         }),
+    }
+}
+
+fn statistics_proto(name: &str, version: u64, st: ModelStatistics) -> proto::ModelStatistics {
+    let d = |d: StatisticDuration| Some(proto::StatisticDuration { count: d.count, ns: d.ns });
+    proto::ModelStatistics {
+        name: name.to_string(),
+        version: version.to_string(),
+        last_inference: st.last_inference_ms,
+        inference_count: st.inference_count,
+        execution_count: st.execution_count,
+        inference_stats: Some(proto::InferStatistics {
+            success: d(st.success),
+            fail: d(st.fail),
+            queue: d(st.queue),
+            compute_input: d(st.compute_input),
+            compute_infer: d(st.compute_infer),
+            compute_output: d(st.compute_output),
+            cache_hit: d(StatisticDuration::default()),
+            cache_miss: d(StatisticDuration::default()),
+        }),
+        batch_stats: st
+            .batches
+            .iter()
+            .map(|(&batch_size, b)| proto::InferBatchStatistics {
+                batch_size,
+                compute_input: d(b.compute_input),
+                compute_infer: d(b.compute_infer),
+                compute_output: d(b.compute_output),
+            })
+            .collect(),
+        memory_usage: Vec::new(),
     }
 }

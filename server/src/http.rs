@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use trtc_runtime::Tensor;
 
-use crate::metrics::{micros, Metrics};
+use crate::metrics::{Metrics, ModelStatistics, StatisticDuration};
 use crate::model_config::TensorConfig;
 use crate::protocol::{check_input, decode_tensor, tensor_to_json, Datatype, ErrorKind, ServeError, ServeResult, TensorData};
 use crate::repository::{printable, LoadedModel, VersionState};
@@ -37,6 +37,9 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/v2/health/live", get(live))
         .route("/v2/health/ready", get(ready))
         .route("/v2/repository/index", post(repository_index))
+        .route("/v2/models/stats", get(all_statistics))
+        .route("/v2/models/{model}/stats", get(model_statistics))
+        .route("/v2/models/{model}/versions/{version}/stats", get(model_statistics_v))
         .route("/v2/models/{model}", get(model_metadata))
         .route("/v2/models/{model}/ready", get(model_ready))
         .route("/v2/models/{model}/config", get(model_config))
@@ -93,7 +96,7 @@ async fn server_metadata() -> Json<Value> {
     Json(json!({
         "name": "trtc",
         "version": trtc_runtime::engine::TRTC_VERSION,
-        "extensions": ["binary_tensor_data", "model_configuration"],
+        "extensions": ["binary_tensor_data", "model_configuration", "statistics"],
     }))
 }
 
@@ -113,6 +116,64 @@ async fn repository_index(State(s): State<Arc<Service>>) -> Json<Value> {
         }
     }
     Json(Value::Array(index))
+}
+
+async fn all_statistics(State(s): State<Arc<Service>>) -> Response {
+    statistics(&s, None, None)
+}
+
+async fn model_statistics(State(s): State<Arc<Service>>, Path(model): Path<String>) -> Response {
+    statistics(&s, Some(&model), None)
+}
+
+async fn model_statistics_v(State(s): State<Arc<Service>>, Path((model, version)): Path<(String, String)>) -> Response {
+    statistics(&s, Some(&model), Some(&version))
+}
+
+/// Triton's statistics extension: `{"model_stats": [...]}`, durations in
+/// nanoseconds.
+fn statistics(s: &Service, model: Option<&str>, version: Option<&str>) -> Response {
+    let models = match s.repository.loaded(model, version) {
+        Ok(m) => m,
+        Err(e) => return error(e),
+    };
+    let duration = |d: StatisticDuration| json!({ "count": d.count, "ns": d.ns });
+    let entry = |name: &str, version: u64, st: ModelStatistics| {
+        let batches: Vec<Value> = st
+            .batches
+            .iter()
+            .map(|(size, b)| {
+                json!({
+                    "batch_size": size,
+                    "compute_input": duration(b.compute_input),
+                    "compute_infer": duration(b.compute_infer),
+                    "compute_output": duration(b.compute_output),
+                })
+            })
+            .collect();
+        json!({
+            "name": name,
+            "version": version.to_string(),
+            "last_inference": st.last_inference_ms,
+            "inference_count": st.inference_count,
+            "execution_count": st.execution_count,
+            "inference_stats": {
+                "success": duration(st.success),
+                "fail": duration(st.fail),
+                "queue": duration(st.queue),
+                "compute_input": duration(st.compute_input),
+                "compute_infer": duration(st.compute_infer),
+                "compute_output": duration(st.compute_output),
+                "cache_hit": duration(StatisticDuration::default()),
+                "cache_miss": duration(StatisticDuration::default()),
+            },
+            "response_stats": {},
+            "batch_stats": batches,
+            "memory_usage": [],
+        })
+    };
+    let stats: Vec<Value> = models.iter().map(|m| entry(&m.name, m.version, m.metrics.statistics())).collect();
+    Json(json!({ "model_stats": stats })).into_response()
 }
 
 fn metadata(s: &Service, model: &str, version: Option<&str>) -> ServeResult<Value> {
@@ -205,7 +266,7 @@ async fn infer_any(
         Err(rejection) => {
             let status = rejection.status();
             let e = ServeError::invalid(format!("cannot read the request body: {}", rejection.body_text()));
-            m.metrics.failure.inc();
+            m.metrics.request_failed(arrived.elapsed());
             let mut r = error(e);
             *r.status_mut() = status;
             return r;
@@ -213,12 +274,11 @@ async fn infer_any(
     };
     match result {
         Ok(response) => {
-            m.metrics.success.inc();
-            m.metrics.request_duration.inc_by(micros(arrived.elapsed()));
+            m.metrics.request_succeeded(arrived.elapsed());
             response
         }
         Err(e) => {
-            m.metrics.failure.inc();
+            m.metrics.request_failed(arrived.elapsed());
             error(e)
         }
     }

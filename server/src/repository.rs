@@ -186,6 +186,31 @@ impl Repository {
         self.models.values().all(ModelEntry::is_ready)
     }
 
+    /// The loaded versions that a statistics request names, as Triton
+    /// answers it: every model's without a model name, every version of
+    /// the model without a version, else that one version (an error when it
+    /// is unknown or not loaded).
+    pub fn loaded(&self, model: Option<&str>, version: Option<&str>) -> ServeResult<Vec<Arc<LoadedModel>>> {
+        let ready = |entry: &ModelEntry| -> Vec<Arc<LoadedModel>> {
+            entry
+                .versions
+                .values()
+                .filter_map(|v| match v {
+                    VersionState::Ready(m) => Some(m.clone()),
+                    VersionState::Unavailable(_) => None,
+                })
+                .collect()
+        };
+        match (model.filter(|m| !m.is_empty()), version.filter(|v| !v.is_empty())) {
+            (None, _) => Ok(self.models.values().flat_map(ready).collect()),
+            (Some(m), Some(v)) => Ok(vec![self.get(m, Some(v))?]),
+            (Some(m), None) => match self.models.get(m) {
+                Some(entry) => Ok(ready(entry)),
+                None => Err(ServeError::not_found(format!("unknown model '{}'", printable(m)))),
+            },
+        }
+    }
+
     /// The model version a request names: the given version, or the highest
     /// ready one.
     pub fn get(&self, model: &str, version: Option<&str>) -> ServeResult<Arc<LoadedModel>> {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use trtc_runtime::{Engine, Tensor, TensorType};
 
-use crate::metrics::{micros, ModelMetrics};
+use crate::metrics::{Execution, ModelMetrics};
 use crate::model_config::QueuePolicy;
 use crate::protocol::{ServeError, ServeResult};
 
@@ -191,12 +191,9 @@ fn instance(engine: &Engine, placement: Placement, queue: &Queue, started: mpsc:
         }
     };
     let _ = started.send(Ok(()));
-    let m = &queue.metrics;
     while let Some(batch) = next_batch(queue) {
         let start = Instant::now();
-        for job in &batch {
-            m.queue_duration.inc_by(micros(start - job.enqueued));
-        }
+        let waited = batch.iter().map(|job| start - job.enqueued).collect();
         let merged = if batch.len() == 1 { None } else { Some(concatenate(&batch)) };
         let refs: Vec<(&str, &Tensor)> = match &merged {
             Some(Ok(inputs)) => inputs.iter().map(|(n, t)| (n.as_str(), t)).collect(),
@@ -208,22 +205,25 @@ fn instance(engine: &Engine, placement: Placement, queue: &Queue, started: mpsc:
             _ => context.run(&refs).map_err(|e| ServeError::internal(format!("execution failed: {e}"))),
         };
         let done = Instant::now();
-        m.exec_count.inc();
         let replies: Vec<ServeResult<Outputs>> = match result {
             Ok(outputs) if batch.len() == 1 => vec![Ok(outputs)],
             Ok(outputs) => split(&outputs, &batch),
             Err(e) => vec![Err(e); batch.len()],
         };
-        let n = batch.len() as u64;
-        m.compute_input.inc_by(micros(ran - start) * n);
-        m.compute_infer.inc_by(micros(done - ran) * n);
+        let succeeded = replies.iter().all(|r| r.is_ok());
+        let (requests, rows) = (batch.len() as u64, batch.iter().map(|j| j.rows as u64).sum());
         for (job, reply) in batch.into_iter().zip(replies) {
-            if reply.is_ok() {
-                m.count.inc_by(job.rows as u64);
-            }
             let _ = job.reply.send(reply);
         }
-        m.compute_output.inc_by(micros(done.elapsed()) * n);
+        queue.metrics.executed(&Execution {
+            requests,
+            rows,
+            succeeded,
+            waited,
+            input: ran - start,
+            infer: done - ran,
+            output: done.elapsed(),
+        });
     }
 }
 
@@ -292,7 +292,7 @@ fn drop_expired(queue: &Queue, st: &mut State) {
     while st.jobs.front().is_some_and(|j| now - j.enqueued > timeout) {
         let job = st.jobs.pop_front().expect("checked above");
         queue.metrics.pending.dec();
-        queue.metrics.queue_duration.inc_by(micros(now - job.enqueued));
+        queue.metrics.dropped_from_queue(now - job.enqueued);
         let _ = job.reply.send(Err(ServeError::unavailable("the request timed out in the queue")));
     }
 }

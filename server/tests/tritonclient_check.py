@@ -231,7 +231,7 @@ for name, fn, code, needle in [
     ("missing input", lambda: ginfer("types", {"a": ty_in["a"]}), "INVALID_ARGUMENT", "missing input 'b'"),
     ("unknown output", lambda: ginfer("cnn", cnn_in, outputs=["bogus"]), "INVALID_ARGUMENT", "unknown output 'bogus'"),
     ("message over the size limit", lambda: ginfer("slow", {"x": np.zeros((1024, 1024), np.float32)}), "OUT_OF_RANGE", "too large"),
-    ("an RPC trtc does not serve", lambda: gclient.get_inference_statistics("cnn"), "UNIMPLEMENTED", ""),
+    ("an RPC trtc does not serve", lambda: gclient.load_model("cnn"), "UNIMPLEMENTED", ""),
 ]:
     ok, detail = graises(fn, code, needle)
     check(f"grpc error: {name}", ok, detail)
@@ -418,6 +418,46 @@ execs = metric("nv_inference_exec_count", "batched", "1") - before_execs
 # 16 of the 64 clients send 3 rows: 16*50*3 + 48*50 = 4800 inferences.
 check(f"batched: {count:.0f} inferences in {execs:.0f} executions (batches formed)", count == 4800 and execs < count / 4,
       (count, execs))
+
+# Triton's statistics extension, as tritonclient reads it (and perf_analyzer
+# and Model Analyzer do): the same events as the metrics, in nanoseconds.
+st = client.get_inference_statistics("batched", "1")["model_stats"]
+s0 = st[0] if len(st) == 1 else {}
+check("statistics: one entry for batched v1", s0.get("name") == "batched" and s0.get("version") == "1", st)
+inf = s0.get("inference_stats", {})
+check("statistics: inference and execution counts equal the metrics",
+      s0.get("inference_count") == metric("nv_inference_count", "batched", "1")
+      and s0.get("execution_count") == metric("nv_inference_exec_count", "batched", "1"), s0)
+check("statistics: success and fail count the requests (the two 400s above failed)",
+      inf.get("success", {}).get("count") == metric("nv_inference_request_success", "batched", "1")
+      and inf.get("fail", {}).get("count") == metric("nv_inference_request_failure", "batched", "1") == 2, inf)
+check("statistics: each successful request queued and computed once, durations positive",
+      all(inf.get(k, {}).get("count") == inf.get("success", {}).get("count") and inf.get(k, {}).get("ns", 0) > 0
+          for k in ["queue", "compute_input", "compute_infer", "compute_output"]), inf)
+batches = s0.get("batch_stats", [])
+check("statistics: batch_stats cover every execution and row, and batches larger than one request",
+      sum(b["compute_infer"]["count"] for b in batches) == s0.get("execution_count")
+      and sum(b["batch_size"] * b["compute_infer"]["count"] for b in batches) == s0.get("inference_count")
+      and max((b["batch_size"] for b in batches), default=0) > 3, batches)
+check("statistics: last_inference is a time in milliseconds", abs(s0.get("last_inference", 0) / 1e3 - time.time()) < 600,
+      s0.get("last_inference"))
+gst = gclient.get_inference_statistics("batched", "1", as_json=True)["model_stats"]
+check("statistics over gRPC: the same counts",
+      len(gst) == 1 and int(gst[0]["inference_count"]) == s0.get("inference_count")
+      and int(gst[0]["execution_count"]) == s0.get("execution_count")
+      and int(gst[0]["inference_stats"]["success"]["count"]) == inf.get("success", {}).get("count"), gst)
+every = {(m["name"], m["version"]) for m in client.get_inference_statistics()["model_stats"]}
+check("statistics of every model: each loaded version", {("cnn", "1"), ("cnn", "2"), ("batched", "1")} <= every, every)
+versions = {m["version"] for m in gclient.get_inference_statistics("cnn", as_json=True)["model_stats"]}
+check("statistics of a model: all its loaded versions", versions == {"1", "2"}, versions)
+check("statistics: an unknown model is a 404", *raises(lambda: client.get_inference_statistics("nope"), 404, "unknown model"))
+check("statistics: an unknown version is a 404", *raises(lambda: client.get_inference_statistics("cnn", "9"), 404, "no version 9"))
+try:
+    gclient.get_inference_statistics("nope")
+    check("statistics over gRPC: an unknown model is NOT_FOUND", False, "no error")
+except InferenceServerException as e:
+    check("statistics over gRPC: an unknown model is NOT_FOUND", e.status() == "StatusCode.NOT_FOUND", e.status())
+check("server metadata lists the statistics extension", "statistics" in client.get_server_metadata()["extensions"])
 gclient.close()
 
 # Shutdown with requests in flight: 8 clients send one request each to the
