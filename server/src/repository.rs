@@ -17,7 +17,7 @@ use trtc_runtime::{Engine, Tensor};
 
 use crate::metrics::{Metrics, ModelMetrics};
 use crate::model_config::{InstanceGroup, InstanceKind, ModelConfig, VersionPolicy};
-use crate::protocol::{Datatype, ServeError, ServeResult};
+use crate::protocol::{Datatype, ErrorKind, ServeError, ServeResult};
 use crate::scheduler::{Batching, Job, Outputs, Placement, Scheduler};
 use crate::shapes::{EngineShapes, InputSpec};
 
@@ -188,8 +188,9 @@ impl Repository {
 
     /// The loaded versions that a statistics request names, as Triton
     /// answers it: every model's without a model name, every version of
-    /// the model without a version, else that one version (an error when it
-    /// is unknown or not loaded).
+    /// the model without a version, else that one version. An unknown model
+    /// or version is an invalid argument here (400, INVALID_ARGUMENT), as
+    /// Triton answers statistics requests, not "not found".
     pub fn loaded(&self, model: Option<&str>, version: Option<&str>) -> ServeResult<Vec<Arc<LoadedModel>>> {
         let ready = |entry: &ModelEntry| -> Vec<Arc<LoadedModel>> {
             entry
@@ -203,10 +204,14 @@ impl Repository {
         };
         match (model.filter(|m| !m.is_empty()), version.filter(|v| !v.is_empty())) {
             (None, _) => Ok(self.models.values().flat_map(ready).collect()),
-            (Some(m), Some(v)) => Ok(vec![self.get(m, Some(v))?]),
+            (Some(m), Some(v)) => match self.get(m, Some(v)) {
+                Ok(loaded) => Ok(vec![loaded]),
+                Err(e) if e.kind == ErrorKind::NotFound => Err(ServeError::invalid(e.message)),
+                Err(e) => Err(e),
+            },
             (Some(m), None) => match self.models.get(m) {
                 Some(entry) => Ok(ready(entry)),
-                None => Err(ServeError::not_found(format!("unknown model '{}'", printable(m)))),
+                None => Err(ServeError::invalid(format!("unknown model '{}'", printable(m)))),
             },
         }
     }

@@ -450,13 +450,14 @@ every = {(m["name"], m["version"]) for m in client.get_inference_statistics()["m
 check("statistics of every model: each loaded version", {("cnn", "1"), ("cnn", "2"), ("batched", "1")} <= every, every)
 versions = {m["version"] for m in gclient.get_inference_statistics("cnn", as_json=True)["model_stats"]}
 check("statistics of a model: all its loaded versions", versions == {"1", "2"}, versions)
-check("statistics: an unknown model is a 404", *raises(lambda: client.get_inference_statistics("nope"), 404, "unknown model"))
-check("statistics: an unknown version is a 404", *raises(lambda: client.get_inference_statistics("cnn", "9"), 404, "no version 9"))
+# Triton answers these with 400 / INVALID_ARGUMENT (not 404 as for metadata).
+check("statistics: an unknown model is a 400", *raises(lambda: client.get_inference_statistics("nope"), 400, "unknown model"))
+check("statistics: an unknown version is a 400", *raises(lambda: client.get_inference_statistics("cnn", "9"), 400, "no version 9"))
 try:
     gclient.get_inference_statistics("nope")
-    check("statistics over gRPC: an unknown model is NOT_FOUND", False, "no error")
+    check("statistics over gRPC: an unknown model is INVALID_ARGUMENT", False, "no error")
 except InferenceServerException as e:
-    check("statistics over gRPC: an unknown model is NOT_FOUND", e.status() == "StatusCode.NOT_FOUND", e.status())
+    check("statistics over gRPC: an unknown model is INVALID_ARGUMENT", e.status() == "StatusCode.INVALID_ARGUMENT", e.status())
 check("server metadata lists the statistics extension", "statistics" in client.get_server_metadata()["extensions"])
 gclient.close()
 
