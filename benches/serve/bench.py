@@ -63,4 +63,14 @@ for proto in ["http", "grpc"]:
                      "p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99))})
         r = rows[-1]
         print(f"{args.model} {proto:4} c={conc:<3} {r['requests']} requests: {r['throughput_rps']:.0f} req/s, p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms")
+# The server's own account (Triton's statistics extension) over all of this
+# model's requests above: where a request's time went inside the server.
+stats = httpclient.InferenceServerClient(args.http).get_inference_statistics(args.model)["model_stats"]
+for st in stats:
+    inf = st["inference_stats"]
+    n = max(1, inf["success"]["count"])
+    mean = {k: inf[k]["ns"] / n / 1e3 for k in ["success", "queue", "compute_input", "compute_infer", "compute_output"]}
+    print(f"{args.model} server side, mean per request over {inf['success']['count']} requests in {st['execution_count']} executions: "
+          f"request {mean['success']:.1f} us = queue {mean['queue']:.1f} + input {mean['compute_input']:.1f} + "
+          f"infer {mean['compute_infer']:.1f} + output {mean['compute_output']:.1f} + the rest")
 print(json.dumps(rows))

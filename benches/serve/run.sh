@@ -74,7 +74,8 @@ pyver=$($venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 libdir=$($venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
 server=$site/pytriton/tritonserver
 mkdir -p $dir/triton-backends/python
-cp $server/backends/python/* $server/python_backend_stubs/$pyver/triton_python_backend_stub $dir/triton-backends/python/
+cp $server/backends/python/*.so $server/backends/python/*.py $server/python_backend_stubs/$pyver/triton_python_backend_stub \
+    $dir/triton-backends/python/
 echo "== the runtime from Python (Context.run in the venv Triton's model uses, exact, one thread)"
 for engine in $dir/models/cnn/1/model.engine $dir/models/batched/1/model.engine; do
     $venv/bin/python -c "
@@ -91,8 +92,9 @@ $venv/bin/python benches/serve/triton_repository.py --out $dir/triton --instance
     --model batched=$dir/models/batched/1/model.engine
 http=127.0.0.1:$(free_port); grpc_port=$(free_port); metrics_port=$(free_port)
 # The Python backend's stub processes embed the venv's Python (its
-# libpython, its packages).
-LD_LIBRARY_PATH=$libdir PYTHONPATH=$site $server/bin/tritonserver --model-repository "$PWD/$dir/triton" \
+# libpython; the model adds the venv's packages to its path) and load
+# libraries that the wheel ships beside the server.
+LD_LIBRARY_PATH=$libdir:$site/nvidia_pytriton.libs $server/bin/tritonserver --model-repository "$PWD/$dir/triton" \
     --backend-directory "$PWD/$dir/triton-backends" --http-address 127.0.0.1 --grpc-address 127.0.0.1 \
     --metrics-address 127.0.0.1 --http-port "${http#*:}" --grpc-port "$grpc_port" --metrics-port "$metrics_port" \
     --allow-gpu-metrics false > $dir/triton.log 2>&1 &
