@@ -13,7 +13,8 @@
 # by the server alone.
 # Usage: bash benches/serve/run.sh [INSTANCES]   (CPU instances, default 2;
 # REQUESTS=N sets the requests per protocol and concurrency, default 3200;
-# TRITON=0 skips Triton)
+# TRITON=0 skips Triton; benches/serve/compare_triton.py then compares
+# the two servers' answers to the same well-formed and malformed requests)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 instances=${1:-2}
@@ -45,8 +46,8 @@ counts() {
 }
 
 ./target/release/trtc-serve --model-repository $dir/models --http-port 0 --grpc-port 0 --metrics-port 0 2> $dir/serve.log &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
+trtc_pid=$!
+trap 'kill $trtc_pid ${triton_pid:-} 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "metrics on" $dir/serve.log && break; sleep 0.1; done
 http=$(sed -n 's|^trtc serve: HTTP on http://||p' $dir/serve.log)
 grpc=$(sed -n 's|^trtc serve: gRPC on ||p' $dir/serve.log)
@@ -56,8 +57,9 @@ for model in cnn unbatched batched; do
     .cache/tritonclient/bin/python benches/serve/bench.py --http "$http" --grpc "$grpc" --model $model --requests "$requests"
     counts "$metrics" $model
 done
-kill $pid && wait $pid
+trtc_http=$http
 
+# trtc serve stays up, idle, for the protocol comparison at the end.
 [ "${TRITON:-1}" = 0 ] && exit 0
 # Triton's venv: the server binary (nvidia-pytriton bundles it with its
 # libraries), and trtc's Python package built in release.
@@ -98,11 +100,12 @@ LD_LIBRARY_PATH=$libdir:$site/nvidia_pytriton.libs $server/bin/tritonserver --mo
     --backend-directory "$PWD/$dir/triton-backends" --http-address 127.0.0.1 --grpc-address 127.0.0.1 \
     --metrics-address 127.0.0.1 --http-port "${http#*:}" --grpc-port "$grpc_port" --metrics-port "$metrics_port" \
     --allow-gpu-metrics false > $dir/triton.log 2>&1 &
-pid=$!
+triton_pid=$!
 wait_ready "$http" || { tail -20 $dir/triton.log; exit 1; }
 echo "== Triton Inference Server $(sed -n 's/.*server_version *| *\([0-9.]*\).*/\1/p' $dir/triton.log | head -1) (nvidia-pytriton 0.7.0's tritonserver), Python backend running the same engines, $instances CPU instances"
 for model in cnn unbatched batched; do
     .cache/tritonclient/bin/python benches/serve/bench.py --http "$http" --grpc "127.0.0.1:$grpc_port" --model $model --requests "$requests"
     counts "127.0.0.1:$metrics_port" $model
 done
-kill $pid && wait $pid || true
+echo "== the same requests to both servers (benches/serve/compare_triton.py)"
+.cache/tritonclient/bin/python benches/serve/compare_triton.py --triton "$http" --trtc "$trtc_http" --differences-only
