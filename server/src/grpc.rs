@@ -223,7 +223,13 @@ pub fn parse_infer_request(m: &LoadedModel, r: &proto::ModelInferRequest) -> Ser
         m.engine.outputs().iter().map(|b| b.name.clone()).collect()
     } else {
         m.check_outputs(r.outputs.iter().map(|o| o.name.as_str()))?;
-        r.outputs.iter().map(|o| o.name.clone()).collect()
+        let mut names: Vec<String> = Vec::new();
+        for o in &r.outputs {
+            if !names.contains(&o.name) {
+                names.push(o.name.clone());
+            }
+        }
+        names
     };
     Ok((inputs, wanted))
 }

@@ -470,6 +470,9 @@ pub fn parse_infer_request(m: &LoadedModel, headers: RequestHeaders<'_>, body: &
             m.check_outputs(outs.iter().map(|o| o.name.as_str()))?;
             let mut w: Vec<(String, bool)> = Vec::new();
             for o in outs {
+                if w.iter().any(|(name, _)| *name == o.name) {
+                    continue;
+                }
                 if o.parameters.contains_key("classification") {
                     return Err(ServeError::invalid(format!(
                         "output '{}': the classification extension is not supported",

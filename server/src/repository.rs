@@ -45,9 +45,10 @@ impl LoadedModel {
         })
     }
 
-    /// Checks a request's requested outputs: each the model's, once.
+    /// Checks a request's requested outputs: each must be the model's. A
+    /// name may come more than once (Triton answers it once; callers keep
+    /// the first).
     pub fn check_outputs<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ServeResult<()> {
-        let mut seen: Vec<&str> = Vec::new();
         for name in names {
             if !self.engine.outputs().iter().any(|b| b.name == name) {
                 let names: Vec<&str> = self.engine.outputs().iter().map(|b| b.name.as_str()).collect();
@@ -56,10 +57,6 @@ impl LoadedModel {
                     printable(name)
                 )));
             }
-            if seen.contains(&name) {
-                return Err(ServeError::invalid(format!("output '{name}' is requested twice")));
-            }
-            seen.push(name);
         }
         Ok(())
     }

@@ -209,6 +209,13 @@ for model, version in [("cnn", "1"), ("cnn", "2"), ("types", "3"), ("slow", "1")
     i, o = refs(f"{model}_{version}")
     ok, detail = same(ginfer(model, i, version), o, o)
     check(f"grpc: {model} v{version} infer", ok, detail)
+# An output requested twice is answered once, as Triton does.
+r = infer("types", ty_in, outputs=["b2", "b2"])
+outs = [o["name"] for o in r.get_response()["outputs"]]
+check("an output requested twice is answered once (HTTP)", outs == ["b2"] and np.array_equal(r.as_numpy("b2"), ty_out["b2"]), outs)
+r = ginfer("types", ty_in, outputs=["b2", "b2"])
+outs = [o.name for o in r.get_response().outputs]
+check("an output requested twice is answered once (gRPC)", outs == ["b2"] and np.array_equal(r.as_numpy("b2"), ty_out["b2"]), outs)
 r = ginfer("types", ty_in, outputs=["b2"], request_id="g-7")
 check("grpc: requested output subset and id", r.as_numpy("a2") is None and np.array_equal(r.as_numpy("b2"), ty_out["b2"])
       and r.get_response().id == "g-7", r.get_response())
