@@ -210,20 +210,20 @@ fn instance(engine: &Engine, placement: Placement, queue: &Queue, started: mpsc:
             Ok(outputs) => split(&outputs, &batch),
             Err(e) => vec![Err(e); batch.len()],
         };
-        let succeeded = replies.iter().all(|r| r.is_ok());
-        let (requests, rows) = (batch.len() as u64, batch.iter().map(|j| j.rows as u64).sum());
-        for (job, reply) in batch.into_iter().zip(replies) {
-            let _ = job.reply.send(reply);
-        }
+        // Recorded before any reply goes out, so that a client that has its
+        // answer finds the execution in the metrics and statistics.
         queue.metrics.executed(&Execution {
-            requests,
-            rows,
-            succeeded,
+            requests: batch.len() as u64,
+            rows: batch.iter().map(|j| j.rows as u64).sum(),
+            succeeded: replies.iter().all(|r| r.is_ok()),
             waited,
             input: ran - start,
             infer: done - ran,
             output: done.elapsed(),
         });
+        for (job, reply) in batch.into_iter().zip(replies) {
+            let _ = job.reply.send(reply);
+        }
     }
 }
 
