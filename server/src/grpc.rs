@@ -1,14 +1,15 @@
 //! The gRPC front end: `inference.GRPCInferenceService` as Triton serves it
 //! (ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata,
-//! ModelConfig, ModelInfer, ModelStatistics, RepositoryIndex; other RPCs answer
-//! UNIMPLEMENTED). Inputs come as `raw_input_contents` or typed `contents`;
+//! ModelConfig, ModelInfer, ModelStreamInfer, ModelStatistics,
+//! RepositoryIndex; other RPCs answer UNIMPLEMENTED). Inputs come as `raw_input_contents` or typed `contents`;
 //! outputs always go back as `raw_output_contents`, which is what
 //! tritonclient reads.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use tonic::{Request, Response, Status};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
 use trtc_runtime::{DType, Tensor, TensorType};
 
 use crate::metrics::{ModelStatistics, StatisticDuration};
@@ -150,20 +151,85 @@ impl GrpcInferenceService for Grpc {
     }
 
     async fn model_infer(&self, r: Request<proto::ModelInferRequest>) -> Result<Response<proto::ModelInferResponse>, Status> {
-        let arrived = Instant::now();
-        let r = r.into_inner();
-        let m = self.service.repository.get(&r.model_name, Some(&r.model_version)).map_err(status)?;
-        match infer(&m, r).await {
-            Ok(response) => {
-                m.metrics.request_succeeded(arrived.elapsed());
-                Ok(Response::new(response))
-            }
-            Err(e) => {
-                m.metrics.request_failed(arrived.elapsed());
-                Err(status(e))
-            }
-        }
+        answer(&self.service, r.into_inner()).await.map(Response::new).map_err(status)
     }
+
+    type ModelStreamInferStream = ReceiverStream<Result<proto::ModelStreamInferResponse, Status>>;
+
+    /// The streaming form of ModelInfer, as tritonclient's `start_stream` /
+    /// `async_stream_infer` use it: each request on the stream is answered
+    /// once, as soon as it is done (not necessarily in order: clients match
+    /// answers by `id`), with its error in `error_message` instead of
+    /// ending the stream. At most [`STREAM_IN_FLIGHT`] requests of one
+    /// stream run at a time; the next is read when one finishes. When the
+    /// server stops, the stream ends after answering the requests it has.
+    async fn model_stream_infer(
+        &self,
+        r: Request<Streaming<proto::ModelInferRequest>>,
+    ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
+        let mut requests = r.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(STREAM_IN_FLIGHT);
+        let service = self.service.clone();
+        let mut stopping = service.stopping.clone();
+        tokio::spawn(async move {
+            let mut running = tokio::task::JoinSet::new();
+            loop {
+                if running.len() >= STREAM_IN_FLIGHT {
+                    running.join_next().await;
+                }
+                // When the server stops, the stream takes no new request:
+                // those running are answered, then the stream ends.
+                let next = tokio::select! {
+                    _ = stopping.wait_for(|s| *s) => break,
+                    next = requests.message() => next,
+                };
+                let r = match next {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        break;
+                    }
+                };
+                let (service, tx) = (service.clone(), tx.clone());
+                running.spawn(async move {
+                    let (id, model_name, model_version) = (r.id.clone(), r.model_name.clone(), r.model_version.clone());
+                    let reply = match answer(&service, r).await {
+                        Ok(response) => {
+                            proto::ModelStreamInferResponse { error_message: String::new(), infer_response: Some(response) }
+                        }
+                        Err(e) => proto::ModelStreamInferResponse {
+                            error_message: e.message,
+                            infer_response: Some(proto::ModelInferResponse {
+                                model_name,
+                                model_version,
+                                id,
+                                ..Default::default()
+                            }),
+                        },
+                    };
+                    let _ = tx.send(Ok(reply)).await;
+                });
+            }
+            while running.join_next().await.is_some() {}
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// The most requests of one ModelStreamInfer stream that run at once.
+const STREAM_IN_FLIGHT: usize = 64;
+
+/// Runs one inference request and counts it in the model's metrics.
+async fn answer(service: &Service, r: proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {
+    let arrived = Instant::now();
+    let m = service.repository.get(&r.model_name, Some(&r.model_version))?;
+    let result = infer(&m, r).await;
+    match &result {
+        Ok(_) => m.metrics.request_succeeded(arrived.elapsed()),
+        Err(_) => m.metrics.request_failed(arrived.elapsed()),
+    }
+    result
 }
 
 async fn infer(m: &LoadedModel, r: proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {

@@ -1,7 +1,8 @@
 //! `trtc-serve` (also run as `trtc serve`): loads a model repository, or one
 //! engine, and serves it over HTTP and gRPC with metrics on a third port, until
 //! SIGINT or SIGTERM; then it stops accepting, finishes the requests in
-//! flight and exits 0.
+//! flight (closing what is still open after `--exit-timeout-secs`) and
+//! exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +43,11 @@ struct Args {
     /// together) or a gRPC message.
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     http_max_input_size: usize,
+    /// After SIGINT or SIGTERM, how long to wait for the requests and
+    /// connections in flight before closing them anyway (Triton's
+    /// `--exit-timeout-secs`).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    exit_timeout_secs: u64,
 }
 
 fn main() -> ExitCode {
@@ -81,7 +87,13 @@ fn run(args: Args) -> Result<()> {
     if repository.models.is_empty() {
         eprintln!("trtc serve: the model repository holds no model folder");
     }
-    let service = Arc::new(Service { repository, metrics: metrics.clone(), max_request_bytes: args.http_max_input_size });
+    let (stop, stopped) = watch::channel(false);
+    let service = Arc::new(Service {
+        repository,
+        metrics: metrics.clone(),
+        max_request_bytes: args.http_max_input_size,
+        stopping: stopped.clone(),
+    });
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let served = service.clone();
@@ -106,7 +118,6 @@ fn run(args: Args) -> Result<()> {
         eprintln!("trtc serve: gRPC on {}", grpc_listener.local_addr()?);
         eprintln!("trtc serve: metrics on http://{}/metrics", metrics_listener.local_addr()?);
 
-        let (stop, stopped) = watch::channel(false);
         let until_stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
@@ -126,9 +137,19 @@ fn run(args: Args) -> Result<()> {
         stop_signal.received().await;
         eprintln!("trtc serve: stopping: no new connections, finishing the requests in flight");
         let _ = stop.send(true);
-        http_task.await.context("the HTTP server failed")?.context("the HTTP server failed")?;
-        grpc_task.await.context("the gRPC server failed")?.context("the gRPC server failed")?;
-        metrics_task.await.context("the metrics server failed")?.context("the metrics server failed")?;
+        let finished = async {
+            http_task.await.context("the HTTP server failed")?.context("the HTTP server failed")?;
+            grpc_task.await.context("the gRPC server failed")?.context("the gRPC server failed")?;
+            metrics_task.await.context("the metrics server failed")?.context("the metrics server failed")
+        };
+        let exit_timeout = std::time::Duration::from_secs(args.exit_timeout_secs);
+        match tokio::time::timeout(exit_timeout, finished).await {
+            Ok(result) => result?,
+            Err(_) => eprintln!(
+                "trtc serve: connections still open after {} s (--exit-timeout-secs): closing them",
+                args.exit_timeout_secs
+            ),
+        }
         Ok::<(), anyhow::Error>(())
     })?;
     // The last references to the models go here (the runtime's tasks held

@@ -11,4 +11,7 @@ pub struct Service {
     pub metrics: Arc<Metrics>,
     /// The largest request, after decompression for a compressed one.
     pub max_request_bytes: usize,
+    /// Becomes true when the server stops: long-lived requests (gRPC
+    /// streams) stop taking new work and end.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }

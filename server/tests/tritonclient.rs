@@ -178,7 +178,10 @@ fn tritonclient_talks_to_trtc_serve() {
     let root = std::env::temp_dir().join(format!("trtc-serve-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let repo = make_repository(&root);
-    let mut server = start_with(&["--model-repository".as_ref(), repo.dir.as_os_str()]);
+    // An exit timeout far beyond the 60 s this test waits for the exit: a
+    // connection that holds the server open fails the test.
+    let mut server =
+        start_with(&["--model-repository".as_ref(), repo.dir.as_os_str(), "--exit-timeout-secs".as_ref(), "600".as_ref()]);
     let status = Command::new(python())
         .arg(workspace().join("server/tests/tritonclient_check.py"))
         .args(["--http", &server.http, "--grpc", &server.grpc, "--metrics", &server.metrics])
@@ -194,18 +197,34 @@ fn tritonclient_talks_to_trtc_serve() {
 
     // The check script ends by sending SIGTERM with requests in flight: the
     // server must exit 0 by itself, having said it stopped.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let log = exited_cleanly(&mut server, Duration::from_secs(60));
+    assert!(log.iter().any(|l| l == "trtc serve: stopped"), "{log:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Waits (at most `within`) for a stopped server to exit, checks that it
+/// exited 0, and returns the lines it printed since its start-up.
+fn exited_cleanly(server: &mut Server, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
     let code = loop {
         if let Some(s) = server.child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline, "trtc-serve did not exit within 60 s of SIGTERM");
+        assert!(Instant::now() < deadline, "trtc-serve did not exit within {within:?} of SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(code.success(), "trtc-serve exited with {code} after SIGTERM");
-    let log: Vec<String> = server.log.try_iter().collect();
-    assert!(log.iter().any(|l| l == "trtc serve: stopped"), "{log:?}");
+    server.log.try_iter().collect()
+}
+
+/// The example CNN built as `tiny_cnn.engine` in a fresh folder named
+/// after `tag` (and this process); the folder and the engine's path.
+fn tiny_engine(tag: &str) -> (PathBuf, PathBuf) {
+    let root = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
+    let engine = root.join("tiny_cnn.engine");
+    build(&workspace().join("testdata/models/example_cnn.onnx"), &engine, false);
+    (root, engine)
 }
 
 /// A GET on the server's HTTP port, the status line and body back.
@@ -222,10 +241,7 @@ fn get(addr: &str, path: &str) -> (String, String) {
 
 #[test]
 fn serves_one_engine_under_its_file_stem() {
-    let root = std::env::temp_dir().join(format!("trtc-serve-one-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let engine = root.join("tiny_cnn.engine");
-    build(&workspace().join("testdata/models/example_cnn.onnx"), &engine, false);
+    let (root, engine) = tiny_engine("trtc-serve-one");
     let mut server = start_with(&[engine.as_os_str()]);
     let (status, _) = get(&server.http, "/v2/models/tiny_cnn/versions/1/ready");
     assert!(status.contains(" 200 "), "{status}");
@@ -250,10 +266,7 @@ fn serves_one_engine_under_its_file_stem() {
 /// death by the signal: the handler is in place before the announcement.
 #[test]
 fn a_signal_right_after_start_up_stops_the_server_cleanly() {
-    let root = std::env::temp_dir().join(format!("trtc-serve-early-signal-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let engine = root.join("tiny_cnn.engine");
-    build(&workspace().join("testdata/models/example_cnn.onnx"), &engine, false);
+    let (root, engine) = tiny_engine("trtc-serve-early-signal");
     for attempt in 0..10 {
         let mut server = start_with(&[engine.as_os_str()]);
         let signal = if attempt % 2 == 0 { libc::SIGTERM } else { libc::SIGINT };
@@ -263,6 +276,26 @@ fn a_signal_right_after_start_up_stops_the_server_cleanly() {
         let code = server.child.wait().unwrap();
         assert!(code.success(), "attempt {attempt}: trtc-serve exited with {code} after signal {signal}");
     }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A client that never finishes its request cannot hold the server open
+/// past `--exit-timeout-secs` after SIGTERM: the server closes it and exits 0.
+#[test]
+fn a_stalled_request_does_not_outlast_the_exit_timeout() {
+    use std::io::Write;
+    let (root, engine) = tiny_engine("trtc-serve-stalled");
+    let mut server = start_with(&[engine.as_os_str(), "--exit-timeout-secs".as_ref(), "1".as_ref()]);
+    let mut stalled = std::net::TcpStream::connect(&server.http).unwrap();
+    write!(stalled, "POST /v2/models/tiny_cnn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{\"inputs\"").unwrap();
+    stalled.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = libc::pid_t::try_from(server.child.id()).unwrap();
+    // SAFETY: kill(2) on the pid of a child not yet waited for.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let log = exited_cleanly(&mut server, Duration::from_secs(20));
+    assert!(log.iter().any(|l| l.contains("connections still open after 1 s")), "{log:?}");
+    drop(stalled);
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -11,6 +11,7 @@ import gzip
 import http.client
 import json
 import os
+import queue
 import signal
 import socket
 import sys
@@ -242,6 +243,40 @@ for name, fn, code, needle in [
 ]:
     ok, detail = graises(fn, code, needle)
     check(f"grpc error: {name}", ok, detail)
+
+# The streaming API (ModelStreamInfer): every request answered once, matched
+# by id (answers may come in any order); an error is delivered to the
+# callback and the stream goes on.
+answers = queue.Queue()
+gclient.start_stream(callback=lambda result, error: answers.put((result, error)))
+streamed = {}
+for k in range(12):
+    model, version = [("cnn", "1"), ("cnn", "2"), ("types", "3")][k % 3]
+    i, o = refs(f"{model}_{version}")
+    ins = []
+    for name, v in i.items():
+        t = grpcclient.InferInput(name, list(v.shape), np_to_triton_dtype(v.dtype))
+        t.set_data_from_numpy(v)
+        ins.append(t)
+    gclient.async_stream_infer(model, ins, model_version=version, request_id=f"s{k}")
+    streamed[f"s{k}"] = o
+    if k == 5:
+        gclient.async_stream_infer("nope", ins, request_id="s-bad")
+got, errors = {}, []
+for _ in range(13):
+    try:
+        result, error = answers.get(timeout=60)
+    except queue.Empty:
+        break
+    if error is not None:
+        errors.append(error.message())
+    else:
+        got[result.get_response().id] = result
+gclient.stop_stream()
+bad = [k for k, o in streamed.items() if k not in got or not same(got[k], o, o)[0]]
+check(f"grpc stream: {len(got)} of 12 requests answered correctly, matched by id", not bad and len(got) == 12, bad)
+check("grpc stream: an unknown model's error reaches the callback, the stream goes on",
+      len(errors) == 1 and "unknown model 'nope'" in errors[0], errors)
 gclient.close()
 
 
@@ -474,6 +509,20 @@ gclient.close()
 # connections then refused. (A request still on its way when the listener
 # closes is refused, as with any server: it was never in flight.)
 si, so = refs("slow_1")
+# A gRPC stream left open through the shutdown: the server must end it
+# rather than wait for the client (the test runs the server with an exit
+# timeout far above the harness's 60 s, so a server held open by it fails).
+stream_answers = queue.Queue()
+sclient = grpcclient.InferenceServerClient(url=args.grpc)
+sclient.start_stream(callback=lambda result, error: stream_answers.put((result, error)))
+sin = []
+for name, v in cnn_in.items():
+    t = grpcclient.InferInput(name, list(v.shape), np_to_triton_dtype(v.dtype))
+    t.set_data_from_numpy(v)
+    sin.append(t)
+sclient.async_stream_infer("cnn", sin, model_version="1", request_id="open")
+result, error = stream_answers.get(timeout=60)
+check("shutdown: a gRPC stream is open and answering", error is None and result.get_response().id == "open", error)
 results = []
 threads = [threading.Thread(target=client_thread, args=("slow", "", si, 1, results)) for _ in range(8)]
 for t in threads:
@@ -495,6 +544,22 @@ try:
 except OSError:
     refused = True
 check("shutdown: new connections refused", refused)
+
+
+def exited(pid):
+    """Whether the process has ended (a zombie until the harness reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+deadline = time.time() + 20
+while time.time() < deadline and not exited(args.server_pid):
+    time.sleep(0.05)
+check("shutdown: the server ends the open gRPC stream and exits", exited(args.server_pid))
+sclient.stop_stream()
 
 print(f"tritonclient checks: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
