@@ -4,7 +4,8 @@
 # profile (1 to 32 rows) served twice, without and with the dynamic batcher
 # (`dynamic_batching { max_queue_delay_microseconds: 500 }`); for each, the
 # runtime called directly (trtc bench) at batch 1, then tritonclient over
-# HTTP and gRPC at concurrency 1, 8 and 64 (benches/serve/bench.py), every
+# HTTP, gRPC and gRPC streams at concurrency 1, 8 and 64
+# (benches/serve/bench.py), every
 # request one row. Then the same against Triton Inference Server itself:
 # the `tritonserver` that PyPI's nvidia-pytriton ships (CPU build, Python
 # backend only), serving the same engines through trtc's Python package
