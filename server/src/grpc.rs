@@ -151,7 +151,7 @@ impl GrpcInferenceService for Grpc {
     }
 
     async fn model_infer(&self, r: Request<proto::ModelInferRequest>) -> Result<Response<proto::ModelInferResponse>, Status> {
-        answer(&self.service, r.into_inner()).await.map(Response::new).map_err(status)
+        answer(&self.service, &r.into_inner()).await.map(Response::new).map_err(status)
     }
 
     type ModelStreamInferStream = ReceiverStream<Result<proto::ModelStreamInferResponse, Status>>;
@@ -193,17 +193,16 @@ impl GrpcInferenceService for Grpc {
                 };
                 let (service, tx) = (service.clone(), tx.clone());
                 running.spawn(async move {
-                    let (id, model_name, model_version) = (r.id.clone(), r.model_name.clone(), r.model_version.clone());
-                    let reply = match answer(&service, r).await {
+                    let reply = match answer(&service, &r).await {
                         Ok(response) => {
                             proto::ModelStreamInferResponse { error_message: String::new(), infer_response: Some(response) }
                         }
                         Err(e) => proto::ModelStreamInferResponse {
                             error_message: e.message,
                             infer_response: Some(proto::ModelInferResponse {
-                                model_name,
-                                model_version,
-                                id,
+                                model_name: r.model_name,
+                                model_version: r.model_version,
+                                id: r.id,
                                 ..Default::default()
                             }),
                         },
@@ -221,7 +220,7 @@ impl GrpcInferenceService for Grpc {
 const STREAM_IN_FLIGHT: usize = 64;
 
 /// Runs one inference request and counts it in the model's metrics.
-async fn answer(service: &Service, r: proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {
+async fn answer(service: &Service, r: &proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {
     let arrived = Instant::now();
     let m = service.repository.get(&r.model_name, Some(&r.model_version))?;
     let result = infer(&m, r).await;
@@ -232,13 +231,13 @@ async fn answer(service: &Service, r: proto::ModelInferRequest) -> ServeResult<p
     result
 }
 
-async fn infer(m: &LoadedModel, r: proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {
-    let (inputs, wanted) = parse_infer_request(m, &r)?;
+async fn infer(m: &LoadedModel, r: &proto::ModelInferRequest) -> ServeResult<proto::ModelInferResponse> {
+    let (inputs, wanted) = parse_infer_request(m, r)?;
     let mut outputs = m.infer(inputs).await?;
     let mut response = proto::ModelInferResponse {
         model_name: m.name.clone(),
         model_version: m.version.to_string(),
-        id: r.id,
+        id: r.id.clone(),
         ..Default::default()
     };
     for name in wanted {
@@ -288,14 +287,8 @@ pub fn parse_infer_request(m: &LoadedModel, r: &proto::ModelInferRequest) -> Ser
     let wanted: Vec<String> = if r.outputs.is_empty() {
         m.engine.outputs().iter().map(|b| b.name.clone()).collect()
     } else {
-        m.check_outputs(r.outputs.iter().map(|o| o.name.as_str()))?;
-        let mut names: Vec<String> = Vec::new();
-        for o in &r.outputs {
-            if !names.contains(&o.name) {
-                names.push(o.name.clone());
-            }
-        }
-        names
+        let firsts = m.check_outputs(r.outputs.iter().map(|o| o.name.as_str()))?;
+        firsts.into_iter().map(|i| r.outputs[i].name.clone()).collect()
     };
     Ok((inputs, wanted))
 }

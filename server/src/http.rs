@@ -467,12 +467,9 @@ pub fn parse_infer_request(m: &LoadedModel, headers: RequestHeaders<'_>, body: &
     let wanted: Vec<(String, bool)> = match &request.outputs {
         None => m.engine.outputs().iter().map(|b| (b.name.clone(), binary_default)).collect(),
         Some(outs) => {
-            m.check_outputs(outs.iter().map(|o| o.name.as_str()))?;
+            let firsts = m.check_outputs(outs.iter().map(|o| o.name.as_str()))?;
             let mut w: Vec<(String, bool)> = Vec::new();
-            for o in outs {
-                if w.iter().any(|(name, _)| *name == o.name) {
-                    continue;
-                }
+            for o in firsts.into_iter().map(|i| &outs[i]) {
                 if o.parameters.contains_key("classification") {
                     return Err(ServeError::invalid(format!(
                         "output '{}': the classification extension is not supported",

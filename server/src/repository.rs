@@ -45,11 +45,12 @@ impl LoadedModel {
         })
     }
 
-    /// Checks a request's requested outputs: each must be the model's. A
-    /// name may come more than once (Triton answers it once; callers keep
-    /// the first).
-    pub fn check_outputs<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ServeResult<()> {
-        for name in names {
+    /// Checks a request's requested outputs, each of which must be the
+    /// model's, and returns the positions of the first request of each name:
+    /// a name may come more than once, and Triton answers it once.
+    pub fn check_outputs<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ServeResult<Vec<usize>> {
+        let mut firsts: Vec<(usize, &str)> = Vec::new();
+        for (i, name) in names.into_iter().enumerate() {
             if !self.engine.outputs().iter().any(|b| b.name == name) {
                 let names: Vec<&str> = self.engine.outputs().iter().map(|b| b.name.as_str()).collect();
                 return Err(ServeError::invalid(format!(
@@ -57,8 +58,11 @@ impl LoadedModel {
                     printable(name)
                 )));
             }
+            if !firsts.iter().any(|&(_, seen)| seen == name) {
+                firsts.push((i, name));
+            }
         }
-        Ok(())
+        Ok(firsts.into_iter().map(|(i, _)| i).collect())
     }
 
     /// Queues a request's decoded inputs (each checked by
@@ -111,6 +115,14 @@ pub struct ModelEntry {
 }
 
 impl ModelEntry {
+    /// The loaded versions, lowest number first.
+    pub fn ready(&self) -> impl DoubleEndedIterator<Item = &Arc<LoadedModel>> {
+        self.versions.values().filter_map(|v| match v {
+            VersionState::Ready(m) => Some(m),
+            VersionState::Unavailable(_) => None,
+        })
+    }
+
     pub fn is_ready(&self) -> bool {
         self.error.is_none() && !self.versions.is_empty() && self.versions.values().all(|v| matches!(v, VersionState::Ready(_)))
     }
@@ -172,9 +184,7 @@ impl Repository {
         if version.is_some_and(|v| !v.is_empty()) {
             return vec![m.version.to_string()];
         }
-        self.models.get(&m.name).map_or_else(Vec::new, |entry| {
-            entry.versions.iter().filter(|(_, v)| matches!(v, VersionState::Ready(_))).map(|(n, _)| n.to_string()).collect()
-        })
+        self.models.get(&m.name).map_or_else(Vec::new, |entry| entry.ready().map(|m| m.version.to_string()).collect())
     }
 
     /// Strict readiness, as Triton's default: every model's every version
@@ -189,25 +199,15 @@ impl Repository {
     /// or version is an invalid argument here (400, INVALID_ARGUMENT), as
     /// Triton answers statistics requests, not "not found".
     pub fn loaded(&self, model: Option<&str>, version: Option<&str>) -> ServeResult<Vec<Arc<LoadedModel>>> {
-        let ready = |entry: &ModelEntry| -> Vec<Arc<LoadedModel>> {
-            entry
-                .versions
-                .values()
-                .filter_map(|v| match v {
-                    VersionState::Ready(m) => Some(m.clone()),
-                    VersionState::Unavailable(_) => None,
-                })
-                .collect()
-        };
         match (model.filter(|m| !m.is_empty()), version.filter(|v| !v.is_empty())) {
-            (None, _) => Ok(self.models.values().flat_map(ready).collect()),
+            (None, _) => Ok(self.models.values().flat_map(ModelEntry::ready).cloned().collect()),
             (Some(m), Some(v)) => match self.get(m, Some(v)) {
                 Ok(loaded) => Ok(vec![loaded]),
                 Err(e) if e.kind == ErrorKind::NotFound => Err(ServeError::invalid(e.message)),
                 Err(e) => Err(e),
             },
             (Some(m), None) => match self.models.get(m) {
-                Some(entry) => Ok(ready(entry)),
+                Some(entry) => Ok(entry.ready().cloned().collect()),
                 None => Err(ServeError::invalid(format!("unknown model '{}'", printable(m)))),
             },
         }
@@ -234,13 +234,9 @@ impl Repository {
                 }
             }
             None => entry
-                .versions
-                .values()
-                .rev()
-                .find_map(|v| match v {
-                    VersionState::Ready(m) => Some(m.clone()),
-                    VersionState::Unavailable(_) => None,
-                })
+                .ready()
+                .next_back()
+                .cloned()
                 .ok_or_else(|| ServeError::unavailable(format!("model '{model}' has no version ready"))),
         }
     }

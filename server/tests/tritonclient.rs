@@ -254,10 +254,8 @@ fn serves_one_engine_under_its_file_stem() {
         status.contains(" 200 ") && body.contains("nv_inference_request_success{model=\"tiny_cnn\",version=\"1\"} 0"),
         "{body}"
     );
-    let killed = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
-    assert!(killed.success());
-    let code = server.child.wait().unwrap();
-    assert!(code.success(), "trtc-serve exited with {code} after SIGTERM");
+    server.signal(libc::SIGTERM);
+    exited_cleanly(&mut server, Duration::from_secs(60));
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -270,9 +268,7 @@ fn a_signal_right_after_start_up_stops_the_server_cleanly() {
     for attempt in 0..10 {
         let mut server = start_with(&[engine.as_os_str()]);
         let signal = if attempt % 2 == 0 { libc::SIGTERM } else { libc::SIGINT };
-        let pid = libc::pid_t::try_from(server.child.id()).unwrap();
-        // SAFETY: kill(2) on the pid of a child not yet waited for.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        server.signal(signal);
         let code = server.child.wait().unwrap();
         assert!(code.success(), "attempt {attempt}: trtc-serve exited with {code} after signal {signal}");
     }
@@ -290,9 +286,7 @@ fn a_stalled_request_does_not_outlast_the_exit_timeout() {
     write!(stalled, "POST /v2/models/tiny_cnn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{\"inputs\"").unwrap();
     stalled.flush().unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    let pid = libc::pid_t::try_from(server.child.id()).unwrap();
-    // SAFETY: kill(2) on the pid of a child not yet waited for.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    server.signal(libc::SIGTERM);
     let log = exited_cleanly(&mut server, Duration::from_secs(20));
     assert!(log.iter().any(|l| l.contains("connections still open after 1 s")), "{log:?}");
     drop(stalled);
